@@ -1,0 +1,31 @@
+"""Spec + task info -> model configs (shared by trials, selection and test evaluation)."""
+
+from __future__ import annotations
+
+from sptune.models import EncoderConfig, ModelConfig
+from sptune.spec import ModelSpec
+from sptune.tasks.base import TaskInfo
+
+
+def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
+    return EncoderConfig(
+        d_model=model.d_model,
+        n_layers=model.n_layers,
+        n_heads=model.n_heads,
+        d_ff=model.d_ff,
+        dropout=model.dropout,
+        positions=model.positions,
+        max_len=info.seq_len,
+        input_kind=info.input_kind,
+        vocab_size=info.vocab_size,
+        use_cls=model.pooling == "cls",
+    )
+
+
+def classifier_config(model: ModelSpec, info: TaskInfo) -> ModelConfig:
+    return ModelConfig(
+        encoder=encoder_config(model, info),
+        pooling=model.pooling,
+        num_classes=info.num_classes,
+        paired=info.paired,
+    )

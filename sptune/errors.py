@@ -1,0 +1,32 @@
+"""User-facing errors: one paragraph naming the field or file and the fix."""
+
+from __future__ import annotations
+
+
+class SptuneError(Exception):
+    """An error caused by the user's input or environment, not by a bug.
+
+    The CLI prints ``str(err)`` without a traceback and exits with ``exit_code``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, where: str, problem: str, fix: str) -> None:
+        self.where = where
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+class SpecError(SptuneError):
+    """The sweep spec (YAML or --set overrides) is invalid."""
+
+
+class DataError(SptuneError):
+    """A data source is missing, unreadable or malformed."""
+
+
+class RuntimeFailure(SptuneError):
+    """Something failed while running (exit status 1, not a usage error)."""
+
+    exit_code = 1

@@ -1,0 +1,26 @@
+"""The one test-split evaluation of a selected finetune checkpoint."""
+
+from __future__ import annotations
+
+import torch
+
+from sptune.build import classifier_config
+from sptune.device import pick_device
+from sptune.models import Classifier
+from sptune.spec import SweepSpec
+from sptune.tasks.base import ArraySplit, TaskInfo
+from sptune.trainables import load_state
+from sptune.train import evaluate
+
+
+def test_accuracy(spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit) -> tuple[float, float]:
+    """(test loss, test accuracy) of the classifier stored in ``checkpoint_dir``."""
+    device = pick_device(spec.training.device)
+    model = Classifier(classifier_config(spec.model, info))
+    model.load_state_dict(load_state(checkpoint_dir)["model"])
+    model.to(device)
+    x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
+    return evaluate(model, info, x, y, device, spec.training.precision)
+
+
+test_accuracy.__test__ = False  # a library function, not a pytest test

@@ -1,0 +1,86 @@
+"""Pre-LN transformer encoder with token or continuous inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import nn
+
+from sptune.models.attention import SelfAttention
+
+Positions = Literal["rotary", "learned", "none"]
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    d_model: int = 64
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 128
+    dropout: float = 0.1
+    positions: Positions = "learned"
+    max_len: int = 1024
+    input_kind: Literal["tokens", "continuous"] = "continuous"
+    vocab_size: int = 0
+    # Continuous inputs carry (value, mask flag) per position in both stages, so the
+    # input layer has the same shape in pretraining and finetuning.
+    input_channels: int = 2
+    use_cls: bool = False
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.dropout, rotary=cfg.positions == "rotary")
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None, causal: bool) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), key_padding, causal))
+        return x + self.drop(self.mlp(self.norm2(x)))
+
+
+class Encoder(nn.Module):
+    """Maps inputs (B, L) token ids or (B, L, C) continuous features to (B, L', d_model).
+
+    With ``use_cls`` a learned [CLS] vector is prepended (L' = L + 1).
+    """
+
+    def __init__(self, cfg: EncoderConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        if cfg.input_kind == "tokens":
+            self.embed: nn.Module = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        else:
+            self.embed = nn.Linear(cfg.input_channels, cfg.d_model)
+        n_pos = cfg.max_len + int(cfg.use_cls)
+        self.positions = nn.Parameter(torch.zeros(1, n_pos, cfg.d_model)) if cfg.positions == "learned" else None
+        if self.positions is not None:
+            # Unit-scale positions (like nn.Embedding): tiny ones leave attention + pooling
+            # nearly permutation-invariant, and pixel tasks then learn very slowly.
+            nn.init.normal_(self.positions, std=1.0)
+        self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.use_cls else None
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+
+    def forward(
+        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
+        h = self.embed(inputs)
+        if self.cls is not None:
+            h = torch.cat([self.cls.expand(len(h), -1, -1), h], dim=1)
+            if key_padding is not None:
+                key_padding = torch.cat([key_padding.new_zeros(len(h), 1), key_padding], dim=1)
+        if self.positions is not None:
+            h = h + self.positions[:, : h.shape[1]]
+        h = self.drop(h)
+        for block in self.blocks:
+            h = block(h, key_padding, causal)
+        return self.norm(h)

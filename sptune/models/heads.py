@@ -1,0 +1,59 @@
+"""Heads on top of the encoder: pooled classification and per-position reconstruction."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+Pooling = Literal["mean", "max", "last", "cls"]
+
+
+def pool(h: torch.Tensor, how: Pooling, key_padding: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, L, D) -> (B, D). ``key_padding`` (B, L) is True at padded positions."""
+    if how == "cls":
+        return h[:, 0]
+    if key_padding is None:
+        if how == "mean":
+            return h.mean(dim=1)
+        if how == "max":
+            return h.amax(dim=1)
+        if how == "last":
+            return h[:, -1]
+    else:
+        keep = (~key_padding).unsqueeze(-1)
+        if how == "mean":
+            return (h * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1)
+        if how == "max":
+            return h.masked_fill(~keep, float("-inf")).amax(dim=1)
+        if how == "last":
+            last = keep.squeeze(-1).long().sum(dim=1).clamp(min=1) - 1
+            return h[torch.arange(len(h), device=h.device), last]
+    raise ValueError(f"unknown pooling '{how}'")
+
+
+class ClassificationHead(nn.Module):
+    def __init__(self, d_model: int, num_classes: int, pooling: Pooling, paired: bool = False) -> None:
+        super().__init__()
+        self.pooling = pooling
+        self.paired = paired
+        # Paired inputs (retrieval) are compared as [a, b, a - b, a * b].
+        d_in = 4 * d_model if paired else d_model
+        self.mlp = nn.Sequential(nn.Linear(d_in, d_model), nn.GELU(), nn.Linear(d_model, num_classes))
+
+    def forward(self, pooled: torch.Tensor, pooled_b: torch.Tensor | None = None) -> torch.Tensor:
+        if self.paired:
+            pooled = torch.cat([pooled, pooled_b, pooled - pooled_b, pooled * pooled_b], dim=-1)
+        return self.mlp(pooled)
+
+
+class ReconstructionHead(nn.Module):
+    """Per-position predictions: logits over tokens / pixel levels, or one regressed value."""
+
+    def __init__(self, d_model: int, out_dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(d_model, out_dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.proj(h)

@@ -1,0 +1,106 @@
+"""The study plan: which Tuners run, over which search spaces, with how many trials."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from sptune.spec import ParamSpace, SearchSpec, SweepSpec
+from sptune.tasks.base import TaskInfo
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    stage: str  # "pretrain" | "finetune"
+    variant: str  # variant name ("spt" for the pretraining stage's consumer)
+    kind: str
+    search: SearchSpec
+    num_samples: int
+    epochs: int
+    metric: str
+    mode: str
+    searcher: str  # "grid" | "optuna" | "random"
+    static: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_trials(self) -> int:
+        return self.search.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
+
+    @property
+    def name(self) -> str:
+        return "pretrain" if self.stage == "pretrain" else f"finetune-{self.variant}"
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    spec: SweepSpec
+    info: TaskInfo
+    stages: list[StagePlan]
+    concurrency: int
+
+    def finetune_stages(self) -> list[StagePlan]:
+        return [s for s in self.stages if s.stage == "finetune"]
+
+    def pretrain_stage(self) -> StagePlan | None:
+        return next((s for s in self.stages if s.stage == "pretrain"), None)
+
+
+def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
+    # Optuna cannot take grid_search: grids go through Ray's own grid generator.
+    return "grid" if search.has_grid() else spec.searcher.type
+
+
+def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
+    cpus = cluster_cpus if cluster_cpus is not None else (os.cpu_count() or 1)
+    fits = max(1, math.floor(cpus / spec.resources.cpu))
+    return min(fits, spec.resources.max_concurrent or fits)
+
+
+def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None) -> StudyPlan:
+    stages: list[StagePlan] = []
+    if spec.needs_pretraining():
+        p = spec.pretrain
+        stages.append(StagePlan("pretrain", "spt", p.objective, p.search, p.num_samples, p.epochs,
+                                "val_loss", "min", _searcher(spec, p.search)))
+    for name, v in spec.variants.items():
+        stages.append(StagePlan("finetune", name, spec.variant_kind(name), v.search, spec.variant_samples(name),
+                                spec.variant_epochs(name), "val_acc", "max", _searcher(spec, v.search)))
+    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus))
+
+
+def _describe_param(p: ParamSpace) -> str:
+    if p.type in ("loguniform", "uniform"):
+        return f"{p.type}[{p.low:g}, {p.high:g}]"
+    return f"{p.type}{[v if v != int(v) else int(v) for v in p.values]}"
+
+
+def describe(plan: StudyPlan) -> str:
+    s, info = plan.spec, plan.info
+    m = s.model
+    lines = [
+        f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "
+        f"{info.num_classes} classes), seed {s.seed}",
+        f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
+        f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
+        f"Scheduler: {s.scheduler.type}" + (f" (grace {s.scheduler.grace_period} epochs, reduction "
+                                            f"{s.scheduler.reduction_factor:g}, per Tuner)" if s.scheduler.type == "asha" else ""),
+        f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
+        "concurrent trials",
+        "Stages (one Tuner each, run in order):",
+    ]
+    total_trials = total_epochs = 0
+    for st in plan.stages:
+        space = ", ".join(f"{k}={_describe_param(p)}" for k, p in st.search.items())
+        extra = ""
+        if st.stage == "pretrain":
+            p = s.pretrain
+            extra = f" objective={p.objective} mask_ratio={p.mask_ratio:g} loss={p.loss}"
+        lines.append(f"  {st.name:<22} kind={st.kind:<8} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
+                     f"epochs  select {st.metric} ({st.mode})  {space}{extra}")
+        total_trials += st.n_trials
+        total_epochs += st.n_trials * st.epochs
+    lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
+    lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""Pick the validation-best trial *and epoch* of a Tuner, never the last checkpoint.
+
+`Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints Ray kept
+by the stage metric (``checkpoint_score_attribute``) instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ray.tune import ResultGrid
+
+from sptune.plan import StagePlan
+
+
+@dataclass(frozen=True)
+class Selection:
+    stage: str
+    variant: str
+    trial_id: str
+    config: dict[str, Any]
+    checkpoint_path: str
+    metric: str
+    score: float
+    epoch: int
+    metrics: dict[str, Any]
+    n_trials: int
+    n_diverged: int
+    n_failed: int
+    trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
+
+
+def _usable(result: Any) -> bool:
+    return result.error is None and not (result.metrics or {}).get("diverged")
+
+
+def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
+    better = (lambda a, b: a > b) if stage.mode == "max" else (lambda a, b: a < b)
+    best: tuple | None = None
+    n_div = n_fail = epochs = 0
+    for result in grid:
+        metrics = result.metrics or {}
+        epochs += int(metrics.get("training_iteration", 0))
+        n_div += int(bool(metrics.get("diverged")))
+        n_fail += int(result.error is not None)
+        if not _usable(result):
+            continue
+        for checkpoint, ck_metrics in result.best_checkpoints:
+            score = ck_metrics.get(stage.metric)
+            if score is None:
+                continue
+            if best is None or better(score, best[0]):
+                best = (score, result, checkpoint, ck_metrics)
+    if best is None:
+        raise RuntimeError(f"stage {stage.name}: no trial finished without error or divergence")
+    score, result, checkpoint, ck_metrics = best
+    return Selection(
+        stage=stage.stage,
+        variant=stage.variant,
+        trial_id=result.metrics.get("trial_id", ""),
+        config={k: v for k, v in result.config.items()},
+        checkpoint_path=checkpoint.path,
+        metric=stage.metric,
+        score=float(score),
+        epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))),
+        metrics=dict(ck_metrics),
+        n_trials=len(grid),
+        n_diverged=n_div,
+        n_failed=n_fail,
+        trial_epochs=epochs,
+    )

@@ -1,0 +1,132 @@
+"""`python -m sptune.sweep SPEC.yaml`: validate, plan, run a fair SPT study, report.
+
+Everything that can be checked is checked before Ray starts or an MLflow run exists:
+the spec, the task's data and the tracking store. Input errors exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import yaml
+
+from sptune.errors import SpecError, SptuneError
+from sptune.plan import StudyPlan, build_plan, describe
+from sptune.spec import SweepSpec, load_spec
+from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks.base import TaskInfo, TaskSplits
+from sptune.tasks.registry import resolve_data_dir
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m sptune.sweep", description=__doc__.splitlines()[0])
+    p.add_argument("spec", help="sweep spec YAML (see search_spaces/)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override a spec field, e.g. --set finetune.epochs=5 (repeatable)")
+    p.add_argument("--output", type=Path, help="study output directory (default runs/<name>-<time>)")
+    p.add_argument("--data-dir", help="where downloaded data lives (or SPTUNE_DATA_DIR)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: SQLite in the output directory)")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or local)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p.parse_args(argv)
+
+
+def check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:
+    p = spec.pretrain
+    if p is not None and spec.needs_pretraining() and info.input_kind == "tokens" and p.loss != "ce":
+        raise SpecError("pretrain.loss", f"task '{info.name}' has token inputs; '{p.loss}' needs continuous values",
+                        "use loss: ce")
+
+
+def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]:
+    spec = load_spec(args.spec, args.overrides)
+    request = TaskRequest(spec.task.name, spec.task.options, spec.seed, resolve_data_dir(args.data_dir))
+    check_task(request)
+    data = load_task(request)
+    check_spec_against_task(spec, data.info)
+    return spec, data, build_plan(spec, data.info)
+
+
+def output_dir_for(spec: SweepSpec, explicit: Path | None) -> Path:
+    return explicit if explicit else Path("runs") / f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _quiet_ray() -> None:
+    # sptune prints its own per-stage progress; Tune's banners and sync warnings are noise here.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+
+
+def _start_ray(address: str | None) -> bool:
+    """Connect to (or start) Ray; True when this process started it and must stop it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def run(args: argparse.Namespace) -> int:
+    spec, data, plan = prepare(args)
+    if args.dry_run:
+        print(describe(plan))
+        return 0
+    from sptune.tracking import Tracker, check_reachable, default_tracking_uri, ui_command
+
+    out = output_dir_for(spec, args.output)
+    uri = args.tracking_uri or spec.tracking.uri
+    if uri:
+        check_reachable(uri)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    uri = uri or default_tracking_uri(out)
+    tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", out)
+    print(describe(plan), flush=True)
+    _quiet_ray()
+    started_ray = _start_ray(args.address)
+    from sptune.study import Study
+
+    try:
+        tracker.start_parent(f"{spec.name}", {"spec": args.spec, "task": spec.task.name, "seed": spec.seed,
+                                               "output_dir": str(out.resolve())})
+        Study(plan, data, out, tracker).run()
+        tracker.finish("FINISHED")
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    finally:
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
+    print(f"MLflow UI: {ui_command(uri, out)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except SptuneError as err:
+        if args.debug:
+            traceback.print_exc()
+        print(f"sptune: error: {err}", file=sys.stderr)
+        return err.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The data contract every task honours.
+
+A task produces `TaskSplits`: train and validation arrays in memory, and the test
+split behind `test_guard`, which refuses to read it before the final evaluation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+import numpy as np
+
+from sptune import test_guard
+
+InputKind = Literal["tokens", "continuous"]
+
+
+@dataclass(frozen=True)
+class ArraySplit:
+    """One split. ``x`` is (N, L) (or (N, 2, L) for paired tasks); ``y`` is (N,) int64.
+
+    Token tasks store int ids (``pad_id`` where a sequence is shorter than L);
+    continuous tasks store raw integer levels (e.g. uint8 pixels) scaled later by
+    ``TaskInfo.levels`` so that pixel-level targets stay exact.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x has {len(self.x)} rows but y has {len(self.y)}")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What the model needs to know about a task's inputs and labels."""
+
+    name: str
+    input_kind: InputKind
+    seq_len: int
+    num_classes: int
+    # Token tasks: vocabulary size including the specials below.
+    vocab_size: int = 0
+    pad_id: int = 0
+    mask_id: int = 1
+    # Continuous tasks: values are integers in [0, levels); the model sees x / (levels - 1).
+    levels: int = 256
+    # Paired tasks (retrieval): x is (N, 2, L) and the head compares two encodings.
+    paired: bool = False
+    vocab: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+
+@dataclass
+class TaskSplits:
+    """Train/val in memory; test only through the guard (see `sptune.test_guard`)."""
+
+    info: TaskInfo
+    train: ArraySplit
+    val: ArraySplit
+    _load_test: Callable[[], ArraySplit] = field(repr=False)
+    source: str = ""
+
+    @property
+    def test(self) -> ArraySplit:
+        test_guard.check_allowed(self.info.name)
+        split = self._load_test()
+        test_guard.record_read(self.info.name, len(split))
+        return split
+
+    def without_test(self) -> "TaskSplits":
+        """A copy whose test split cannot be read at all (shipped to trials)."""
+        return TaskSplits(self.info, self.train, self.val, _no_test_in_trials, self.source)
+
+
+def _no_test_in_trials() -> ArraySplit:
+    raise test_guard.TestSplitSealed("trials never receive the test split")
+
+
+def seeded_permutation(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(n)
+
+
+def carve_validation(
+    x: np.ndarray, y: np.ndarray, n_val: int, seed: int
+) -> tuple[ArraySplit, ArraySplit]:
+    """Split training data into train/val with a fixed seed (val always comes from train)."""
+    order = seeded_permutation(len(y), seed)
+    val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
+    return ArraySplit(x[train_idx], y[train_idx]), ArraySplit(x[val_idx], y[val_idx])

@@ -1,0 +1,144 @@
+"""LRA "Image": CIFAR-10 in grayscale, 1,024 pixels row-major, 45k/5k/10k.
+
+Sources, in order: a local ``.npz`` (``--data-dir`` / ``SPTUNE_DATA_DIR``) holding uint8
+arrays ``x_train, y_train, x_test, y_test``; else the Hugging Face hub via ``datasets``
+(when reachable or cached). Images may be stored gray (N, 1024) or RGB (N, 32, 32, 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from sptune.errors import DataError
+from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
+from sptune.tasks.registry import TaskDef, TaskRequest, register
+
+NPZ_NAMES = ("cifar10_gray.npz", "cifar10.npz")
+HF_DATASET = "uoft-cs/cifar10"
+SPLIT_SEED = 4321
+REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def to_gray(x: np.ndarray) -> np.ndarray:
+    """RGB (N, 32, 32, 3) -> LRA grayscale (N, 1024); gray inputs pass through."""
+    if x.ndim == 2:
+        return x.astype(np.uint8)
+    if x.ndim == 4 and x.shape[-1] == 3:
+        gray = np.rint(x[..., 0] * 0.299 + x[..., 1] * 0.587 + x[..., 2] * 0.114)
+        return gray.reshape(len(x), -1).astype(np.uint8)
+    if x.ndim == 3:
+        return x.reshape(len(x), -1).astype(np.uint8)
+    raise ValueError(f"cannot read images of shape {x.shape}")
+
+
+def downsample(x: np.ndarray, resolution: int) -> np.ndarray:
+    """Average-pool square gray images to resolution x resolution (CPU-scale studies)."""
+    side = int(round(np.sqrt(x.shape[1])))
+    if resolution == side:
+        return x
+    factor = side // resolution
+    pooled = x.reshape(len(x), resolution, factor, resolution, factor).mean(axis=(2, 4))
+    return np.rint(pooled).reshape(len(x), -1).astype(np.uint8)
+
+
+def find_npz(data_dir: Path | None) -> Path | None:
+    if data_dir is None:
+        return None
+    if data_dir.is_file() and data_dir.suffix == ".npz":
+        return data_dir
+    for name in NPZ_NAMES:
+        if (data_dir / name).is_file():
+            return data_dir / name
+    return None
+
+
+def _missing_error(data_dir: Path | None, hub_problem: str) -> DataError:
+    looked = f"no {' or '.join(NPZ_NAMES)} in {data_dir}" if data_dir else "no --data-dir given"
+    return DataError(
+        "task image (CIFAR-10)",
+        f"{looked}, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded ({hub_problem})",
+        "pass --data-dir DIR (or set SPTUNE_DATA_DIR) to a folder with cifar10_gray.npz holding uint8 "
+        "arrays x_train, y_train, x_test, y_test; or make the hub reachable / pre-cache it with "
+        f"`python -c \"import datasets; datasets.load_dataset('{HF_DATASET}')\"`",
+    )
+
+
+def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        raise DataError(str(path), f"not a readable .npz file ({err})", "re-create or re-download it") from err
+    missing = [k for k in REQUIRED_KEYS if k not in npz.files]
+    if missing:
+        raise DataError(
+            str(path),
+            f"missing arrays {missing} (has {npz.files})",
+            "write the file with numpy.savez(path, x_train=..., y_train=..., x_test=..., y_test=...)",
+        )
+    return npz
+
+
+@functools.lru_cache(maxsize=2)
+def _hub_arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
+    import datasets
+
+    ds = datasets.load_dataset(HF_DATASET, split=split)
+    images = np.stack([np.asarray(img.convert("RGB")) for img in ds["img"]])
+    return to_gray(images), np.asarray(ds["label"], dtype=np.int64)
+
+
+def _hub_error(err: Exception) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
+
+
+def check_available(request: TaskRequest) -> None:
+    path = find_npz(request.data_dir)
+    if path is not None:
+        _open_npz(path)
+        return
+    try:
+        _hub_arrays("train")
+    except Exception as err:  # any hub failure means "not available": report both options
+        raise _missing_error(request.data_dir, _hub_error(err)) from err
+
+
+def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarray]:
+    path = find_npz(request.data_dir)
+    if path is not None:
+        npz = _open_npz(path)
+        # NpzFile reads a member only when indexed: the test arrays stay unread until asked for.
+        x, y = npz[f"x_{split}"], npz[f"y_{split}"]
+    else:
+        try:
+            x, y = _hub_arrays(split)
+        except Exception as err:
+            raise _missing_error(request.data_dir, _hub_error(err)) from err
+    x = downsample(to_gray(x), int(request.option("resolution")))
+    return x, y.astype(np.int64)
+
+
+def load(request: TaskRequest) -> TaskSplits:
+    x, y = _read_split(request, "train")
+    train, val = carve_validation(x, y, int(request.option("n_val")), SPLIT_SEED)
+    max_train = request.option("max_train")
+    if max_train:
+        train = ArraySplit(train.x[:max_train], train.y[:max_train])
+    resolution = int(request.option("resolution"))
+    info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=10, levels=256)
+    source = str(find_npz(request.data_dir) or f"hf:{HF_DATASET}")
+    return TaskSplits(info, train, val, lambda: ArraySplit(*_read_split(request, "test")), source=source)
+
+
+register(
+    TaskDef(
+        name="image",
+        description="CIFAR-10 grayscale (LRA Image), 1,024 pixels, 45k/5k/10k",
+        defaults={"resolution": 32, "n_val": 5000, "max_train": None},
+        load=load,
+        check_available=check_available,
+    )
+)

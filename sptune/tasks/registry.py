@@ -1,0 +1,96 @@
+"""Task registry: name -> how to check, load and describe a task's data."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sptune.errors import SpecError
+from sptune.tasks.base import TaskSplits
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """What a spec asks of a task: its name, options, seed and where data lives."""
+
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    data_dir: Path | None = None
+
+    def option(self, key: str) -> Any:
+        return self.options[key]
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    name: str
+    description: str
+    # Allowed spec options with their defaults; unknown options are spec errors.
+    defaults: dict[str, Any]
+    load: Callable[[TaskRequest], TaskSplits]
+    # Raises sptune.errors.DataError naming the missing file and the fix; must be cheap.
+    check_available: Callable[[TaskRequest], None]
+
+
+_REGISTRY: dict[str, TaskDef] = {}
+
+# Modules that register tasks on import. Add a module here to add its tasks.
+_TASK_MODULES = (
+    "sptune.tasks.digits",
+    "sptune.tasks.image",
+)
+
+
+def register(task: TaskDef) -> TaskDef:
+    _REGISTRY[task.name] = task
+    return task
+
+
+def _load_modules() -> None:
+    for module in _TASK_MODULES:
+        importlib.import_module(module)
+
+
+def task_names() -> list[str]:
+    _load_modules()
+    return sorted(_REGISTRY)
+
+
+def get_task(name: str) -> TaskDef:
+    _load_modules()
+    if name not in _REGISTRY:
+        raise SpecError(
+            "task.name",
+            f"unknown task '{name}'",
+            f"use one of: {', '.join(sorted(_REGISTRY))}",
+        )
+    return _REGISTRY[name]
+
+
+def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
+    """--data-dir wins, then SPTUNE_DATA_DIR, else None (embedded/generated data only)."""
+    value = explicit or os.environ.get("SPTUNE_DATA_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def load_task(request: TaskRequest) -> TaskSplits:
+    task = get_task(request.name)
+    full = TaskRequest(request.name, {**task.defaults, **request.options}, request.seed, request.data_dir)
+    return task.load(full)
+
+
+def check_task(request: TaskRequest) -> None:
+    task = get_task(request.name)
+    unknown = sorted(set(request.options) - set(task.defaults))
+    if unknown:
+        raise SpecError(
+            f"task.{unknown[0]}",
+            f"unknown option for task '{request.name}'",
+            f"allowed options: {', '.join(sorted(task.defaults)) or '(none)'}",
+        )
+    full = TaskRequest(request.name, {**task.defaults, **request.options}, request.seed, request.data_dir)
+    task.check_available(full)

@@ -1,0 +1,190 @@
+"""MLflow bookkeeping, written from the driver only (one writer, works across nodes).
+
+One parent run per study; one nested child run per trial (tag ``mlflow.parentRunId``),
+created and fed by a Ray Tune callback that runs in the driver process.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from ray import tune
+
+from sptune.errors import RuntimeFailure
+
+# MLflow 3 opens experiments in its GenAI view unless told this is model training.
+EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
+TRIAL_TAG = "sptune.trial_id"
+# Numeric results worth a time series; Ray's bookkeeping fields are left out.
+EPOCH_METRICS = ("loss", "val_acc", "val_loss", "val_masked_acc", "epoch_seconds", "tokens_seen",
+                 "best_val_acc", "best_val_loss")
+
+
+def default_tracking_uri(output_dir: Path) -> str:
+    return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
+
+
+def ui_command(tracking_uri: str, output_dir: Path) -> str:
+    if tracking_uri.startswith("http"):
+        return f"open {tracking_uri}"
+    artifacts = (output_dir / "mlartifacts").resolve()
+    return (f"mlflow ui --backend-store-uri {tracking_uri} "
+            f"--default-artifact-root {artifacts} --host 127.0.0.1 --port 5000")
+
+
+class Tracker:
+    """The study's MLflow experiment and parent run."""
+
+    def __init__(self, tracking_uri: str, experiment: str, output_dir: Path) -> None:
+        self.uri = tracking_uri
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        self.experiment_id = self._experiment(experiment, output_dir)
+        self.parent_run_id: str | None = None
+
+    def _experiment(self, name: str, output_dir: Path) -> str:
+        try:
+            found = self.client.get_experiment_by_name(name)
+        except Exception as err:  # connection refused, bad URI, ...
+            raise RuntimeFailure(
+                f"tracking URI {self.uri}",
+                f"MLflow tracking store is not reachable ({type(err).__name__}: {str(err).splitlines()[0][:200]})",
+                "start the server (mlflow server --host 127.0.0.1) or drop --tracking-uri to use the "
+                "embedded SQLite store in the output directory",
+            ) from err
+        if found is not None:
+            return found.experiment_id
+        # A SQLite store defaults artifacts to ./mlruns of the current directory: pin them
+        # inside the study's output directory instead. Servers manage their own artifacts.
+        location = None if self.uri.startswith("http") else (output_dir / "mlartifacts").resolve().as_uri()
+        exp_id = self.client.create_experiment(name, artifact_location=location)
+        self.client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
+        return exp_id
+
+    def start_parent(self, run_name: str, params: dict[str, Any], existing_run_id: str | None = None) -> str:
+        if existing_run_id:
+            self.client.update_run(existing_run_id, status="RUNNING")
+            self.parent_run_id = existing_run_id
+            return existing_run_id
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags={"sptune.role": "study"})
+        self.parent_run_id = run.info.run_id
+        self.log_params(self.parent_run_id, params)
+        return self.parent_run_id
+
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i : i + 100])
+
+    def children(self) -> dict[str, str]:
+        """trial id -> run id of this study's existing child runs (for resume without duplicates)."""
+        runs = self.client.search_runs(
+            [self.experiment_id], f"tags.mlflow.parentRunId = '{self.parent_run_id}'", max_results=5000
+        )
+        return {r.data.tags[TRIAL_TAG]: r.info.run_id for r in runs if TRIAL_TAG in r.data.tags}
+
+    def finish(self, status: str = "FINISHED") -> None:
+        if self.parent_run_id:
+            self.client.set_terminated(self.parent_run_id, status=status)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class TrialRunLogger(tune.Callback):
+    """Creates a child run per trial and logs per-epoch metrics, from the driver."""
+
+    def __init__(self, tracker: Tracker, stage: str, variant: str, static_params: dict[str, Any]) -> None:
+        self.tracker = tracker
+        self.client = tracker.client
+        self.stage, self.variant = stage, variant
+        self.static_params = static_params
+        self.run_ids: dict[str, str] = {}
+        self.last_result: dict[str, dict] = {}
+        self._known = tracker.children()
+
+    def run_for(self, trial: Any) -> str:
+        trial_id = trial.trial_id
+        if trial_id in self.run_ids:
+            return self.run_ids[trial_id]
+        run_id = self._known.get(trial_id)
+        if run_id is None:
+            tags = {
+                "mlflow.parentRunId": self.tracker.parent_run_id,
+                TRIAL_TAG: trial_id,
+                "sptune.stage": self.stage,
+                "sptune.variant": self.variant,
+            }
+            run = self.client.create_run(
+                self.tracker.experiment_id, run_name=f"{self.stage}-{self.variant}-{trial_id}", tags=tags
+            )
+            run_id = run.info.run_id
+            params = {**self.static_params, **{k: v for k, v in trial.config.items()}}
+            self.tracker.log_params(run_id, params)
+        else:
+            self.client.update_run(run_id, status="RUNNING")
+        self.run_ids[trial_id] = run_id
+        return run_id
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.run_for(trial)
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        run_id = self.run_for(trial)
+        epoch = int(result.get("epoch", result.get("training_iteration", 0)))
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+        if result.get("diverged"):
+            self.client.set_tag(run_id, "sptune.status", "diverged")
+        self.last_result[trial.trial_id] = result
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        run_id = self.run_for(trial)
+        failures = int(getattr(trial, "num_failures", 0))
+        self.client.set_tag(run_id, "sptune.failures", str(failures))
+        self.client.set_tag(run_id, "sptune.last_error", str(getattr(trial, "error_file", ""))[:500])
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._close(trial, "FINISHED")
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        run_id = self.run_for(trial)
+        self.client.set_tag(run_id, "sptune.status", "failed")
+        self._close(trial, "FAILED")
+
+    def _close(self, trial: Any, status: str) -> None:
+        run_id = self.run_for(trial)
+        last = self.last_result.get(trial.trial_id, {})
+        summary = [Metric(k, float(last[k]), int(time.time() * 1000), 0)
+                   for k in ("best_val_acc", "best_val_loss", "best_epoch") if _finite(last.get(k))]
+        if summary:
+            self.client.log_batch(run_id, metrics=summary)
+        if not last.get("diverged") and status == "FINISHED":
+            self.client.set_tag(run_id, "sptune.status", "finished")
+        self.client.set_terminated(run_id, status=status)
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast (before anything starts) when an HTTP tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return
+    except (urllib.error.URLError, OSError) as err:
+        raise RuntimeFailure(
+            f"--tracking-uri {uri}",
+            f"MLflow tracking server is not reachable ({getattr(err, 'reason', err)})",
+            "start it with `mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db` "
+            "or drop --tracking-uri to use the embedded SQLite store",
+        ) from err

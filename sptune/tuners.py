@@ -1,0 +1,91 @@
+"""One Ray Tune Tuner per stage: search space, searcher, ASHA, checkpoints, callbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.search import ConcurrencyLimiter
+from ray.tune.search.optuna import OptunaSearch
+
+from sptune.plan import StagePlan, StudyPlan
+from sptune.spec import ParamSpace
+from sptune.tasks.base import TaskSplits
+from sptune.trainables import FinetuneTrainable, PretrainTrainable
+
+
+def _domain(name: str, p: ParamSpace) -> Any:
+    cast = int if name == "batch_size" else float
+    if p.type == "loguniform":
+        return tune.loguniform(p.low, p.high)
+    if p.type == "uniform":
+        return tune.uniform(p.low, p.high)
+    values = [cast(v) for v in p.values]
+    return tune.grid_search(values) if p.type == "grid" else tune.choice(values)
+
+
+def param_space(stage: StagePlan, seed: int) -> dict[str, Any]:
+    space = {name: _domain(name, p) for name, p in stage.search.items()}
+    return {**space, "stage": stage.stage, "variant": stage.variant, "seed": seed}
+
+
+def _scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
+    s = plan.spec.scheduler
+    if s.type == "asha":
+        # A scheduler per Tuner: ASHA compares trials of this variant only.
+        return ASHAScheduler(time_attr="training_iteration", max_t=stage.epochs,
+                             grace_period=s.grace_period, reduction_factor=s.reduction_factor)
+    return FIFOScheduler()
+
+
+def _search_alg(plan: StudyPlan, stage: StagePlan) -> Any:
+    if stage.searcher == "grid":
+        return None  # Ray's BasicVariantGenerator expands grid_search
+    if stage.searcher == "optuna":
+        alg = OptunaSearch(seed=plan.spec.seed)
+    else:
+        from ray.tune.search.basic_variant import BasicVariantGenerator
+
+        return BasicVariantGenerator(random_state=plan.spec.seed, max_concurrent=plan.concurrency)
+    return ConcurrencyLimiter(alg, max_concurrent=plan.concurrency)
+
+
+def build_tuner(plan: StudyPlan, stage: StagePlan, data: TaskSplits, storage: Path,
+                callbacks: list, spt_checkpoint: str | None = None) -> tune.Tuner:
+    cls = PretrainTrainable if stage.stage == "pretrain" else FinetuneTrainable
+    extra = {"spt_checkpoint": spt_checkpoint} if spt_checkpoint else {}
+    res = plan.spec.resources
+    trainable = tune.with_resources(
+        tune.with_parameters(cls, spec=plan.spec, data=data.without_test(), **extra),
+        {"cpu": res.cpu, "gpu": res.gpu},
+    )
+    return tune.Tuner(
+        trainable,
+        param_space=param_space(stage, plan.spec.seed),
+        tune_config=tune.TuneConfig(
+            metric=stage.metric,
+            mode=stage.mode,
+            scheduler=_scheduler(plan, stage),
+            search_alg=_search_alg(plan, stage),
+            num_samples=stage.num_samples,
+            # Grids need Tune's own limit; searchers are wrapped in a ConcurrencyLimiter.
+            max_concurrent_trials=plan.concurrency if stage.searcher == "grid" else None,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name=stage.name,
+            storage_path=str(storage.resolve()),
+            callbacks=callbacks,
+            stop={"training_iteration": stage.epochs},
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=1,  # the best by the stage metric (Ray also keeps the latest for restore)
+                checkpoint_score_attribute=stage.metric,
+                checkpoint_score_order=stage.mode,
+                checkpoint_frequency=1,
+            ),
+            failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
+            verbose=0,
+        ),
+    )
