@@ -26,9 +26,10 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -234,7 +235,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 def _balance(y: np.ndarray) -> dict[str, float]:
     values, counts = np.unique(np.asarray(y), return_counts=True)
-    return {str(int(v)): round(float(c) / max(1, len(y)), 4) for v, c in zip(values, counts)}
+    return {str(int(v)): round(float(c) / max(1, len(y)), 4) for v, c in zip(values, counts, strict=True)}
 
 
 def task_info(request: Any) -> dict[str, Any]:
@@ -285,8 +286,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         from sptune.tasks.pathfinder import generate_pathfinder
 
         n = args.n or (sum(counts.values()) if counts else 2000)
-        extra = {k: v for k, v in {"resolution": args.resolution, "contour_length": args.contour_length}.items()
-                 if v is not None}
+        shape = {"resolution": args.resolution, "contour_length": args.contour_length}
+        extra = {k: v for k, v in shape.items() if v is not None}
         written = generate_pathfinder(out, args.seed, n, **extra).directory
     elif args.kind == "retrieval":
         from sptune.tasks.retrieval import generate_retrieval

@@ -39,6 +39,7 @@ class StudyPlan:
     info: TaskInfo
     stages: list[StagePlan]
     concurrency: int
+    data_summary: str = ""
 
     def finetune_stages(self) -> list[StagePlan]:
         return [s for s in self.stages if s.stage == "finetune"]
@@ -58,7 +59,8 @@ def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
     return min(fits, spec.resources.max_concurrent or fits)
 
 
-def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None) -> StudyPlan:
+def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None,
+               data_summary: str = "") -> StudyPlan:
     stages: list[StagePlan] = []
     if spec.needs_pretraining():
         p = spec.pretrain
@@ -67,7 +69,7 @@ def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = Non
     for name, v in spec.variants.items():
         stages.append(StagePlan("finetune", name, spec.variant_kind(name), v.search, spec.variant_samples(name),
                                 spec.variant_epochs(name), "val_acc", "max", _searcher(spec, v.search)))
-    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus))
+    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary)
 
 
 def _describe_param(p: ParamSpace) -> str:
@@ -82,6 +84,7 @@ def describe(plan: StudyPlan) -> str:
     lines = [
         f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "
         f"{info.num_classes} classes), seed {s.seed}",
+        f"Data: {plan.data_summary}",
         f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
         f"Scheduler: {s.scheduler.type}" + (f" (grace {s.scheduler.grace_period} epochs, reduction "

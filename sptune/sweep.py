@@ -50,7 +50,9 @@ def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]
     check_task(request)
     data = load_task(request)
     check_spec_against_task(spec, data.info)
-    return spec, data, build_plan(spec, data.info)
+    summary = (f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
+               "test split sealed until the final evaluation")
+    return spec, data, build_plan(spec, data.info, data_summary=summary)
 
 
 def output_dir_for(spec: SweepSpec, explicit: Path | None) -> Path:
@@ -61,7 +63,6 @@ def _quiet_ray() -> None:
     # sptune prints its own per-stage progress; Tune's banners and sync warnings are noise here.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 

@@ -1,13 +1,16 @@
 """LRA "Image": CIFAR-10 in grayscale, 1,024 pixels row-major, 45k/5k/10k.
 
 Sources, in order: a local ``.npz`` (``--data-dir`` / ``SPTUNE_DATA_DIR``) holding uint8
-arrays ``x_train, y_train, x_test, y_test``; else the Hugging Face hub via ``datasets``
-(when reachable or cached). Images may be stored gray (N, 1024) or RGB (N, 32, 32, 3).
+arrays ``x_train, y_train, x_test, y_test``; else the official python-format release
+``cifar-10-batches-py/`` (``data_batch_1..5``, ``test_batch``) under the data dir; else the
+Hugging Face hub via ``datasets`` (when reachable or cached). Images may be stored gray
+(N, 1024) or RGB (N, 32, 32, 3).
 """
 
 from __future__ import annotations
 
 import functools
+import pickle
 import zipfile
 from pathlib import Path
 
@@ -21,6 +24,8 @@ NPZ_NAMES = ("cifar10_gray.npz", "cifar10.npz")
 HF_DATASET = "uoft-cs/cifar10"
 SPLIT_SEED = 4321
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
+BATCHES_DIR = "cifar-10-batches-py"
+BATCH_FILES = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)}
 
 
 def to_gray(x: np.ndarray) -> np.ndarray:
@@ -56,13 +61,52 @@ def find_npz(data_dir: Path | None) -> Path | None:
     return None
 
 
+def find_batches(data_dir: Path | None) -> Path | None:
+    if data_dir is None:
+        return None
+    for folder in (data_dir / BATCHES_DIR, data_dir):
+        if (folder / BATCH_FILES["test"][0]).is_file() or (folder / BATCH_FILES["train"][0]).is_file():
+            return folder
+    return None
+
+
+def _read_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One pickled batch of the official python-format release -> RGB (N, 32, 32, 3), labels.
+
+    That release exists only as pickles, so unpickling is unavoidable for it. It is used solely
+    on files the user placed in their own data dir under the official names, never on anything
+    downloaded by sptune (the hub path goes through `datasets`).
+    """
+    try:
+        with path.open("rb") as f:
+            batch = pickle.load(f, encoding="bytes")
+        data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(batch[b"labels"], dtype=np.int64)
+    except FileNotFoundError as err:
+        fix = f"extract cifar-10-python.tar.gz completely ({BATCHES_DIR}/data_batch_1..5, test_batch)"
+        raise DataError(str(path), "CIFAR-10 batch file not found", fix) from err
+    except (OSError, EOFError, pickle.UnpicklingError, KeyError, TypeError, ValueError) as err:
+        raise DataError(str(path), f"not a readable CIFAR-10 python batch ({type(err).__name__}: {err})",
+                        "re-download cifar-10-python.tar.gz and extract it again") from err
+    if len(data) != len(labels):
+        raise DataError(str(path), f"{len(data)} images but {len(labels)} labels", "re-extract the release")
+    return data.transpose(0, 2, 3, 1), labels
+
+
+def _read_batches(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    parts = [_read_batch(folder / name) for name in BATCH_FILES[split]]
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 def _missing_error(data_dir: Path | None, hub_problem: str) -> DataError:
-    looked = f"no {' or '.join(NPZ_NAMES)} in {data_dir}" if data_dir else "no --data-dir given"
+    looked = (f"no {' or '.join(NPZ_NAMES)} and no {BATCHES_DIR}/ in {data_dir}" if data_dir
+              else "no --data-dir given")
     return DataError(
         "task image (CIFAR-10)",
         f"{looked}, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded ({hub_problem})",
         "pass --data-dir DIR (or set SPTUNE_DATA_DIR) to a folder with cifar10_gray.npz holding uint8 "
-        "arrays x_train, y_train, x_test, y_test; or make the hub reachable / pre-cache it with "
+        f"arrays x_train, y_train, x_test, y_test, or with the extracted {BATCHES_DIR}/; "
+        "or make the hub reachable / pre-cache it with "
         f"`python -c \"import datasets; datasets.load_dataset('{HF_DATASET}')\"`",
     )
 
@@ -100,6 +144,13 @@ def check_available(request: TaskRequest) -> None:
     if path is not None:
         _open_npz(path)
         return
+    batches = find_batches(request.data_dir)
+    if batches is not None:
+        for name in BATCH_FILES["train"] + BATCH_FILES["test"]:
+            if not (batches / name).is_file():  # a stat only: the test batch stays unopened
+                raise DataError(str(batches / name), "CIFAR-10 batch file not found",
+                                f"extract cifar-10-python.tar.gz completely ({BATCHES_DIR}/)")
+        return
     try:
         _hub_arrays("train")
     except Exception as err:  # any hub failure means "not available": report both options
@@ -112,6 +163,8 @@ def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarra
         npz = _open_npz(path)
         # NpzFile reads a member only when indexed: the test arrays stay unread until asked for.
         x, y = npz[f"x_{split}"], npz[f"y_{split}"]
+    elif find_batches(request.data_dir) is not None:
+        x, y = _read_batches(find_batches(request.data_dir), split)
     else:
         try:
             x, y = _hub_arrays(split)
@@ -129,7 +182,7 @@ def load(request: TaskRequest) -> TaskSplits:
         train = ArraySplit(train.x[:max_train], train.y[:max_train])
     resolution = int(request.option("resolution"))
     info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=10, levels=256)
-    source = str(find_npz(request.data_dir) or f"hf:{HF_DATASET}")
+    source = str(find_npz(request.data_dir) or find_batches(request.data_dir) or f"hf:{HF_DATASET}")
     return TaskSplits(info, train, val, lambda: ArraySplit(*_read_split(request, "test")), source=source)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Union
 
 import numpy as np
 
@@ -34,7 +33,7 @@ HEADER = "Source\tTarget"
 GENERATOR_VERSION = 1
 
 # A node is a digit (leaf) or (operator, [children]).
-Node = Union[int, tuple[str, list["Node"]]]
+Node = int | tuple[str, list["Node"]]
 
 
 # ----------------------------------------------------------------------------- generator
@@ -42,7 +41,9 @@ class _TooLong(Exception):
     """A tree grew past the length limit; it would be rejected, so stop growing it."""
 
 
-def generate_tree(rng: random.Random, depth: int, max_depth: int, max_args: int, budget: int) -> tuple[Node, int]:
+def generate_tree(
+    rng: random.Random, depth: int, max_depth: int, max_args: int, budget: int
+) -> tuple[Node, int]:
     """One LRA tree and its length (1 per digit, 2 per operator: its token and ``]``).
 
     Raises `_TooLong` once the length reaches ``budget``: such trees are rejected anyway, so
@@ -167,7 +168,7 @@ def read_tsv(path: Path) -> tuple[list[list[str]], np.ndarray]:
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(str(path), f"cannot be read ({err})", "re-download or regenerate the file") from err
     if not lines or lines[0].strip() != HEADER:
-        raise DataError(str(path), "line 1 is not the header 'Source<TAB>Target'", "use the LRA file as released")
+        raise DataError(str(path), "line 1 is not the header 'Source<TAB>Target'", "use the file as released")
     tokens, labels = [], []
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -238,7 +239,8 @@ def resolve_files(request: TaskRequest) -> dict[str, Path]:
             "pass --data-dir DIR holding listops/basic_{train,val,test}.tsv, or set generate: true",
         )
     params = _generator_params(request)
-    folder = ensure_generated("listops", {"v": GENERATOR_VERSION, **params}, lambda d: generate_listops(d, **params))
+    key = {"v": GENERATOR_VERSION, **params}
+    folder = ensure_generated("listops", key, lambda d: generate_listops(d, **params))
     return find_files(folder)
 
 

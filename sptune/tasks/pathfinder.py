@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sptune.data import SKIPPED, cached_splits, ensure_generated, file_fingerprint, limit_train, record_skipped
+from sptune import data
+from sptune.data import cached_splits, ensure_generated, file_fingerprint, limit_train, record_skipped
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutation
 from sptune.tasks.registry import TaskDef, TaskRequest, register
@@ -106,10 +107,17 @@ class _Canvas:
         self.near = [0] * (self.width * self.width)  # bitmask of the snakes near each pixel
         self.lo, self.hi = math.ceil(p.padding), self.n - math.ceil(p.padding)
         r = p.thickness * p.antialias / 2
-        reach = int(math.floor(r))
-        self.brush = [(a, b) for a in range(-reach, reach + 1) for b in range(-reach, reach + 1)
-                      if a * a + b * b <= r * r] or [(0, 0)]
-        self.dilation = [a * self.width + b for a in range(-self.m, self.m + 1) for b in range(-self.m, self.m + 1)]
+        self.reach = int(math.floor(r))
+        span = range(-self.reach, self.reach + 1)
+        self.brush = [(a, b) for a in span for b in span if a * a + b * b <= r * r] or [(0, 0)]
+        # Flat base-pixel offsets the brush covers, per sub-pixel phase of the hi-res centre.
+        aa = p.antialias
+        self.brush_base = {
+            (pr, pc): sorted({((pr + a) // aa) * self.width + (pc + b) // aa for a, b in self.brush})
+            for pr in range(aa) for pc in range(aa)
+        }
+        square = range(-self.m, self.m + 1)
+        self.dilation = [a * self.width + b for a in square for b in square]
         # Segments this close along the snake may touch it; older ones may not (no self-crossing).
         self.spacing = 1 + math.ceil((p.margin + 1 + p.thickness) / p.paddle_length)
 
@@ -121,17 +129,25 @@ class _Canvas:
         return r - self.m, c - self.m
 
     def segment_pixels(self, start: tuple[float, float], end: tuple[float, float]) -> tuple[set, set] | None:
-        """(hi-res pixels, flat base pixels) of a segment, or None if it leaves the allowed area."""
-        aa = self.p.antialias
+        """(hi-res pen centres, flat base pixels) of a segment, or None if it leaves the allowed area.
+
+        The base pixels are exactly those any brushed hi-res pixel falls in, so the stroke image
+        equals the nonzero pixels of the rendered snake layer.
+        """
+        aa, reach = self.p.antialias, self.reach
         steps = max(1, math.ceil(math.dist(start, end) * aa * 2))  # <= half a hi-res pixel apart
         dr, dc = (end[0] - start[0]) * aa / steps, (end[1] - start[1]) * aa / steps
         r0, c0 = start[0] * aa, start[1] * aa
         centres = {(math.floor(r0 + dr * i), math.floor(c0 + dc * i)) for i in range(steps + 1)}
-        hires = {(r + a, c + b) for r, c in centres for a, b in self.brush}
-        lo, hi = self.lo * aa, self.hi * aa
-        if any(not (lo <= r < hi and lo <= c < hi) for r, c in hires):
+        lo, hi = self.lo * aa + reach, self.hi * aa - reach
+        if any(not (lo <= r < hi and lo <= c < hi) for r, c in centres):
             return None
-        return hires, {self.flat(r // aa, c // aa) for r, c in hires}
+        w, m, brush = self.width, self.m, self.brush_base
+        base = {(r // aa + m) * w + c // aa + m + o for r, c in centres for o in brush[(r % aa, c % aa)]}
+        return centres, base
+
+    def brushed(self, centres: set) -> set:
+        return {(r + a, c + b) for r, c in centres for a, b in self.brush}
 
     def collides(self, base: set, bit: int, own: list, seg: int) -> bool:
         near, oldest = self.near, seg - self.spacing
@@ -177,13 +193,14 @@ def _extend(canvas: _Canvas, snake: _Snake, rng: random.Random) -> bool:
             direction = rng.uniform(-math.pi, math.pi)
         else:
             direction = snake.direction + rng.uniform(-max_turn, max_turn)
-        end = (start[0] + p.paddle_length * math.sin(direction), start[1] + p.paddle_length * math.cos(direction))
+        step = p.paddle_length
+        end = (start[0] + step * math.sin(direction), start[1] + step * math.cos(direction))
         pixels = canvas.segment_pixels(start, end)
         if pixels is None or canvas.collides(pixels[1], snake.bit, snake.own, seg):
             continue
         snake.points.append(end)
         snake.direction = direction
-        snake.hires |= pixels[0]
+        snake.hires |= canvas.brushed(pixels[0])
         snake.base |= pixels[1]
         snake.touched |= canvas.stamp(pixels[1], snake.bit, snake.own, seg)
         return True
@@ -244,7 +261,7 @@ def _render(p: PathfinderParams, snakes: list[_Snake], ends: list[tuple[float, f
     aa, size = p.antialias, p.resolution * p.antialias
     hires = np.zeros((size, size), dtype=bool)
     for snake in snakes:
-        rows, cols = zip(*snake.hires)
+        rows, cols = zip(*snake.hires, strict=True)
         hires[list(rows), list(cols)] = True
     for end in ends:
         hires |= _disk(end, p.marker_radius, aa, size)
@@ -273,7 +290,7 @@ def render_sample(rng: random.Random, params: PathfinderParams, label: int) -> S
     ends = [targets[first].points[0], targets[other].points[-1]]
     stroke_ids = np.full((params.resolution, params.resolution), -1, dtype=np.int16)
     for snake in snakes:
-        rows, cols = zip(*(canvas.unflat(i) for i in snake.base))
+        rows, cols = zip(*(canvas.unflat(i) for i in snake.base), strict=True)
         stroke_ids[list(rows), list(cols)] = snake.ident
     markers = tuple((int(math.floor(e[0])), int(math.floor(e[1]))) for e in ends)
     return SampleTruth(
@@ -338,10 +355,14 @@ def generate_pathfinder(
 
 
 # ----------------------------------------------------------------------------- reader
+def _numeric_first(path: Path) -> tuple[bool, int, str]:
+    return (not path.stem.isdigit(), int(path.stem) if path.stem.isdigit() else 0, path.name)
+
+
 def metadata_files(root: Path) -> list[Path]:
     meta = root / "metadata"
-    files = sorted(meta.glob("*.npy"), key=lambda f: (not f.stem.isdigit(), int(f.stem) if f.stem.isdigit() else 0,
-                                                      f.name))
+    # Numeric order (0, 1, ..., 10, ...) as the generator numbers its batches; other names after.
+    files = sorted(meta.glob("*.npy"), key=_numeric_first)
     if not files:
         raise DataError(
             str(meta),
@@ -378,7 +399,8 @@ def read_metadata(root: Path) -> list[tuple[str, int]]:
 def split_rows(rows: list[tuple[str, int]]) -> dict[str, list[tuple[str, int]]]:
     order = seeded_permutation(len(rows), SPLIT_SEED)
     n_train, n_val = int(len(rows) * TRAIN_FRACTION), int(len(rows) * VAL_FRACTION)
-    parts = {"train": order[:n_train], "val": order[n_train : n_train + n_val], "test": order[n_train + n_val :]}
+    cut = n_train + n_val
+    parts = {"train": order[:n_train], "val": order[n_train:cut], "test": order[cut:]}
     return {k: [rows[i] for i in np.sort(idx)] for k, idx in parts.items()}
 
 
@@ -409,17 +431,17 @@ def read_images(root: Path, rows: list[tuple[str, int]], resolution: int) -> tup
 
 def skipped_images(task: str) -> dict[str, int]:
     """Images skipped per split by the last load of ``task`` (test appears once it was read)."""
-    return dict(SKIPPED.get(task, {}))
+    return dict(data.SKIPPED.get(task, {}))
 
 
-def _read_split(task: str, root: Path, rows: list[tuple[str, int]], split: str, resolution: int) -> ArraySplit:
-    part, skipped = read_images(root, rows, resolution)
+def _read_split(task: str, root: Path, rows: list[tuple[str, int]], split: str, res: int) -> ArraySplit:
+    part, skipped = read_images(root, rows, res)
     record_skipped(task, split, skipped)
     if rows and not len(part):
         raise DataError(
             str(root / "imgs"),
             f"none of the {len(rows)} {split} images named in metadata/ is a readable "
-            f"{resolution}x{resolution} PNG",
+            f"{res}x{res} PNG",
             "check that imgs/ was extracted next to metadata/ and matches this resolution",
         )
     return part
@@ -448,10 +470,11 @@ def _build(task: str, root: Path, source: str) -> TaskSplits:
     parts = split_rows(read_metadata(root))
     train = _read_split(task, root, parts["train"], "train", resolution)
     val = _read_split(task, root, parts["val"], "val", resolution)
-    skipped = SKIPPED[task]
+    skipped = data.SKIPPED[task]
     info = TaskInfo(name=task, input_kind="continuous", seq_len=resolution**2, num_classes=2, levels=256)
     note = f"{source} (skipped unreadable images: train {skipped['train']}, val {skipped['val']})"
-    return TaskSplits(info, train, val, lambda: _read_split(task, root, parts["test"], "test", resolution), note)
+    load_test = lambda: _read_split(task, root, parts["test"], "test", resolution)  # noqa: E731
+    return TaskSplits(info, train, val, load_test, note)
 
 
 def _loader(task: str):

@@ -42,6 +42,11 @@ _REGISTRY: dict[str, TaskDef] = {}
 _TASK_MODULES = (
     "sptune.tasks.digits",
     "sptune.tasks.image",
+    "sptune.tasks.listops",
+    "sptune.tasks.pathfinder",
+    "sptune.tasks.text",
+    "sptune.tasks.retrieval",
+    "sptune.tasks.bits",
 )
 
 

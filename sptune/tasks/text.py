@@ -1,0 +1,175 @@
+"""LRA Text: IMDb sentiment at byte level (2 classes, 25k train / 25k test).
+
+Sources, in order: ``DATA_DIR/aclImdb/{train,test}/{pos,neg}/*.txt`` (the Stanford release as
+extracted), else the Hugging Face hub copy ``stanfordnlp/imdb`` (when reachable or cached).
+Tokens are UTF-8 bytes shifted past the four specials; reviews are truncated to ``max_len``.
+IMDb has no validation split: ``n_val`` reviews are carved from train with a fixed seed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from sptune.data import cached_splits, capped_len, file_fingerprint, limit_train, pad_rows
+from sptune.errors import DataError
+from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation, seeded_permutation
+from sptune.tasks.registry import TaskDef, TaskRequest, register
+
+SPECIALS = ("<pad>", "<mask>", "<cls>", "<eos>")
+BYTE_OFFSET = len(SPECIALS)
+HF_DATASET = "stanfordnlp/imdb"
+FOLDER = "aclImdb"
+SPLIT_SEED = 1618  # fixed: every study sees the same train/val carve-out
+LABEL_DIRS = (("neg", 0), ("pos", 1))
+
+
+def byte_token(b: int) -> str:
+    return chr(b) if 33 <= b <= 126 else f"<0x{b:02X}>"
+
+
+BYTE_VOCAB = SPECIALS + tuple(byte_token(b) for b in range(256))
+
+
+def encode_bytes(texts: Iterable[str], max_len: int) -> list[np.ndarray]:
+    """UTF-8 bytes of each text as ids (byte + 4), truncated to ``max_len``."""
+    return [np.frombuffer(t.encode("utf-8")[:max_len], dtype=np.uint8).astype(np.int64) + BYTE_OFFSET
+            for t in texts]
+
+
+def byte_info(name: str, seq_len: int, num_classes: int, paired: bool = False) -> TaskInfo:
+    return TaskInfo(
+        name=name, input_kind="tokens", seq_len=seq_len, num_classes=num_classes,
+        vocab_size=len(BYTE_VOCAB), pad_id=0, mask_id=1, paired=paired, vocab=BYTE_VOCAB,
+    )
+
+
+# ----------------------------------------------------------------------------- aclImdb reader
+def _file_order(path: Path) -> tuple:
+    stem = path.stem.split("_")[0]  # files are named <id>_<rating>.txt
+    return (0, int(stem), path.name) if stem.isdigit() else (1, 0, path.name)
+
+
+def _missing(path: Path, what: str) -> DataError:
+    return DataError(
+        str(path), what,
+        f"extract aclImdb_v1.tar.gz so that DATA_DIR/{FOLDER}/{{train,test}}/{{pos,neg}}/*.txt exist, or "
+        f"remove {FOLDER}/ from --data-dir to use the Hugging Face copy '{HF_DATASET}'",
+    )
+
+
+def read_imdb_split(root: Path, split: str) -> tuple[list[str], np.ndarray]:
+    texts: list[str] = []
+    labels: list[int] = []
+    for sub, label in LABEL_DIRS:
+        folder = root / split / sub
+        if not folder.is_dir():
+            raise _missing(folder, "IMDb review folder not found")
+        files = sorted(folder.glob("*.txt"), key=_file_order)
+        if not files:
+            raise _missing(folder, "IMDb review folder holds no *.txt files")
+        for path in files:
+            try:
+                texts.append(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as err:
+                problem = f"cannot be read as UTF-8 text ({err})"
+                raise DataError(str(path), problem, "re-extract the release") from err
+            labels.append(label)
+    return texts, np.asarray(labels, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- hub fallback
+@functools.lru_cache(maxsize=2)
+def _hub_split(split: str) -> tuple[tuple[str, ...], np.ndarray]:
+    import datasets
+
+    ds = datasets.load_dataset(HF_DATASET, split=split)
+    return tuple(ds["text"]), np.asarray(ds["label"], dtype=np.int64)
+
+
+def _hub_or_error(data_dir: Path | None, split: str) -> tuple[list[str], np.ndarray]:
+    try:
+        texts, labels = _hub_split(split)
+    except Exception as err:  # any hub failure means "not available": report both options
+        looked = f"no {data_dir / FOLDER}/ folder" if data_dir else "no --data-dir given"
+        detail = str(err).splitlines()[0][:160] if str(err) else ""
+        raise DataError(
+            "task text (IMDb)",
+            f"{looked}, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded "
+            f"({type(err).__name__}: {detail})",
+            f"pass --data-dir DIR holding {FOLDER}/{{train,test}}/{{pos,neg}}/*.txt (aclImdb_v1.tar.gz "
+            f"extracted), or make the hub reachable / pre-cache it with "
+            f"`python -c \"import datasets; datasets.load_dataset('{HF_DATASET}')\"`",
+        ) from err
+    return list(texts), labels
+
+
+# ----------------------------------------------------------------------------- task
+def imdb_root(data_dir: Path | None) -> Path | None:
+    if data_dir is not None and (data_dir / FOLDER).is_dir():
+        return data_dir / FOLDER
+    return None
+
+
+def _read(request: TaskRequest, split: str) -> tuple[list[str], np.ndarray]:
+    root = imdb_root(request.data_dir)
+    if root is not None:
+        return read_imdb_split(root, split)
+    return _hub_or_error(request.data_dir, split)
+
+
+def _build(request: TaskRequest, source: str) -> TaskSplits:
+    max_len = int(request.option("max_len"))
+    texts, y = _read(request, "train")
+    # Shuffle once (fixed seed): the files come grouped by label, and max_train takes a prefix.
+    order = seeded_permutation(len(y), SPLIT_SEED)
+    rows = encode_bytes((texts[i] for i in order), max_len)
+    seq_len = capped_len(rows, max_len)
+    train, val = carve_validation(pad_rows(rows, seq_len), y[order], int(request.option("n_val")), SPLIT_SEED)
+
+    def load_test() -> ArraySplit:
+        test_texts, test_y = _read(request, "test")
+        return ArraySplit(pad_rows(encode_bytes(test_texts, max_len), seq_len), test_y)
+
+    return TaskSplits(byte_info("text", seq_len, 2), train, val, load_test, source=source)
+
+
+def load(request: TaskRequest) -> TaskSplits:
+    root = imdb_root(request.data_dir)
+    if root is not None:
+        dirs = [root / s / sub for s in ("train", "test") for sub, _ in LABEL_DIRS]
+        origin: object = file_fingerprint([d for d in dirs if d.is_dir()])
+        source = str(root)
+    else:
+        origin, source = f"hf:{HF_DATASET}", f"hf:{HF_DATASET}"
+    key = {"origin": origin, "max_len": int(request.option("max_len")), "n_val": int(request.option("n_val"))}
+    splits = cached_splits("text", key, lambda: _build(request, source))
+    return limit_train(splits, request.option("max_train"))
+
+
+def check_available(request: TaskRequest) -> None:
+    root = imdb_root(request.data_dir)
+    if root is None:
+        _hub_or_error(request.data_dir, "train")
+        return
+    for split in ("train", "test"):
+        for sub, _ in LABEL_DIRS:
+            folder = root / split / sub
+            if not folder.is_dir():
+                raise _missing(folder, "IMDb review folder not found")
+            if next(folder.glob("*.txt"), None) is None:
+                raise _missing(folder, "IMDb review folder holds no *.txt files")
+
+
+register(
+    TaskDef(
+        name="text",
+        description="LRA Text: IMDb sentiment, byte level (2 classes); aclImdb/ in --data-dir or the HF hub",
+        defaults={"max_len": 1024, "n_val": 2500, "max_train": None},
+        load=load,
+        check_available=check_available,
+    )
+)

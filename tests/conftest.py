@@ -1,0 +1,30 @@
+"""Shared fixtures: one Ray session for the whole suite (each costs ~2 GiB and seconds)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Never wait on the Hugging Face hub in tests (it retries for ~20 s when offline).
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

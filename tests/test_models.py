@@ -1,0 +1,81 @@
+"""Model shapes for every pooling, both input kinds, paired inputs and the SPT handoff."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sptune import objectives as obj
+from sptune.build import classifier_config, encoder_config
+from sptune.models import Classifier, Pretrainer
+from sptune.spec import ModelSpec
+from sptune.tasks.base import TaskInfo
+from sptune.variants import build_model
+
+PIXELS = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
+TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=48, num_classes=7, vocab_size=30)
+PAIRED = TaskInfo(name="pair", input_kind="tokens", seq_len=32, num_classes=2, vocab_size=30, paired=True)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "last", "cls"])
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("info", [PIXELS, TOKENS], ids=["pixels", "tokens"])
+def test_classifier_shapes(pooling, positions, info):
+    spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling=pooling, positions=positions)
+    model = Classifier(classifier_config(spec, info))
+    x = torch.randint(2, 17, (5, info.seq_len))
+    x[:, -5:] = 0 if info.input_kind == "tokens" else x[:, -5:]
+    logits = model(obj.model_inputs(x, info), obj.padding_of(x, info))
+    assert logits.shape == (5, info.num_classes)
+    assert torch.isfinite(logits).all()
+
+
+def test_padding_does_not_change_pooled_outputs():
+    """The same sequence with 8 or 2 trailing pads gives the same logits (pads are masked out)."""
+    spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling="mean", dropout=0.0)
+    model = Classifier(classifier_config(spec, TOKENS)).eval()
+    x = torch.randint(4, 30, (1, TOKENS.seq_len))
+    x[:, 40:] = 0
+    shorter = x[:, :42]
+    out_long = model(obj.model_inputs(x, TOKENS), obj.padding_of(x, TOKENS))
+    out_short = model(obj.model_inputs(shorter, TOKENS), obj.padding_of(shorter, TOKENS))
+    assert torch.allclose(out_long, out_short, atol=1e-5)
+    # Without the padding mask the pads would leak into attention and pooling.
+    assert not torch.allclose(out_long, model(obj.model_inputs(x, TOKENS), None), atol=1e-5)
+
+
+def test_paired_classifier_shape():
+    spec = ModelSpec(d_model=32, n_layers=1, n_heads=4, d_ff=64, pooling="mean")
+    model = Classifier(classifier_config(spec, PAIRED))
+    x = torch.randint(4, 30, (3, 2, PAIRED.seq_len))
+    assert model(obj.model_inputs(x, PAIRED), None).shape == (3, 2)
+
+
+@pytest.mark.parametrize("loss,out_dim", [("ce", 17), ("l2", 1), ("l1", 1)])
+def test_pretrainer_shapes(loss, out_dim):
+    spec = ModelSpec(d_model=32, n_layers=1, n_heads=4, d_ff=64)
+    model = Pretrainer(encoder_config(spec, PIXELS), obj.output_dim(PIXELS, loss))
+    x = torch.randint(0, 17, (4, 64))
+    mask = obj.draw_mask(x.shape, 0.5, torch.Generator().manual_seed(0))
+    assert model(obj.model_inputs(x, PIXELS, mask)).shape == (4, 64, out_dim)
+    assert model(obj.model_inputs(x, PIXELS), causal=True).shape == (4, 64, out_dim)
+
+
+def test_causal_attention_ignores_the_future():
+    spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, dropout=0.0)
+    model = Pretrainer(encoder_config(spec, TOKENS), TOKENS.vocab_size).eval()
+    x = torch.randint(4, 30, (1, TOKENS.seq_len))
+    y = x.clone()
+    y[:, 30:] = 5
+    a, b = model(x, causal=True), model(y, causal=True)
+    assert torch.allclose(a[:, :30], b[:, :30], atol=1e-5) and not torch.allclose(a[:, 30:], b[:, 30:])
+
+
+def test_spt_variant_copies_the_whole_encoder():
+    spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64)
+    pre = Pretrainer(encoder_config(spec, PIXELS), 1)
+    model = build_model("spt", classifier_config(spec, PIXELS), pre.state_dict())
+    for name, tensor in pre.encoder.state_dict().items():
+        assert torch.equal(model.encoder.state_dict()[name], tensor), name
+    scratch = build_model("scratch", classifier_config(spec, PIXELS))
+    assert not torch.equal(scratch.encoder.embed.weight, pre.encoder.embed.weight)

@@ -1,0 +1,127 @@
+"""A whole digits study through real Ray Tune and a real MLflow SQLite store.
+
+One small sweep, shared by the assertions below: parent/child runs, one Tuner per
+variant, validation-based selection of trial and epoch, test_acc only on selected
+runs, and the test split read exactly once per selected checkpoint, after all Tuners.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sptune.sweep import main
+
+TINY = [
+    "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
+    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1",
+]
+
+
+@pytest.fixture(scope="module")
+def study(ray_session, repo_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("study") / "digits"
+    code = main([str(Path(repo_root) / "search_spaces" / "digits_quick.yaml"), "--output", str(out), *TINY])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    client = MlflowClient(tracking_uri=results["mlflow"]["tracking_uri"])
+    runs = client.search_runs([results["mlflow"]["experiment_id"]], max_results=1000)
+    return out, results, client, runs
+
+
+def _children(runs, parent_id):
+    return [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
+
+
+def test_outputs_live_in_the_output_directory(study):
+    out, results, _, _ = study
+    for name in ("results.json", "results.md", "mlflow.db", "spec.yaml", "test_reads.jsonl"):
+        assert (out / name).exists(), name
+    assert results["mlflow"]["tracking_uri"] == f"sqlite:///{(out / 'mlflow.db').resolve()}"
+    assert (out / "mlartifacts").is_dir()
+
+
+def test_one_parent_and_a_child_per_trial(study):
+    _, results, _, runs = study
+    parent_id = results["mlflow"]["parent_run_id"]
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert [p.info.run_id for p in parents] == [parent_id]
+    children = _children(runs, parent_id)
+    assert len(children) == 2 + 3 + 3  # pretrain + scratch + spt trials
+    stages = sorted((c.data.tags["sptune.stage"], c.data.tags["sptune.variant"]) for c in children)
+    assert stages.count(("pretrain", "spt")) == 2 and stages.count(("finetune", "scratch")) == 3
+    for child in children:
+        params = child.data.params
+        for key in ("lr", "batch_size", "seed", "variant", "stage", "model.d_model", "model.n_layers"):
+            assert key in params, key
+        assert child.info.status == "FINISHED"
+
+
+def test_one_tuner_per_variant(study):
+    out, _, _, _ = study
+    tuners = sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir())
+    assert tuners == ["finetune-scratch", "finetune-spt", "pretrain"]
+
+
+def test_per_epoch_metrics_and_best_summary_are_logged(study):
+    _, results, client, runs = study
+    finetune = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
+                if r.data.tags["sptune.stage"] == "finetune"]
+    for run in finetune:
+        history = client.get_metric_history(run.info.run_id, "val_acc")
+        assert [m.step for m in history] == list(range(1, len(history) + 1))
+        assert run.data.metrics["best_val_acc"] == pytest.approx(max(m.value for m in history))
+        best_epoch = int(run.data.metrics["best_epoch"])
+        assert history[best_epoch - 1].value == pytest.approx(run.data.metrics["best_val_acc"])
+
+
+def test_selection_is_the_validation_best_trial_and_epoch(study):
+    _, results, client, runs = study
+    finetune = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
+                if r.data.tags["sptune.stage"] == "finetune"]
+    for row in results["rows"]:
+        mine = [r for r in finetune if r.data.tags["sptune.variant"] == row["variant"]]
+        best = max(max(m.value for m in client.get_metric_history(r.info.run_id, "val_acc")) for r in mine)
+        assert row["val_acc"] == pytest.approx(best)
+        selected = client.get_run(row["mlflow_run_id"])
+        history = client.get_metric_history(row["mlflow_run_id"], "val_acc")
+        assert history[row["best_epoch"] - 1].value == pytest.approx(row["val_acc"])
+        assert float(selected.data.params["lr"]) == pytest.approx(row["lr"])
+        assert selected.data.tags.get("sptune.selected") == "true"
+
+
+def test_test_acc_only_on_selected_runs(study):
+    _, results, client, runs = study
+    selected = {row["mlflow_run_id"] for row in results["rows"]}
+    for run in _children(runs, results["mlflow"]["parent_run_id"]):
+        fresh = client.get_run(run.info.run_id)
+        assert ("test_acc" in fresh.data.metrics) == (run.info.run_id in selected)
+        if run.info.run_id in selected:
+            artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "selected_checkpoint")]
+            assert artifacts == ["selected_checkpoint/state.pt"]
+
+
+def test_results_contract(study):
+    out, results, _, _ = study
+    assert [r["variant"] for r in results["rows"]] == ["scratch", "spt"]
+    for row in results["rows"]:
+        for key in ("variant", "task", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "mlflow_run_id"):
+            assert row[key] is not None, key
+        assert 0.0 <= row["test_acc"] <= 1.0 and row["task"] == "digits"
+    scratch, spt = results["rows"]
+    assert spt["delta_test_vs_scratch"] == pytest.approx(spt["test_acc"] - scratch["test_acc"])
+    assert "| spt |" in (out / "results.md").read_text()
+
+
+def test_test_split_read_once_per_selected_checkpoint_after_all_tuners(study):
+    """Fails if anything reads the test split before the final evaluation."""
+    out, results, _, _ = study
+    reads = [json.loads(line) for line in (out / "test_reads.jsonl").read_text().splitlines()]
+    assert len(reads) == len(results["rows"]) == 2
+    last_tuner_end = max(stage["end"] for stage in results["timeline"])
+    assert all(read["time"] >= last_tuner_end for read in reads)
+    assert all(read["rows"] == 359 for read in reads)  # digits test split: 20 % of 1,797
