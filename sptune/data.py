@@ -39,7 +39,6 @@ from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 
 # Bump when the prepared layout or any tokeniser changes, so old caches are never reused.
 PREPARED_FORMAT = 1
-SPLITS = ("train", "val", "test")
 
 _preparing: contextvars.ContextVar[bool] = contextvars.ContextVar("sptune_preparing", default=False)
 # Rows skipped while reading (e.g. unreadable Pathfinder PNGs): task -> split -> count.
@@ -131,10 +130,20 @@ def preparing() -> Iterator[None]:
         _preparing.reset(token)
 
 
+@contextmanager
+def _unsealed_for_conversion() -> Iterator[None]:
+    # Entering final_evaluation() inside an open one would re-seal the outer block on exit.
+    if test_guard._unsealed():
+        yield
+        return
+    with test_guard.final_evaluation():
+        yield
+
+
 def _save_prepared(splits: TaskSplits, directory: Path, key: dict[str, Any]) -> None:
     # prepare converts the test file to arrays once so later final evaluations memory-map it;
     # nothing is computed from it here, which is why opening the seal is legitimate.
-    with test_guard.final_evaluation():
+    with _unsealed_for_conversion():
         test = splits.test
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
@@ -159,8 +168,7 @@ def _open_prepared(directory: Path) -> TaskSplits:
     info_dict["vocab"] = tuple(info_dict["vocab"])
     info = TaskInfo(**info_dict)
     meta = json.loads((directory / "meta.json").read_text())
-    for split, count in meta.get("skipped", {}).items():
-        record_skipped(info.name, split, count)
+    SKIPPED[info.name] = dict(meta.get("skipped", {}))
 
     def split(name: str) -> ArraySplit:
         # mode "c" (copy-on-write): pages load lazily and the arrays stay writable for torch.
@@ -173,6 +181,11 @@ def _open_prepared(directory: Path) -> TaskSplits:
 
 def record_skipped(task: str, split: str, count: int) -> None:
     SKIPPED.setdefault(task, {})[split] = int(count)
+
+
+def reset_skipped(task: str) -> None:
+    """Forget the counts of an earlier load: each load reports its own."""
+    SKIPPED.pop(task, None)
 
 
 # ----------------------------------------------------------------------------- token helpers
@@ -228,8 +241,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     request = _request(args.task, args.data_dir, args.set)
     with preparing():
         splits = _load(request)
-    print(f"{args.task}: prepared arrays in {splits.source.rsplit('[prepared: ', 1)[-1].rstrip(']')}")
-    print(f"source: {splits.source.split(' [prepared: ')[0]}")
+    source, marker, directory = splits.source.partition(" [prepared: ")
+    if not marker:  # embedded or in-memory tasks load fast and keep no array cache
+        print(f"{args.task}: nothing to prepare ({source})")
+        return 0
+    print(f"{args.task}: prepared arrays in {directory.rstrip(']')}")
+    print(f"source: {source}")
     return 0
 
 

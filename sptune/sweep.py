@@ -76,7 +76,9 @@ def _start_ray(address: str | None) -> bool:
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        # A local instance listens on loopback only.
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                 _node_ip_address="127.0.0.1")
     return True
 
 
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
             ray.shutdown()
     print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
-    print(f"MLflow UI: {ui_command(uri, out)}")
+    print(f"MLflow UI: {ui_command(uri, out, tracker.experiment_id)}")
     return 0
 
 

@@ -29,12 +29,17 @@ def default_tracking_uri(output_dir: Path) -> str:
     return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
 
 
-def ui_command(tracking_uri: str, output_dir: Path) -> str:
+def runs_url(base_url: str, experiment_id: str) -> str:
+    """The experiment's runs table in MLflow's model-training view (not the GenAI overview)."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+
+def ui_command(tracking_uri: str, output_dir: Path, experiment_id: str) -> str:
     if tracking_uri.startswith("http"):
-        return f"open {tracking_uri}"
+        return f"open {runs_url(tracking_uri, experiment_id)}"
     artifacts = (output_dir / "mlartifacts").resolve()
-    return (f"mlflow ui --backend-store-uri {tracking_uri} "
-            f"--default-artifact-root {artifacts} --host 127.0.0.1 --port 5000")
+    return (f"mlflow ui --backend-store-uri {tracking_uri} --default-artifact-root {artifacts} "
+            f"--host 127.0.0.1 --port 5000\n  then open {runs_url('http://127.0.0.1:5000', experiment_id)}")
 
 
 class Tracker:

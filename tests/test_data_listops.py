@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import statistics
 from pathlib import Path
 
@@ -105,8 +104,9 @@ def test_generator_labels_match_independent_evaluation_and_bounds(tmp_path):
         for source, label in rows:
             value, stats = evaluate(parse_pairs(source.split()))
             assert value == label
-            length = source.split().count("]") * 2 + sum(t.isdigit() for t in source.split())
-            assert length == stats["ops"] * 2 + sum(t.isdigit() for t in source.split())
+            tokens = source.split()
+            assert tokens.count("]") == stats["ops"]
+            length = 2 * stats["ops"] + sum(t.isdigit() for t in tokens)  # LRA: 2 per operator, 1 per digit
             assert min_len < length < max_len
             assert stats["max_depth"] <= max_depth
             assert all(2 <= a <= max_args for a in stats["arities"])
@@ -129,7 +129,7 @@ def test_impossible_length_window_is_a_data_error(tmp_path):
 
 # ----------------------------------------------------------------------------- reader
 TRAIN = [("( ( ( [MAX 2 ) 9 ) ] )", 9), ("( ( ( ( [SM 4 ) ( ( ( [MIN 3 ) 8 ) ] ) ) 1 ) ] )", 8),
-         ("( ( ( [MED 1 ) 7 ) ] )", 4), ("( ( ( [MIN 6 ) 5 ) ] )", 5)]
+         ("( ( ( [MED 1 ) 7 ) ] )", 4), ("( ( ( [MIN 6 ) 0 ) ] )", 0)]
 VAL = [("( ( ( [MAX 0 ) 1 ) ] )", 1)]
 TEST = [("( ( ( [MIN 2 ) 3 ) ] )", 2), ("( ( ( [SM 9 ) 9 ) ] )", 8)]
 
@@ -160,7 +160,7 @@ def test_reader_keeps_closing_bracket_and_drops_parentheses(tmp_path):
     decoded = [info.vocab[i] for i in splits.train.x[1] if i != info.pad_id]
     assert decoded == ["[SM", "4", "[MIN", "3", "8", "]", "1", "]"]
     assert splits.train.x.dtype == np.int64 and splits.train.x.shape == (4, 8)  # longest train row
-    assert list(splits.train.y) == [9, 8, 4, 5]
+    assert list(splits.train.y) == [9, 8, 4, 0]
     assert (splits.train.x == info.vocab.index("]")).any(axis=1).all()
 
 
@@ -247,4 +247,3 @@ def test_generated_and_official_paths_share_one_reader(tmp_path):
     splits = load(tmp_path)
     rows = read_rows(tmp_path / "listops" / "basic_train.tsv")
     assert list(splits.train.y) == [t for _, t in rows]
-    assert random.Random(0) is not None

@@ -114,6 +114,14 @@ def num_classes(task: str, options: dict) -> int:
     return int(options["n_strings"]) if task == "bit_memory" else 2 ** int(options["n_bits"])
 
 
+def classes_in_rows(task: str, x: np.ndarray) -> int:
+    """Class count implied by the sequence layout of files (which may use other n_bits than the options)."""
+    n_separators = int((x[0] == SEP).sum())
+    if task == "bit_memory":
+        return n_separators  # s1 | ... | s_k | query: k strings, k separators
+    return 2 ** ((x.shape[1] - 1) // 2)  # a | b
+
+
 # ----------------------------------------------------------------------------- files
 def split_file(root: Path, task: str, split: str) -> Path:
     return root / "bits" / f"{task}_{split}.tsv"
@@ -183,7 +191,7 @@ def _loader(task: str):
             root = request.data_dir
             train, val = (read_split(split_file(root, task, s)) for s in ("train", "val"))
             load_test = lambda: read_split(split_file(root, task, "test"))  # noqa: E731
-            classes = max(num_classes(task, request.options), int(train.y.max()) + 1)
+            classes = classes_in_rows(task, train.x)
             source = str(root / "bits")
         else:
             parts = generate_splits(task, request.options)

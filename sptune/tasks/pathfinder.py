@@ -39,7 +39,10 @@ class PathfinderParams:
 
     Our reading of two knobs the LRA paper names without defining: ``continuity`` c lets
     consecutive segments turn by at most c * 45 degrees, and ``seed_distance`` is the distance
-    between the two target snakes' starting points (as in the original seeding).
+    between the two target snakes' starting points (as in the original seeding, which also keeps
+    the first start 2 * seed_distance from the border). Known differences from Linsley et al.'s
+    renderer: segments join end to end (no gap between paddles), ``margin`` is the empty ring
+    between different snakes, and there are no single-paddle distractors.
     """
 
     resolution: int = 32
@@ -231,12 +234,22 @@ def _free_point(canvas: _Canvas, rng: random.Random, inset: float = 0.0) -> tupl
 def _seeds(canvas: _Canvas, rng: random.Random) -> tuple[tuple[float, float], tuple[float, float]]:
     """Starts of the two target snakes, ``seed_distance`` apart; the first away from the border."""
     p = canvas.p
-    while True:
+    for _ in range(1000):
         first = _free_point(canvas, rng, 2 * p.seed_distance - canvas.lo)
         angle = rng.uniform(-math.pi, math.pi)
         second = (first[0] + p.seed_distance * math.sin(angle), first[1] + p.seed_distance * math.cos(angle))
         if all(canvas.lo <= v < canvas.hi for v in second):
             return first, second
+    raise _too_small(p)
+
+
+def _too_small(p: PathfinderParams) -> DataError:
+    return DataError(
+        "pathfinder generator",
+        f"two target snakes of {p.contour_length} segments do not fit a {p.resolution}x{p.resolution} image "
+        f"(seed distance {p.seed_distance}, margin {p.margin})",
+        "raise the resolution or lower contour_length / seed_distance",
+    )
 
 
 def _target_snakes(canvas: _Canvas, rng: random.Random) -> list[_Snake] | None:
@@ -278,7 +291,7 @@ def render_sample(rng: random.Random, params: PathfinderParams, label: int) -> S
         if targets is not None:
             break
     else:
-        raise RuntimeError(f"could not place two target snakes with {params}; the image is too small")
+        raise _too_small(params)
     snakes = list(targets)
     for ident in range(2, 2 + params.num_distractors):
         # Crowded images keep fewer distractors, like the original's allow_incomplete.
@@ -467,6 +480,7 @@ def resolve_root(task: str, request: TaskRequest) -> tuple[Path, bool]:
 
 def _build(task: str, root: Path, source: str) -> TaskSplits:
     resolution = TASK_RESOLUTION[task]
+    data.reset_skipped(task)
     parts = split_rows(read_metadata(root))
     train = _read_split(task, root, parts["train"], "train", resolution)
     val = _read_split(task, root, parts["val"], "val", resolution)
@@ -477,9 +491,16 @@ def _build(task: str, root: Path, source: str) -> TaskSplits:
     return TaskSplits(info, train, val, load_test, note)
 
 
+def _require_imgs(root: Path) -> None:
+    if not (root / "imgs").is_dir():
+        raise DataError(str(root / "imgs"), "image folder not found", "extract imgs/ next to metadata/")
+
+
 def _loader(task: str):
     def load(request: TaskRequest) -> TaskSplits:
         root, generated = resolve_root(task, request)
+        _require_imgs(root)
+        # Directory mtimes change when batches are added or removed; edits inside need `prepare` anew.
         key = {"files": file_fingerprint(metadata_files(root)), "imgs": file_fingerprint([root / "imgs"])}
         source = f"{'generated ' if generated else ''}{root}"
         splits = cached_splits(task, key, lambda: _build(task, root, source))
@@ -497,13 +518,12 @@ def _checker(task: str):
         first = next((ln for ln in files[0].read_text(errors="replace").splitlines() if ln.strip()), "")
         if len(first.split()) < 4:
             raise DataError(f"{files[0]}:1", "not a Pathfinder metadata line", "re-download the metadata")
-        if not (root / "imgs").is_dir():
-            raise DataError(str(root / "imgs"), "image folder not found", "extract imgs/ next to metadata/")
+        _require_imgs(root)
 
     return check_available
 
 
-for _task, _n in (("pathfinder", 2000), ("pathx", 600)):
+for _task, _n in (("pathfinder", 2000), ("pathx", 400)):
     register(
         TaskDef(
             name=_task,

@@ -81,11 +81,12 @@ def _word(rng: random.Random, lo: int, hi: int) -> str:
     return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(lo, hi)))
 
 
-def _document(rng: random.Random, filler: list[str], keywords: list[str], n_chars: int) -> str:
-    words: list[str] = []
+def _document(rng: random.Random, filler: list[str], keywords: list[str], n_chars: int, shared: str) -> str:
+    words = [shared]
     while sum(len(w) + 1 for w in words) < n_chars:
         words.append(rng.choice(keywords) if rng.random() < 0.2 else rng.choice(filler))
-    return " ".join(words).capitalize() + "."
+    rng.shuffle(words)
+    return " ".join(words) + "."
 
 
 def generate_retrieval(
@@ -100,12 +101,14 @@ def generate_retrieval(
 ) -> Path:
     """Write ``out_dir/aan/new_aan_pairs.{train,eval,test}.tsv``: label 1 iff both documents share a topic.
 
-    Each topic has its own keywords; a document mixes them (20 %) with common filler words, so the
-    label is recoverable only by comparing the two documents' content. Labels are balanced.
+    Each topic has its own keywords (8-12 letters; filler words have 2-6); a document mixes them
+    (20 %) with common filler words, and the two documents of a positive pair share at least one
+    keyword. So label 1 <=> the documents have a keyword in common: the label is recoverable only
+    by comparing the two documents. Labels are balanced.
     """
     rng = random.Random(seed)
-    filler = [_word(rng, 2, 7) for _ in range(300)]
-    topics = [[_word(rng, 5, 10) for _ in range(6)] for _ in range(n_topics)]
+    filler = [_word(rng, 2, 6) for _ in range(300)]
+    topics = [[_word(rng, 8, 12) for _ in range(6)] for _ in range(n_topics)]
     folder = Path(out_dir) / "aan"
     folder.mkdir(parents=True, exist_ok=True)
     doc_id = 0
@@ -116,7 +119,9 @@ def generate_retrieval(
         for label in labels:
             a = rng.randrange(n_topics)
             b = a if label else rng.choice([t for t in range(n_topics) if t != a])
-            docs = [_document(rng, filler, topics[t], rng.randint(min_chars, max_chars)) for t in (a, b)]
+            shared = rng.choice(topics[a])  # the pair's common keyword when positive
+            docs = [_document(rng, filler, topics[t], rng.randint(min_chars, max_chars),
+                              shared if t == a else rng.choice(topics[t])) for t in (a, b)]
             lines.append(f"{label}\tgen{doc_id}\tgen{doc_id + 1}\t{docs[0]}\t{docs[1]}\n")
             doc_id += 2
         (folder / SPLIT_FILES[split]).write_text("".join(lines), encoding="utf-8")
