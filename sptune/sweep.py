@@ -32,6 +32,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data-dir", help="where downloaded data lives (or SPTUNE_DATA_DIR)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: SQLite in the output directory)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or local)")
+    p.add_argument("--storage", help="Tune storage path or URI (default OUTPUT/ray_results; must be shared "
+                   "storage, e.g. NFS or s3://, on a multi-node cluster)")
+    p.add_argument("--resume", action="store_true", help="continue the interrupted study in --output DIR")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p.parse_args(argv)
@@ -82,6 +85,40 @@ def _start_ray(address: str | None) -> bool:
     return True
 
 
+def _spec_text(spec: SweepSpec) -> str:
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+
+
+def check_output_dir(args: argparse.Namespace, spec: SweepSpec, out: Path) -> dict | None:
+    """A new study needs a fresh directory; --resume needs the same study's directory."""
+    from sptune.study import read_state
+
+    state = read_state(out) if out.exists() else None
+    if not args.resume:
+        if state is not None:
+            raise SpecError(f"--output {out}", "this directory already holds a study",
+                            "pass --resume to continue it, or choose a new --output")
+        return None
+    if args.output is None or state is None:
+        raise SpecError(f"--output {out}", "no interrupted study to resume here (no study_state.json)",
+                        "pass --output DIR of the study to continue")
+    saved = (out / "spec.yaml").read_text()
+    if saved != _spec_text(spec):
+        raise SpecError(f"{out / 'spec.yaml'}", "the spec differs from the one the study started with",
+                        "resume with the same spec and --set overrides, or start a new study in a new --output")
+    return state
+
+
+def _check_storage(storage: str | None) -> None:
+    """Multi-node clusters need storage every node can reach; the default is local."""
+    import ray
+
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    if len(alive) > 1 and storage is None:
+        raise SpecError("--storage", f"the cluster has {len(alive)} nodes but results would go to a local "
+                        "directory of this machine", "pass --storage pointing at shared storage (NFS path or s3://)")
+
+
 def run(args: argparse.Namespace) -> int:
     spec, data, plan = prepare(args)
     if args.dry_run:
@@ -90,11 +127,12 @@ def run(args: argparse.Namespace) -> int:
     from sptune.tracking import Tracker, check_reachable, default_tracking_uri, ui_command
 
     out = output_dir_for(spec, args.output)
-    uri = args.tracking_uri or spec.tracking.uri
+    state = check_output_dir(args, spec, out)
+    uri = (state or {}).get("tracking_uri") or args.tracking_uri or spec.tracking.uri
     if uri:
         check_reachable(uri)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+    (out / "spec.yaml").write_text(_spec_text(spec))
     uri = uri or default_tracking_uri(out)
     tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", out)
     print(describe(plan), flush=True)
@@ -103,9 +141,11 @@ def run(args: argparse.Namespace) -> int:
     from sptune.study import Study
 
     try:
+        _check_storage(args.storage)
         tracker.start_parent(f"{spec.name}", {"spec": args.spec, "task": spec.task.name, "seed": spec.seed,
-                                               "output_dir": str(out.resolve())})
-        Study(plan, data, out, tracker).run()
+                                               "output_dir": str(out.resolve())},
+                             existing_run_id=(state or {}).get("parent_run_id"))
+        Study(plan, data, out, tracker, resume=args.resume, storage=args.storage).run()
         tracker.finish("FINISHED")
     except BaseException:
         tracker.finish("FAILED")

@@ -51,6 +51,14 @@ class Tracker:
         self.experiment_id = self._experiment(experiment, output_dir)
         self.parent_run_id: str | None = None
 
+    @classmethod
+    def attach(cls, uri: str, experiment_id: str, parent_run_id: str | None) -> Tracker:
+        """A Tracker for an existing experiment and parent run (no lookups, no creation)."""
+        tracker = cls.__new__(cls)
+        tracker.uri, tracker.experiment_id, tracker.parent_run_id = uri, experiment_id, parent_run_id
+        tracker.client = MlflowClient(tracking_uri=uri)
+        return tracker
+
     def _experiment(self, name: str, output_dir: Path) -> str:
         try:
             found = self.client.get_experiment_by_name(name)
@@ -112,6 +120,22 @@ class TrialRunLogger(tune.Callback):
         self.run_ids: dict[str, str] = {}
         self.last_result: dict[str, dict] = {}
         self._known = tracker.children()
+
+    # Ray pickles callbacks into the Tuner's state (tuner.pkl); on Tuner.restore we get
+    # this object back and must reconnect to MLflow and re-learn the existing child runs.
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("tracker", "client")}
+        state["_tracking"] = (self.tracker.uri, self.tracker.experiment_id, self.tracker.parent_run_id)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        uri, experiment_id, parent_run_id = state.pop("_tracking")
+        self.__dict__.update(state)
+        self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)
+        self.client = self.tracker.client
+
+    def setup(self, **info: Any) -> None:
+        self._known = self.tracker.children()
 
     def run_for(self, trial: Any) -> str:
         trial_id = trial.trial_id

@@ -52,17 +52,29 @@ def _search_alg(plan: StudyPlan, stage: StagePlan) -> Any:
     return ConcurrencyLimiter(alg, max_concurrent=plan.concurrency)
 
 
-def build_tuner(plan: StudyPlan, stage: StagePlan, data: TaskSplits, storage: Path,
-                callbacks: list, spt_checkpoint: str | None = None) -> tune.Tuner:
+def make_trainable(plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_checkpoint: str | None = None) -> Any:
     cls = PretrainTrainable if stage.stage == "pretrain" else FinetuneTrainable
     extra = {"spt_checkpoint": spt_checkpoint} if spt_checkpoint else {}
     res = plan.spec.resources
-    trainable = tune.with_resources(
+    # with_parameters puts the (test-free) data in Ray's object store once, not per trial.
+    return tune.with_resources(
         tune.with_parameters(cls, spec=plan.spec, data=data.without_test(), **extra),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
+
+
+def restore_tuner(path: str, plan: StudyPlan, stage: StagePlan, data: TaskSplits,
+                  spt_checkpoint: str | None = None) -> tune.Tuner:
+    """Continue an interrupted stage: finished trials stay, unfinished ones resume from
+    their last checkpoint, errored ones too. (ASHA's rung state is not restored by Ray.)"""
+    return tune.Tuner.restore(path, trainable=make_trainable(plan, stage, data, spt_checkpoint),
+                              resume_unfinished=True, resume_errored=True)
+
+
+def build_tuner(plan: StudyPlan, stage: StagePlan, data: TaskSplits, storage: str,
+                callbacks: list, spt_checkpoint: str | None = None) -> tune.Tuner:
     return tune.Tuner(
-        trainable,
+        make_trainable(plan, stage, data, spt_checkpoint),
         param_space=param_space(stage, plan.spec.seed),
         tune_config=tune.TuneConfig(
             metric=stage.metric,
@@ -76,7 +88,7 @@ def build_tuner(plan: StudyPlan, stage: StagePlan, data: TaskSplits, storage: Pa
         ),
         run_config=tune.RunConfig(
             name=stage.name,
-            storage_path=str(storage.resolve()),
+            storage_path=storage,
             callbacks=callbacks,
             stop={"training_iteration": stage.epochs},
             checkpoint_config=tune.CheckpointConfig(

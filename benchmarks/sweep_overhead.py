@@ -1,0 +1,290 @@
+"""A whole sptune sweep (Ray Tune + MLflow) vs the SAME trials run by hand with sptune.train's loops.
+
+The sweep is digits_quick with a reduced budget and a FIFO scheduler, so every trial runs all
+its epochs and the plain arm can replay exactly the configs the sweep ran (read back from
+``ray_results/*/params.json``): the same stages in the same order (pretrain, then one finetune
+stage per variant, the spt variant starting from the plain arm's own validation-best SPT
+state), the same epochs, the same validation each epoch, and the same single test evaluation
+of each selected model at the end.
+
+Fairness (same cores, same threads per trial, in both arms):
+  serial    sptune with resources.max_concurrent=1 (1 thread per trial) vs one process, 1 thread.
+  parallel  sptune with 2 concurrent trials x 1 thread vs a 2-process pool (1 thread each) with the
+            same stage barriers.
+Ray start/stop and the pool's start are timed separately and left out of both walls.
+``overhead_fraction`` = (sptune wall - plain wall) / plain wall, for the serial layout
+(``layouts.parallel.overhead_fraction`` for the other).
+
+    python benchmarks/sweep_overhead.py --json benchmarks/results/sweep_overhead.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing as mp
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import bench_common as bc
+
+LAYOUTS = {"serial": 1, "parallel": 2}  # concurrent trials (each 1 thread) on the 2 cores
+
+
+@dataclass(frozen=True)
+class Job:
+    """One trial as the sweep ran it."""
+
+    stage: str  # "pretrain" | "finetune"
+    variant: str
+    lr: float
+    batch_size: int
+    seed: int
+    epochs: int
+
+
+# ------------------------------------------------------------------ sptune arm
+
+def sweep_overrides(data: dict[str, Any], epochs: int, pretrain_trials: int, trials: int, concurrent: int) -> list[str]:
+    sets = ["scheduler.type=fifo", f"pretrain.epochs={epochs}", f"pretrain.num_samples={pretrain_trials}",
+            f"finetune.epochs={epochs}", "resources.cpu=1", f"resources.max_concurrent={concurrent}"]
+    for name in data["variants"]:
+        sets += [f"variants.{name}.num_samples={trials}", f"variants.{name}.epochs={epochs}"]
+    return sets
+
+
+def run_sptune(spec_path: Path, data_dir: str | None, out: Path) -> dict[str, Any]:
+    """sptune.sweep.main on an already running Ray, so Ray's start is timed on its own."""
+    from sptune.sweep import main
+
+    argv = [str(spec_path), "--output", str(out)] + (["--data-dir", data_dir] if data_dir else [])
+    ray_start = bc.start_ray(2)
+    try:
+        with bc.CpuSampler() as cpu:
+            start = time.perf_counter()
+            code = main(argv)
+            wall = time.perf_counter() - start
+    finally:
+        ray_stop = bc.stop_ray()
+    if code != 0:
+        raise SystemExit(f"sptune sweep failed with exit status {code}")
+    return {"wall_s": wall, "ray_start_s": ray_start, "ray_shutdown_s": ray_stop, "cpu_s_by_process": cpu.by_role()}
+
+
+def _last_result(trial_dir: Path) -> dict[str, Any]:
+    lines = (trial_dir / "result.json").read_text().strip().splitlines()
+    return json.loads(lines[-1])
+
+
+def sweep_trials(out: Path, stage_order: list[str]) -> tuple[list[list[Job]], list[float]]:
+    """The trials the sweep ran, grouped by stage in run order, and their in-trial seconds."""
+    stages, in_trial = [], []
+    for name in stage_order:
+        jobs = []
+        for params in sorted((out / "ray_results" / name).glob("*/params.json")):
+            c, last = json.loads(params.read_text()), _last_result(params.parent)
+            jobs.append(Job(c["stage"], c["variant"], float(c["lr"]), int(c["batch_size"]), int(c["seed"]),
+                            int(last["training_iteration"])))
+            in_trial.append(float(last["time_total_s"]))
+        stages.append(jobs)
+    return stages, in_trial
+
+
+# ------------------------------------------------------------------ plain arm
+
+_WORKER: dict[str, Any] = {}
+
+
+def init_worker(data: dict[str, Any], data_dir: str | None, threads: int) -> None:
+    """Per process: spec, data and thread count (the pool's workers and the serial arm alike)."""
+    import torch
+
+    from sptune.spec import from_dict
+
+    torch.set_num_threads(threads)
+    spec = from_dict(data)
+    _WORKER.update(spec=spec, data=bc.load_data(spec, data_dir))
+
+
+def _optim(job: Job, spec: Any, weight_decay: float) -> Any:
+    from sptune.train import OptimConfig
+
+    t = spec.training
+    return OptimConfig(lr=job.lr, batch_size=job.batch_size, epochs=job.epochs, weight_decay=weight_decay,
+                       warmup_fraction=t.warmup_fraction, grad_clip=t.grad_clip, seed=job.seed, device=t.device,
+                       precision=t.precision)
+
+
+def _loop(job: Job, spt_state: dict | None) -> Any:
+    from sptune.build import classifier_config, encoder_config
+    from sptune.train import FinetuneLoop, PretrainLoop, PretrainObjective
+    from sptune.variants import build_model
+
+    spec, data = _WORKER["spec"], _WORKER["data"]
+    if job.stage == "pretrain":
+        p = spec.pretrain
+        return PretrainLoop(encoder_config(spec.model, data.info), PretrainObjective(p.objective, p.mask_ratio, p.loss),
+                            data.info, data.train, data.val, _optim(job, spec, p.weight_decay))
+    cfg = classifier_config(spec.model, data.info)
+    model = build_model(spec.variant_kind(job.variant), cfg, spt_state)
+    optim = _optim(job, spec, spec.finetune.weight_decay)
+    return FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
+
+
+def plain_trial(job: Job, spt_state: dict | None) -> dict[str, Any]:
+    """What a hand-written sweep does per trial: train, validate each epoch, keep the best weights."""
+    start = time.perf_counter()
+    loop = _loop(job, spt_state)
+    key, sign = ("val_loss", -1.0) if job.stage == "pretrain" else ("val_acc", 1.0)
+    best, best_state = -float("inf"), None
+    for _ in range(job.epochs):
+        score = sign * loop.train_epoch()[key]
+        if score > best:
+            best, best_state = score, copy.deepcopy(loop.model.state_dict())
+    return {"score": sign * best, "state": best_state, "seconds": time.perf_counter() - start}
+
+
+def _run_stage(jobs: list[Job], spt_state: dict | None, pool: Any) -> list[dict[str, Any]]:
+    if pool is None:
+        return [plain_trial(j, spt_state) for j in jobs]
+    return pool.starmap(plain_trial, [(j, spt_state) for j in jobs], chunksize=1)
+
+
+def _test_accuracy(states: list[dict]) -> list[float]:
+    """The single test read of each selected model, as the sweep's final evaluation does."""
+    import torch
+
+    from sptune import test_guard
+    from sptune.build import classifier_config
+    from sptune.models import Classifier
+    from sptune.train import evaluate
+
+    spec, data = _WORKER["spec"], _WORKER["data"]
+    accs = []
+    with test_guard.final_evaluation():
+        test = data.test
+        for state in states:
+            model = Classifier(classifier_config(spec.model, data.info))
+            model.load_state_dict(state)
+            x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
+            accs.append(evaluate(model, data.info, x, y, torch.device("cpu"))[1])
+    return accs
+
+
+def run_plain(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
+    start = time.perf_counter()
+    spt_state, selected, trial_s, scores = None, [], [], {}
+    for jobs in stages:
+        results = _run_stage(jobs, spt_state, pool)
+        trial_s += [r["seconds"] for r in results]
+        pick = min if jobs[0].stage == "pretrain" else max
+        best = pick(results, key=lambda r: r["score"])
+        scores[f"{jobs[0].stage}-{jobs[0].variant}"] = best["score"]
+        if jobs[0].stage == "pretrain":
+            spt_state = best["state"]
+        else:
+            selected.append(best["state"])
+    test_acc = _test_accuracy(selected)
+    return {"wall_s": time.perf_counter() - start, "trial_seconds": trial_s, "selected_scores": scores,
+            "test_acc": test_acc}
+
+
+# ------------------------------------------------------------------ driver
+
+def run_layout(name: str, data: dict[str, Any], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    concurrent = LAYOUTS[name]
+    sets = sweep_overrides(data, args.epochs, args.pretrain_trials, args.trials, concurrent)
+    from sptune.spec import apply_override
+
+    edited = copy.deepcopy(data)
+    for s in sets:
+        apply_override(edited, s)
+    spec_path = bc.write_spec(edited, tmp / name)
+    out = tmp / name / "study"
+    print(f"[{name}] sptune sweep: {concurrent} concurrent trial(s) x 1 thread ...", flush=True)
+    sptune = run_sptune(spec_path, args.data_dir, out)
+    order = [t["stage"] for t in json.loads((out / "results.json").read_text())["timeline"]]
+    stages, in_trial = sweep_trials(out, order)
+    print(f"[{name}] plain loops: same {sum(len(s) for s in stages)} trials, {concurrent} process(es) x 1 thread ...",
+          flush=True)
+    plain, pool_start = _plain_with_layout(stages, edited, args.data_dir, concurrent)
+    return _summary(sptune, plain, stages, in_trial, pool_start, out)
+
+
+def _plain_with_layout(stages: list[list[Job]], data: dict[str, Any], data_dir: str | None,
+                       concurrent: int) -> tuple[dict[str, Any], float]:
+    init_worker(data, data_dir, 1)  # the driver also needs spec/data for the test evaluation
+    if concurrent == 1:
+        return run_plain(stages, None), 0.0
+    start = time.perf_counter()
+    # spawn: a forked child would inherit the parent's OpenMP pool state; workers load spec/data once.
+    with mp.get_context("spawn").Pool(concurrent, initializer=init_worker, initargs=(data, data_dir, 1)) as pool:
+        pool.map(int, range(concurrent))  # wait until every worker has finished its initializer
+        pool_start = time.perf_counter() - start
+        return run_plain(stages, pool), pool_start
+
+
+def _summary(sptune: dict, plain: dict, stages: list[list[Job]], in_trial: list[float], pool_start: float,
+             out: Path) -> dict[str, Any]:
+    results = json.loads((out / "results.json").read_text())
+    epochs = sum(j.epochs for s in stages for j in s)
+    return {
+        "sptune_wall_s": sptune["wall_s"], "plain_wall_s": plain["wall_s"],
+        "overhead_fraction": (sptune["wall_s"] - plain["wall_s"]) / plain["wall_s"],
+        "ray_start_s": sptune["ray_start_s"], "ray_shutdown_s": sptune["ray_shutdown_s"],
+        "plain_pool_start_s": pool_start,
+        "trials": sum(len(s) for s in stages), "trial_epochs": epochs,
+        "sptune_in_trial_s_sum": sum(in_trial), "plain_trial_s_sum": sum(plain["trial_seconds"]),
+        "in_trial_ratio": sum(in_trial) / sum(plain["trial_seconds"]),
+        "sptune_timeline": results["timeline"],
+        "sptune_cpu_s_by_process": sptune["cpu_s_by_process"],
+        "sptune_selected_val": {r["variant"]: r["val_acc"] for r in results["rows"]},
+        "sptune_test_acc": {r["variant"]: r["test_acc"] for r in results["rows"]},
+        "plain_selected_scores": plain["selected_scores"], "plain_test_acc": plain["test_acc"],
+        "jobs": [asdict(j) for s in stages for j in s],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default=str(bc.SPECS / "digits_quick.yaml"))
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="extra spec overrides")
+    ap.add_argument("--data-dir")
+    ap.add_argument("--epochs", type=int, default=5, help="epochs of every trial (pretrain and finetune)")
+    ap.add_argument("--pretrain-trials", type=int, default=2)
+    ap.add_argument("--trials", type=int, default=3, help="finetune trials per variant")
+    ap.add_argument("--layouts", default="serial,parallel", help="comma list of: serial, parallel")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    bc.quiet_env()
+    data = bc.spec_dict(args.spec, args.overrides)
+    info = {"machine": bc.machine(), "spec": args.spec, "overrides": args.overrides, "epochs": args.epochs,
+            "pretrain_trials": args.pretrain_trials, "finetune_trials_per_variant": args.trials}
+    layouts = {}
+    with bc.temp_dir("sweep") as tmp:
+        for name in args.layouts.split(","):
+            layouts[name] = run_layout(name, data, args, Path(tmp))
+    first = layouts.get("serial") or next(iter(layouts.values()))
+    out = {**info, "overhead_fraction": first["overhead_fraction"], "ray_start_s": first["ray_start_s"],
+           "layouts": layouts}
+    _print(layouts)
+    bc.write_json(args.json, out)
+    return 0
+
+
+def _print(layouts: dict[str, dict]) -> None:
+    rows = [(name, r["trials"], r["trial_epochs"], r["plain_wall_s"], r["sptune_wall_s"],
+             f"{100 * r['overhead_fraction']:+.1f}%", r["in_trial_ratio"], r["ray_start_s"])
+            for name, r in layouts.items()]
+    bc.print_table(["layout", "trials", "epochs", "plain s", "sptune s", "overhead", "in-trial x", "ray start s"], rows)
+    for name, r in layouts.items():
+        cpu = ", ".join(f"{k}: {v:.1f}s" for k, v in r["sptune_cpu_s_by_process"].items())
+        print(f"  {name} sptune CPU seconds by process: {cpu}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

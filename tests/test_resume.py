@@ -1,0 +1,107 @@
+"""kill -9 the driver mid-finetune, --resume, and compare with an uninterrupted study."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sptune.sweep import main
+
+TINY = [
+    "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
+    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1",
+]
+
+
+def _spec(repo_root: str) -> str:
+    return str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
+
+
+def _trials(out: Path) -> dict[str, list[tuple]]:
+    """stage -> sorted (lr, batch_size) of every trial Ray Tune recorded."""
+    found = {}
+    for stage_dir in sorted((out / "ray_results").iterdir()):
+        configs = []
+        for trial in stage_dir.iterdir():
+            params = trial / "params.json"
+            if params.exists():
+                p = json.loads(params.read_text())
+                configs.append((round(p["lr"], 12), p["batch_size"]))
+        found[stage_dir.name] = sorted(configs)
+    return found
+
+
+def _children(out: Path) -> list:
+    results = json.loads((out / "results.json").read_text())
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    return client.search_runs([results["mlflow"]["experiment_id"]],
+                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'", max_results=1000)
+
+
+def _kill_mid_finetune(out: Path, cmd: list[str], env: dict) -> list[str]:
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    timeline = [f"{time.time():.1f} driver started (pid {proc.pid})"]
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if list((out / "ray_results" / "finetune-scratch").glob("*/checkpoint_*")):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the study never reached the finetune stage")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
+        proc.wait()
+    timeline.append(f"{time.time():.1f} kill -9 after the first finetune checkpoint")
+    return timeline
+
+
+def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root, tmp_path):
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    assert main([_spec(repo_root), "--output", str(reference), *TINY]) == 0
+
+    env = {**os.environ, "PYTHONPATH": repo_root}
+    cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
+    timeline = _kill_mid_finetune(interrupted, cmd, env)
+    state = json.loads((interrupted / "study_state.json").read_text())
+    assert "pretrain" in state["stages"] and "finetune-scratch" not in state["stages"]
+    assert not (interrupted / "test_reads.jsonl").exists()
+    pretrain_checkpoint = state["stages"]["pretrain"]["selection"]["checkpoint_path"]
+
+    assert main([_spec(repo_root), "--output", str(interrupted), "--resume", *TINY]) == 0
+    timeline.append(f"{time.time():.1f} resumed study finished")
+    print("\n".join(timeline))
+
+    # Same trials as the uninterrupted study; nothing re-run twice, nothing lost.
+    assert _trials(interrupted) == _trials(reference)
+    children = _children(interrupted)
+    assert len(children) == len(_children(reference)) == 8
+    assert len({c.data.tags["sptune.trial_id"] for c in children}) == 8  # no duplicate runs
+    assert all(c.info.status == "FINISHED" for c in children)
+    results = json.loads((interrupted / "results.json").read_text())
+    assert [r["variant"] for r in results["rows"]] == ["scratch", "spt"]
+    # The finished SPT stage was reused, not redone.
+    assert results["pretrain"]["checkpoint_path"] == pretrain_checkpoint
+    # The test split was still read exactly once per selected checkpoint.
+    assert len((interrupted / "test_reads.jsonl").read_text().splitlines()) == 2
+
+
+def test_resume_refuses_a_directory_without_a_study(repo_root, tmp_path, capsys):
+    assert main([_spec(repo_root), "--output", str(tmp_path), "--resume"]) == 2
+    assert "no interrupted study" in capsys.readouterr().err
+
+
+def test_a_new_study_refuses_to_overwrite_an_old_one(repo_root, tmp_path, capsys):
+    (tmp_path / "study_state.json").write_text("{}")
+    assert main([_spec(repo_root), "--output", str(tmp_path)]) == 2
+    assert "--resume" in capsys.readouterr().err
