@@ -133,7 +133,8 @@ def process_role(pid: int, cmd: str, root: int) -> str:
     if pid == root:
         return "driver (Tune loop, MLflow, selection)"
     for key, role in (("gcs_server", "ray gcs_server"), ("raylet", "ray raylet"),
-                      ("Trainable", "trial actors (training)"), ("ray::IDLE", "idle ray workers"),
+                      ("Trainable", "trial actors (training)"), ("ImplicitFunc", "trial actors (training)"),
+                      ("ray::IDLE", "idle ray workers"),
                       ("default_worker", "idle ray workers")):
         if key in cmd:
             return role
@@ -160,7 +161,9 @@ class CpuSampler:
             if got is None:
                 continue
             self.first.setdefault(pid, got[0])
-            self.last[pid] = got
+            # An exiting process has an empty cmdline: keep the name it had while alive.
+            name = got[1] or self.last.get(pid, (0.0, ""))[1]
+            self.last[pid] = (got[0], name)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -176,6 +179,9 @@ class CpuSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+    def total(self) -> float:
+        return sum(cpu - self.first.get(pid, 0.0) for pid, (cpu, _) in self.last.items())
 
     def by_role(self) -> dict[str, float]:
         roles: dict[str, float] = {}

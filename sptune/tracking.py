@@ -195,7 +195,9 @@ class TrialRunLogger(tune.Callback):
                    for k in ("best_val_acc", "best_val_loss", "best_epoch") if _finite(last.get(k))]
         if summary:
             self.client.log_batch(run_id, metrics=summary)
-        if not last.get("diverged") and status == "FINISHED":
+        if last.get("diverged"):
+            status = "FAILED"  # tagged sptune.status=diverged in on_trial_result; never selected
+        elif status == "FINISHED":
             self.client.set_tag(run_id, "sptune.status", "finished")
         self.client.set_terminated(run_id, status=status)
 

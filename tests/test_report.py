@@ -1,0 +1,241 @@
+"""The fairness report on hand-made studies (no Ray): a real MLflow SQLite store written with MlflowClient,
+results.json and spec.yaml, then build_report, the flags, the tables, and the page as headless Chromium draws it.
+
+Two studies, two seeds each, one task:
+- "narrow": spt searched a too-narrow grid (1e-4 … 1e-3) and its accuracy still rises at 1e-3 (best on the edge);
+  scratch wins at low LRs, spt at high ones (ranking flip); one scratch trial diverged.
+- "bracketed" (control): both variants on the same 5-point grid, optimum in the middle, spt ahead everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+from sptune.report import asha_rungs, bootstrap_ci, build_report, edge_side, main, paired_delta
+
+CHROMIUM = "/usr/bin/chromium"
+TASK = "digits"
+SEEDS = ("0", "1")
+MAX_EPOCHS = 8  # ASHA grace 2, reduction 2: rungs 2, 4, then 8
+GRID5 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]
+GRID3 = [1e-4, 3e-4, 1e-3]
+
+
+def peaked(lr: float) -> float:
+    """Validation accuracy peaking at 1e-3 (a well-bracketed optimum on GRID5)."""
+    return 0.90 - 0.06 * (math.log10(lr) + 3) ** 2
+
+
+def rising(lr: float) -> float:
+    """Still improving at 1e-3: GRID3 stops before the optimum."""
+    return 0.95 + 0.12 * (math.log10(lr) + 3)
+
+
+@dataclass
+class Variant:
+    kind: str
+    grid: list[float]
+    acc: Callable[[float], float]
+    diverge: set[tuple[str, float]] = field(default_factory=set)  # (seed, lr) pairs that diverge
+
+
+def _child(client: MlflowClient, exp: str, parent: str, stage: str, variant: str, params: dict,
+           history: dict[str, list[float]], summary: dict[str, float], status: str, selected: bool) -> str:
+    tags = {"mlflow.parentRunId": parent, "sptune.stage": stage, "sptune.variant": variant, "sptune.status": status}
+    if selected:
+        tags["sptune.selected"] = "true"
+    run_id = client.create_run(exp, run_name=f"{stage}-{variant}", tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    metrics = [Metric(k, v, now, step) for k, vals in history.items() for step, v in enumerate(vals, 1)]
+    metrics += [Metric(k, v, now, 0) for k, v in summary.items()]
+    client.log_batch(run_id, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()])
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def _pretrain(client: MlflowClient, exp: str, parent: str) -> None:
+    for seed in SEEDS:
+        for i, lr in enumerate((1e-3, 3e-3)):
+            curve = [0.2 - 0.01 * e - 0.01 * i for e in range(MAX_EPOCHS)]
+            params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": "spt", "stage": "pretrain",
+                      "max_epochs": MAX_EPOCHS, "task": TASK, "kind": "masked"}
+            _child(client, exp, parent, "pretrain", "spt", params, {"val_loss": curve, "epoch_seconds": [3.0] * 8},
+                   {"best_val_loss": min(curve), "best_epoch": MAX_EPOCHS}, "finished", selected=i == 1)
+
+
+def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant, seed: str) -> dict:
+    """One variant's sweep for one seed; returns its results.json row (validation-best trial)."""
+    accs = {lr: v.acc(lr) + 0.004 * int(seed) for lr in v.grid}
+    ranked = sorted((lr for lr in v.grid if (seed, lr) not in v.diverge), key=accs.get, reverse=True)
+    rank = {lr: i for i, lr in enumerate(ranked)}
+    best_lr = ranked[0]
+    counts = {"trials": len(v.grid), "diverged": len(v.grid) - len(ranked), "failed": 0, "trial_epochs": 0}
+    for lr in v.grid:
+        diverged = lr not in rank
+        # ASHA-like: the best trial runs to the end, the runner-up to the second rung, the rest stop at grace.
+        epochs = 2 if diverged else {0: MAX_EPOCHS, 1: 4}.get(rank[lr], 2)
+        counts["trial_epochs"] += epochs
+        curve = [0.1] * epochs if diverged else [accs[lr] * (0.55 + 0.45 * e / epochs) for e in range(1, epochs + 1)]
+        summary = {} if diverged else {"best_val_acc": curve[-1], "best_epoch": epochs}
+        if lr == best_lr:
+            summary.update(selected_epoch=epochs, test_acc=accs[lr] - 0.01)
+        params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": name, "stage": "finetune",
+                  "max_epochs": MAX_EPOCHS, "task": TASK, "kind": v.kind}
+        history = {"val_acc": curve, "epoch_seconds": [1.0] * epochs}
+        run_id = _child(client, exp, parent, "finetune", name, params, history, summary,
+                        "diverged" if diverged else "finished", selected=lr == best_lr)
+        if lr == best_lr:
+            row = {"variant": name, "kind": v.kind, "task": TASK, "seed": int(seed), "lr": lr, "batch_size": 32,
+                   "best_epoch": epochs, "val_acc": accs[lr], "test_acc": accs[lr] - 0.01, "mlflow_run_id": run_id}
+    return {**row, **counts}
+
+
+def write_study(root: Path, name: str, variants: dict[str, Variant]) -> Path:
+    root.mkdir(parents=True)
+    uri = f"sqlite:///{(root / 'mlflow.db').resolve()}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment(name, artifact_location=(root / "mlartifacts").resolve().as_uri())
+    parent = client.create_run(exp, run_name=name, tags={"sptune.role": "study"}).info.run_id
+    client.log_batch(parent, params=[Param("output_dir", str(root.resolve())), Param("task", TASK)])
+    _pretrain(client, exp, parent)
+    rows = [_finetune(client, exp, parent, n, v, seed) for n, v in variants.items() for seed in SEEDS]
+    client.set_terminated(parent, "FINISHED")
+    results = {"study": name, "task": TASK, "rows": rows, "timeline": [{"stage": "pretrain", "start": 0, "end": 40}],
+               "mlflow": {"tracking_uri": uri, "experiment_id": exp, "parent_run_id": parent}}
+    (root / "results.json").write_text(json.dumps(results))
+    spec = {"name": name, "task": {"name": TASK}, "finetune": {"epochs": MAX_EPOCHS},
+            "scheduler": {"type": "asha", "grace_period": 2, "reduction_factor": 2},
+            "variants": {n: {"kind": v.kind, "search": {"lr": {"type": "grid", "values": v.grid},
+                                                        "batch_size": {"type": "choice", "values": [32]}}}
+                         for n, v in variants.items()}}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return root
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report")
+    narrow = write_study(root / "narrow", "narrow <grid> & co", {
+        "scratch": Variant("scratch", GRID5, peaked, diverge={("1", 1e-2)}),
+        "spt": Variant("spt", GRID3, rising),
+    })
+    control = write_study(root / "bracketed", "bracketed", {
+        "scratch": Variant("scratch", GRID5, peaked),
+        "spt": Variant("spt", GRID5, lambda lr: peaked(lr) + 0.04),
+    })
+    return {"narrow": build_report(narrow), "control": build_report(control)}
+
+
+def flag_levels(page: str) -> dict[str, str]:
+    return dict((k, lvl) for lvl, k in re.findall(r'<section class="flag (\w+)" data-flag="([\w-]+)"', page))
+
+
+def flag_text(page: str, key: str) -> str:
+    return re.search(rf'data-flag="{key}".*?</section>', page, re.S).group(0)
+
+
+FAIRNESS_KEYS = ("lr-edge", "rank-flip", "fewer-trials", "diverged")
+
+
+def test_flags_raised_for_narrow_grid_flip_and_divergence(reports):
+    page = reports["narrow"].read_text()
+    levels = flag_levels(page)
+    assert {k: levels[k] for k in FAIRNESS_KEYS} == dict.fromkeys(FAIRNESS_KEYS, "warn")
+    edge = flag_text(page, "lr-edge")
+    assert "spt on digits" in edge and "highest value" in edge and "2/2 seeds" in edge
+    assert "scratch on digits" not in edge  # scratch's optimum (1e-3) is inside its grid
+    flip = flag_text(page, "rank-flip")
+    assert "scratch vs spt on digits" in flip and "scratch ahead at LR≈1e-4" in flip and "spt ahead at LR≈1e-3" in flip
+    assert "spt on digits: 6 completed trials of 6" in flag_text(page, "fewer-trials")
+    assert "scratch on digits: 1 diverged, 0 failed of 10 at LR 1e-2" in flag_text(page, "diverged")
+    assert "spt on digits used" in flag_text(page, "compute")  # SPT pretraining counted on top of finetuning
+
+
+def test_no_flags_for_well_bracketed_control(reports):
+    page = reports["control"].read_text()
+    levels = flag_levels(page)
+    assert {k: levels[k] for k in FAIRNESS_KEYS} == dict.fromkeys(FAIRNESS_KEYS, "ok")
+    assert levels["compute"] == "warn" and "1 fairness flag raised" in page  # SPT pretraining cost is real
+
+
+def test_table_aggregates_seeds_and_pairs_deltas(reports):
+    page = reports["control"].read_text()
+    assert '<table class="results">' in page and "n=2 seeds" in page and "paired by seed" in page
+    assert "95% CI" in page
+    md = (reports["control"].parent / "results.md").read_text()
+    assert "| spt | 90.60 ± 0.28 (n=2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] |" in md
+    csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
+    assert len(csv_lines) == 3 and csv_lines[2].startswith("digits,spt,spt,2,0;1,")
+
+
+def test_text_is_escaped(reports):
+    page = reports["narrow"].read_text()
+    assert "narrow &lt;grid&gt; &amp; co" in page and "<grid>" not in page
+
+
+def test_cli_from_run_id_and_bad_target(reports, tmp_path, capsys):
+    results = json.loads((reports["control"].parent / "results.json").read_text())
+    ml = results["mlflow"]
+    out = tmp_path / "by_id" / "report.html"
+    assert main([ml["parent_run_id"], "--tracking-uri", ml["tracking_uri"], "--out", str(out)]) == 0
+    assert out.is_file() and (out.parent / "results.csv").is_file()
+    assert 'data-flag="lr-edge"' in out.read_text()
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert "neither a study output directory nor an MLflow run id" in capsys.readouterr().err
+
+
+def test_edge_rules_for_ranges_and_tried_lrs():
+    loguniform = {"type": "loguniform", "low": 1e-4, "high": 1e-2}
+    assert edge_side(8e-3, loguniform, [])[0] == "high"
+    assert edge_side(1.4e-4, loguniform, [])[0] == "low"
+    assert edge_side(1e-3, loguniform, []) is None
+    assert edge_side(5e-3, None, [1e-4, 1e-3, 5e-3])[0] == "high"  # no spec: the highest LR tried
+    assert edge_side(1e-3, None, [1e-4, 1e-3, 5e-3]) is None
+
+
+def test_rungs_and_statistics():
+    assert asha_rungs({"scheduler": {"type": "asha", "grace_period": 5, "reduction_factor": 2}}, 20, []) == [5, 10, 20]
+    assert asha_rungs({}, 20, [5, 20, 5, 10]) == [5, 10, 20]
+    lo, hi = bootstrap_ci([0.90, 0.92, 0.94])
+    assert 0.90 <= lo < 0.92 < hi <= 0.94
+    d = paired_delta({"0": 0.95, "1": 0.97}, {"0": 0.90, "1": 0.93})
+    assert d.paired and d.mean == pytest.approx(0.045)
+    assert paired_delta({"0": 0.95}, {"1": 0.90}).paired is False
+
+
+def _chromium(url: str, out_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run", "--hide-scrollbars", f"--user-data-dir={out_dir / 'profile'}",
+           "--window-size=1400,2000", *extra, url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=out_dir)
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} is not installed; cannot render the report")
+def test_browser_renders_table_figures_and_flags(reports, tmp_path):
+    url = reports["narrow"].resolve().as_uri()
+    dom = _chromium(url, tmp_path, "--dump-dom").stdout
+    assert '<table class="results">' in dom
+    assert len(re.findall(r"<svg\b", dom)) >= 3  # accuracy vs LR, learning curves, ASHA survival
+    assert len(re.findall(r"<polyline\b", dom)) >= 4 and "<rect" in dom
+    assert {k: flag_levels(dom).get(k) for k in ("lr-edge", "rank-flip")} == {"lr-edge": "warn", "rank-flip": "warn"}
+    png = tmp_path / "report.png"
+    _chromium(url, tmp_path, f"--screenshot={png}")
+    assert png.is_file() and png.stat().st_size > 10_000
+    keep = os.environ.get("SPTUNE_REPORT_SCREENSHOT")  # where a person wants to look at it
+    if keep:
+        shutil.copy(png, keep)
+    print(f"screenshot: {png}")
