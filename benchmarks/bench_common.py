@@ -153,6 +153,7 @@ class CpuSampler:
         self.first: dict[int, float] = {}
         self.last: dict[int, tuple[float, str]] = {}
         self._stop = threading.Event()
+        self._baseline = True
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
@@ -160,7 +161,8 @@ class CpuSampler:
             got = _cpu_and_name(pid)
             if got is None:
                 continue
-            self.first.setdefault(pid, got[0])
+            # Processes born during the window spent all their CPU time inside it.
+            self.first.setdefault(pid, got[0] if self._baseline else 0.0)
             # An exiting process has an empty cmdline: keep the name it had while alive.
             name = got[1] or self.last.get(pid, (0.0, ""))[1]
             self.last[pid] = (got[0], name)
@@ -172,6 +174,7 @@ class CpuSampler:
 
     def __enter__(self) -> CpuSampler:
         self._sample()
+        self._baseline = False
         self._thread.start()
         return self
 

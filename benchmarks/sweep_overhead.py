@@ -72,7 +72,8 @@ def run_sptune(spec_path: Path, data_dir: str | None, out: Path) -> dict[str, An
         ray_stop = bc.stop_ray()
     if code != 0:
         raise SystemExit(f"sptune sweep failed with exit status {code}")
-    return {"wall_s": wall, "ray_start_s": ray_start, "ray_shutdown_s": ray_stop, "cpu_s_by_process": cpu.by_role()}
+    return {"wall_s": wall, "ray_start_s": ray_start, "ray_shutdown_s": ray_stop, "cpu_s": cpu.total(),
+            "cpu_s_by_process": cpu.by_role()}
 
 
 def _last_result(trial_dir: Path) -> dict[str, Any]:
@@ -176,6 +177,12 @@ def _test_accuracy(states: list[dict]) -> list[float]:
 
 
 def run_plain(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
+    with bc.CpuSampler() as cpu:
+        out = _plain_study(stages, pool)
+    return {**out, "cpu_s": cpu.total()}
+
+
+def _plain_study(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
     start = time.perf_counter()
     spt_state, selected, trial_s, scores = None, [], [], {}
     for jobs in stages:
@@ -235,6 +242,8 @@ def _summary(sptune: dict, plain: dict, stages: list[list[Job]], in_trial: list[
     return {
         "sptune_wall_s": sptune["wall_s"], "plain_wall_s": plain["wall_s"],
         "overhead_fraction": (sptune["wall_s"] - plain["wall_s"]) / plain["wall_s"],
+        "sptune_cpu_s": sptune["cpu_s"], "plain_cpu_s": plain["cpu_s"],
+        "cpu_overhead_fraction": (sptune["cpu_s"] - plain["cpu_s"]) / plain["cpu_s"],
         "ray_start_s": sptune["ray_start_s"], "ray_shutdown_s": sptune["ray_shutdown_s"],
         "plain_pool_start_s": pool_start,
         "trials": sum(len(s) for s in stages), "trial_epochs": epochs,
@@ -278,9 +287,10 @@ def main() -> int:
 
 def _print(layouts: dict[str, dict]) -> None:
     rows = [(name, r["trials"], r["trial_epochs"], r["plain_wall_s"], r["sptune_wall_s"],
-             f"{100 * r['overhead_fraction']:+.1f}%", r["in_trial_ratio"], r["ray_start_s"])
-            for name, r in layouts.items()]
-    bc.print_table(["layout", "trials", "epochs", "plain s", "sptune s", "overhead", "in-trial x", "ray start s"], rows)
+             f"{100 * r['overhead_fraction']:+.1f}%", f"{100 * r['cpu_overhead_fraction']:+.1f}%", r["in_trial_ratio"],
+             r["ray_start_s"]) for name, r in layouts.items()]
+    bc.print_table(["layout", "trials", "epochs", "plain s", "sptune s", "overhead", "CPU-s overhead", "in-trial x",
+                    "ray start s"], rows)
     for name, r in layouts.items():
         cpu = ", ".join(f"{k}: {v:.1f}s" for k, v in r["sptune_cpu_s_by_process"].items())
         print(f"  {name} sptune CPU seconds by process: {cpu}")

@@ -22,10 +22,11 @@ def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
     )
 
 
-def classifier_config(model: ModelSpec, info: TaskInfo) -> ModelConfig:
+def classifier_config(model: ModelSpec, info: TaskInfo, causal: bool = False) -> ModelConfig:
     return ModelConfig(
         encoder=encoder_config(model, info),
         pooling=model.pooling,
         num_classes=info.num_classes,
         paired=info.paired,
+        causal=causal,
     )

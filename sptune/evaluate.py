@@ -13,10 +13,11 @@ from sptune.trainables import load_state
 from sptune.train import evaluate
 
 
-def test_accuracy(spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit) -> tuple[float, float]:
-    """(test loss, test accuracy) of the classifier stored in ``checkpoint_dir``."""
+def test_accuracy(spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit,
+                  variant: str) -> tuple[float, float]:
+    """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
     device = pick_device(spec.training.device)
-    model = Classifier(classifier_config(spec.model, info))
+    model = Classifier(classifier_config(spec.model, info, causal=spec.variant_objective(variant) == "causal"))
     model.load_state_dict(load_state(checkpoint_dir)["model"])
     model.to(device)
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()

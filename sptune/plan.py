@@ -23,14 +23,27 @@ class StagePlan:
     mode: str
     searcher: str  # "grid" | "optuna" | "random"
     static: dict[str, Any] = field(default_factory=dict)
+    pretrain_stage: str | None = None  # finetune stages: whose checkpoint initialises them
+    fixed_trials: int | None = None  # seed re-runs: one trial per seed
 
     @property
     def n_trials(self) -> int:
+        if self.fixed_trials is not None:
+            return self.fixed_trials
         return self.search.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
 
     @property
     def name(self) -> str:
-        return "pretrain" if self.stage == "pretrain" else f"finetune-{self.variant}"
+        if self.stage == "pretrain":
+            return pretrain_stage_name(self.variant)
+        if self.stage == "seed":
+            return f"seeds-{self.variant}"
+        return f"finetune-{self.variant}"
+
+
+def pretrain_stage_name(objective: str) -> str:
+    # The masked objective keeps the plain name: it is the common case.
+    return "pretrain" if objective == "masked" else f"pretrain-{objective}"
 
 
 @dataclass(frozen=True)
@@ -44,8 +57,8 @@ class StudyPlan:
     def finetune_stages(self) -> list[StagePlan]:
         return [s for s in self.stages if s.stage == "finetune"]
 
-    def pretrain_stage(self) -> StagePlan | None:
-        return next((s for s in self.stages if s.stage == "pretrain"), None)
+    def pretrain_stages(self) -> list[StagePlan]:
+        return [s for s in self.stages if s.stage == "pretrain"]
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
@@ -62,13 +75,15 @@ def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
 def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None,
                data_summary: str = "") -> StudyPlan:
     stages: list[StagePlan] = []
-    if spec.needs_pretraining():
-        p = spec.pretrain
-        stages.append(StagePlan("pretrain", "spt", p.objective, p.search, p.num_samples, p.epochs,
-                                "val_loss", "min", _searcher(spec, p.search)))
+    p = spec.pretrain
+    for objective in spec.pretraining_objectives():
+        stages.append(StagePlan("pretrain", objective, objective, p.search, p.num_samples, p.epochs,
+                                "val_loss", "min", _searcher(spec, p.search), static={"objective": objective}))
     for name, v in spec.variants.items():
+        objective = spec.variant_objective(name)
         stages.append(StagePlan("finetune", name, spec.variant_kind(name), v.search, spec.variant_samples(name),
-                                spec.variant_epochs(name), "val_acc", "max", _searcher(spec, v.search)))
+                                spec.variant_epochs(name), "val_acc", "max", _searcher(spec, v.search),
+                                pretrain_stage=pretrain_stage_name(objective) if objective else None))
     return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary)
 
 
@@ -99,11 +114,20 @@ def describe(plan: StudyPlan) -> str:
         extra = ""
         if st.stage == "pretrain":
             p = s.pretrain
-            extra = f" objective={p.objective} mask_ratio={p.mask_ratio:g} loss={p.loss}"
-        lines.append(f"  {st.name:<22} kind={st.kind:<8} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
+            extra = f" objective={st.variant}" + (f" mask_ratio={p.mask_ratio:g}" if st.variant == "masked" else "")
+            extra += f" loss={p.loss}"
+        elif st.pretrain_stage:
+            extra = f" init from {st.pretrain_stage}"
+        lines.append(f"  {st.name:<24} kind={st.kind:<15} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
                      f"epochs  select {st.metric} ({st.mode})  {space}{extra}")
         total_trials += st.n_trials
         total_epochs += st.n_trials * st.epochs
+    if s.seeds > 1:
+        reruns = s.seeds * len(plan.finetune_stages())
+        lines.append(f"  seeds: each variant's selected config re-trained with {s.seeds} seeds ({reruns} trials, "
+                     "no early stopping), each tested once")
+        total_trials += reruns
+        total_epochs += sum(s.seeds * st.epochs for st in plan.finetune_stages())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
     return "\n".join(lines)

@@ -353,14 +353,18 @@ def _usable(t: Trial) -> bool:
 
 
 def lr_binner(trials: list[Trial]) -> tuple[Any, bool]:
-    """Exact LRs when every variant tried the same ones (grids), else log bins of BIN_DECADES."""
+    """Exact LRs when every variant tried the same, well-separated ones (grids), else log bins of BIN_DECADES."""
     sets: dict[str, set[float]] = {}
     for t in trials:
         if _usable(t):
             sets.setdefault(t.variant, set()).add(_sig(t.lr))
     distinct = {frozenset(s) for s in sets.values()}
-    if len(distinct) == 1 and len(next(iter(distinct))) <= 24:
-        return _sig, True
+    if len(distinct) == 1:
+        vals = sorted(next(iter(distinct)))
+        gaps = [math.log10(hi / lo) for lo, hi in zip(vals, vals[1:], strict=False)]
+        # Shared but near-identical LRs (a seeded sampler) are one LR in effect: bin them instead.
+        if len(vals) <= 24 and min(gaps, default=1.0) >= BIN_DECADES / 2:
+            return _sig, True
     # The epsilon keeps exact powers of ten in the bin they start.
     return (lambda lr: math.floor(math.log10(lr) / BIN_DECADES + 1e-9)), False
 
@@ -457,7 +461,7 @@ def flag_lr_edge(data: ReportData, cells: dict[tuple[str, str], Cell]) -> Flag:
         if not hits:
             continue
         side, why = next(iter(hits.values()))
-        lrs = ", ".join(fmt_lr(cell.lrs[s]) for s in hits)
+        lrs = ", ".join(dict.fromkeys(fmt_lr(cell.lrs[s]) for s in hits))
         items.append(f"{variant} on {task}: best LR {lrs} ({len(hits)}/{len(cell.lrs)} seeds) is {why} — "
                      f"extend the search {'down' if side == 'low' else 'up'}ward; its optimum may lie outside.")
     if items:
@@ -946,7 +950,8 @@ table.results td{min-width:170px}.acc{font-size:16px;font-weight:600}.sub{color:
 .flag .lvl{font-size:11px;font-weight:700;letter-spacing:.05em;padding:1px 6px;border-radius:3px;margin-right:6px;
 color:#fff}
 .flag.warn .lvl{background:#d55e00}.flag.ok .lvl{background:#009e73}.flag.info .lvl{background:#0072b2}
-.flag table{margin-top:6px;font-size:12.5px}
+.flag table{margin-top:6px;font-size:12.5px}.flag.wide{grid-column:1/-1}
+main>h3{font-size:16px;margin:14px 0 8px}
 .figs{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:12px}
 figure{margin:0;background:#fff;border:1px solid #d8dbe0;border-radius:4px;padding:8px 10px}
 figcaption{font-weight:600;margin-bottom:2px}figure .cap{color:#555;font-size:12.5px;margin-top:4px}
@@ -1020,7 +1025,8 @@ def _table_html(rows: list[list[str]], cls: str = "") -> str:
 def flag_html(flag: Flag) -> str:
     label = {"warn": "FLAG", "ok": "OK", "info": "INFO"}[flag.level]
     items = "".join(f"<li>{_e(i)}</li>" for i in flag.items)
-    return (f'<section class="flag {flag.level}" data-flag="{_e(flag.key)}" id="flag-{_e(flag.key)}">'
+    wide = " wide" if flag.table else ""  # a box with a table gets the full row
+    return (f'<section class="flag {flag.level}{wide}" data-flag="{_e(flag.key)}" id="flag-{_e(flag.key)}">'
             f'<h3><span class="lvl">{label}</span>{_e(flag.title)}</h3><p>{_e(flag.summary)}</p>'
             + (f"<ul>{items}</ul>" if items else "") + (_table_html(flag.table) if flag.table else "") + "</section>")
 
@@ -1054,8 +1060,9 @@ def _figure(svg: str | None, caption: str, note: str) -> str:
 
 def figures_html(data: ReportData, tasks: list[str], variants: list[str], colors: dict[str, str],
                  cells: dict[tuple[str, str], Cell]) -> str:
-    figs = []
+    groups = []
     for task in tasks:
+        figs = []
         figs.append(_figure(figure_lr(data, task, variants, colors, cells), f"{task}: accuracy vs learning rate",
                             "Circles: best validation accuracy of each trial at its LR (ASHA-stopped trials at the "
                             "epoch they reached). Line: best per LR, mean over seeds; band: min–max over seeds. "
@@ -1068,10 +1075,10 @@ def figures_html(data: ReportData, tasks: list[str], variants: list[str], colors
         figs.append(_figure(figure_survival(data, task, variants, colors), f"{task}: ASHA survival per rung",
                             "Trials that trained at least that many epochs; a rung a variant barely reaches means "
                             "few of its configurations were trained to the end."))
-    figs = [f for f in figs if f]
-    if not figs:
-        return '<p class="note">No MLflow trial runs: no figures.</p>'
-    return f'<div class="figs">{"".join(figs)}</div>'
+        if any(figs):
+            # One block per task so a task's three figures stay together.
+            groups.append(f'<h3>{_e(task)}</h3><div class="figs">{"".join(figs)}</div>')
+    return "".join(groups) or '<p class="note">No MLflow trial runs: no figures.</p>'
 
 
 def render_html(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[Flag], tasks: list[str],

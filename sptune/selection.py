@@ -35,6 +35,39 @@ def _usable(result: Any) -> bool:
     return result.error is None and not (result.metrics or {}).get("diverged")
 
 
+def _best_checkpoint(result: Any, stage: StagePlan) -> tuple | None:
+    better = (lambda a, b: a > b) if stage.mode == "max" else (lambda a, b: a < b)
+    best = None
+    for checkpoint, ck_metrics in result.best_checkpoints:
+        score = ck_metrics.get(stage.metric)
+        if score is not None and (best is None or better(score, best[0])):
+            best = (score, result, checkpoint, ck_metrics)
+    return best
+
+
+def _selection(best: tuple, stage: StagePlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
+    score, result, checkpoint, ck_metrics = best
+    return Selection(
+        stage=stage.stage, variant=stage.variant, trial_id=result.metrics.get("trial_id", ""),
+        config=dict(result.config), checkpoint_path=checkpoint.path, metric=stage.metric, score=float(score),
+        epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))), metrics=dict(ck_metrics),
+        n_trials=n_trials, n_diverged=n_div, n_failed=n_fail, trial_epochs=epochs,
+    )
+
+
+def select_each(grid: ResultGrid, stage: StagePlan) -> list[Selection]:
+    """The validation-best epoch of every usable trial (seed re-runs: one selection per seed)."""
+    picked = []
+    for result in grid:
+        best = _best_checkpoint(result, stage) if _usable(result) else None
+        if best is not None:
+            epochs = int((result.metrics or {}).get("training_iteration", 0))
+            picked.append(_selection(best, stage, 1, 0, 0, epochs))
+    if not picked:
+        raise RuntimeError(f"stage {stage.name}: no trial finished without error or divergence")
+    return sorted(picked, key=lambda s: s.config.get("seed", 0))
+
+
 def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
     better = (lambda a, b: a > b) if stage.mode == "max" else (lambda a, b: a < b)
     best: tuple | None = None
@@ -44,29 +77,9 @@ def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
         epochs += int(metrics.get("training_iteration", 0))
         n_div += int(bool(metrics.get("diverged")))
         n_fail += int(result.error is not None)
-        if not _usable(result):
-            continue
-        for checkpoint, ck_metrics in result.best_checkpoints:
-            score = ck_metrics.get(stage.metric)
-            if score is None:
-                continue
-            if best is None or better(score, best[0]):
-                best = (score, result, checkpoint, ck_metrics)
+        candidate = _best_checkpoint(result, stage) if _usable(result) else None
+        if candidate is not None and (best is None or better(candidate[0], best[0])):
+            best = candidate
     if best is None:
         raise RuntimeError(f"stage {stage.name}: no trial finished without error or divergence")
-    score, result, checkpoint, ck_metrics = best
-    return Selection(
-        stage=stage.stage,
-        variant=stage.variant,
-        trial_id=result.metrics.get("trial_id", ""),
-        config={k: v for k, v in result.config.items()},
-        checkpoint_path=checkpoint.path,
-        metric=stage.metric,
-        score=float(score),
-        epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))),
-        metrics=dict(ck_metrics),
-        n_trials=len(grid),
-        n_diverged=n_div,
-        n_failed=n_fail,
-        trial_epochs=epochs,
-    )
+    return _selection(best, stage, len(grid), n_div, n_fail, epochs)

@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sptune.errors import SpecError
 
-VARIANT_KINDS = ("scratch", "spt")
+# Keep in sync with sptune.variants.BUILDERS (spec stays importable without torch).
+VARIANT_KINDS = ("scratch", "spt", "spt_causal", "qk_init", "frozen_attn", "frozen_attn_mlp")
+PRETRAINING_OF = {"scratch": None, "spt": "masked", "spt_causal": "causal", "qk_init": "masked",
+                  "frozen_attn": None, "frozen_attn_mlp": None}
 
 
 class Strict(BaseModel):
@@ -134,6 +137,7 @@ class SweepSpec(Strict):
     name: str
     seed: int = 0
     max_failures: int = 0  # retries per trial that raises (Ray Tune FailureConfig)
+    seeds: int = 1  # >1: each variant's selected config is re-trained with this many seeds
     task: TaskSpec
     model: ModelSpec = Field(default_factory=ModelSpec)
     pretrain: PretrainSpec | None = None
@@ -154,8 +158,20 @@ class SweepSpec(Strict):
     def variant_samples(self, name: str) -> int:
         return self.variants[name].num_samples or self.finetune.num_samples
 
+    def variant_objective(self, name: str) -> str | None:
+        """The pretraining objective a variant's init comes from (None: random init)."""
+        kind = self.variant_kind(name)
+        if kind == "spt" and self.pretrain is not None:
+            return self.pretrain.objective  # `spt` follows pretrain.objective (masked by default)
+        return PRETRAINING_OF.get(kind)
+
+    def pretraining_objectives(self) -> list[str]:
+        """Objectives the variants need, in a stable order (each runs once, shared)."""
+        wanted = {self.variant_objective(v) for v in self.variants} - {None}
+        return [o for o in ("masked", "causal") if o in wanted]
+
     def needs_pretraining(self) -> bool:
-        return any(self.variant_kind(v) != "scratch" for v in self.variants)
+        return bool(self.pretraining_objectives())
 
 
 # ---------------------------------------------------------------- reading
@@ -295,6 +311,8 @@ def check_semantics(spec: SweepSpec) -> None:
             _positive(f"variants.{name}.num_samples", v.num_samples)
     _check_pretrain(spec)
     _check_scheduler(spec)
+    if spec.seeds < 1:
+        raise SpecError("seeds", f"must be >= 1 (got {spec.seeds})", "use 1 (no re-training) or e.g. 3")
     if spec.max_failures < 0:
         raise SpecError("max_failures", f"must be >= 0 (got {spec.max_failures})", "use 0 for no retries")
     r = spec.resources
@@ -307,7 +325,8 @@ def check_semantics(spec: SweepSpec) -> None:
 def _check_pretrain(spec: SweepSpec) -> None:
     p = spec.pretrain
     if spec.needs_pretraining() and (p is None or not p.enabled):
-        raise SpecError("pretrain", "variants other than 'scratch' need a pretraining stage", "add a pretrain: section (see digits_quick.yaml)")
+        raise SpecError("pretrain", "variants initialised from SPT need a pretraining stage",
+                        "add a pretrain: section (see digits_quick.yaml)")
     if p is None:
         return
     if not 0 < p.mask_ratio < 1:

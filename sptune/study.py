@@ -16,13 +16,18 @@ from typing import Any
 from sptune import test_guard
 from sptune.evaluate import test_accuracy
 from sptune.plan import StagePlan, StudyPlan
-from sptune.results import add_deltas, markdown_table, write_results
-from sptune.selection import Selection, select_best
+from sptune.spec import ParamSpace, SearchSpec
+from sptune.results import add_deltas, markdown_table, summarize, summary_table, write_results
+from sptune.selection import Selection, select_best, select_each
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import build_tuner, restore_tuner
 
 STATE_FILE = "study_state.json"
+
+
+def _stage_name(sel: Selection) -> str:
+    return f"seeds-{sel.variant}" if sel.stage == "seed" else f"finetune-{sel.variant}"
 
 
 def _exists(path_or_uri: str) -> bool:
@@ -59,15 +64,18 @@ class Study:
         params = {"task": self.plan.info.name, "stage": stage.stage, "variant": stage.variant, "kind": stage.kind,
                   "max_epochs": stage.epochs, **{f"model.{k}": v for k, v in s.model.model_dump().items()}}
         if stage.stage == "pretrain":
-            params.update({"objective": s.pretrain.objective, "mask_ratio": s.pretrain.mask_ratio,
+            params.update({"objective": stage.variant, "mask_ratio": s.pretrain.mask_ratio,
                            "recon_loss": s.pretrain.loss})
         return params
 
     def run_stage(self, stage: StagePlan, spt_checkpoint: str | None = None) -> Selection:
+        return self._run(stage, spt_checkpoint)[0]
+
+    def _run(self, stage: StagePlan, spt_checkpoint: str | None, each: bool = False) -> list[Selection]:
         done = self.state["stages"].get(stage.name)
         if done:
             print(f"[sptune] {stage.name}: already finished, reusing its selection", flush=True)
-            return Selection(**done["selection"])
+            return [Selection(**d) for d in done["selections"]]
         experiment_dir = f"{self.storage.rstrip('/')}/{stage.name}"
         start = time.time()
         if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
@@ -78,16 +86,19 @@ class Study:
             tuner = build_tuner(self.plan, stage, self.data, self.storage, [logger], spt_checkpoint)
             print(f"[sptune] {stage.name}: {stage.n_trials} trials ({stage.searcher}) ...", flush=True)
         grid = tuner.fit()
-        selection = select_best(grid, stage)
-        run_id = self.tracker.children().get(selection.trial_id)
-        self._mark_selected(run_id, selection)
+        selections = select_each(grid, stage) if each else [select_best(grid, stage)]
+        runs = self.tracker.children()
+        run_ids = [runs.get(sel.trial_id) for sel in selections]
+        for run_id, sel in zip(run_ids, selections, strict=True):
+            self._mark_selected(run_id, sel)
         self.state["timeline"].append({"stage": stage.name, "start": start, "end": time.time(), "trials": len(grid)})
-        self.state["stages"][stage.name] = {"selection": asdict(selection), "run_id": run_id}
+        self.state["stages"][stage.name] = {"selections": [asdict(s) for s in selections], "run_ids": run_ids}
         self._save_state()
-        print(f"[sptune] {stage.name}: best {selection.metric}={selection.score:.4f} at epoch {selection.epoch} "
-              f"(lr={selection.config['lr']:.3g}, batch={selection.config['batch_size']}) "
-              f"in {time.time() - start:.0f}s", flush=True)
-        return selection
+        for sel in selections:
+            print(f"[sptune] {stage.name}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
+                  f"(lr={sel.config['lr']:.3g}, batch={sel.config['batch_size']}, seed={sel.config.get('seed')}) "
+                  f"in {time.time() - start:.0f}s", flush=True)
+        return selections
 
     def _mark_selected(self, run_id: str | None, sel: Selection) -> None:
         if run_id is None:
@@ -101,26 +112,40 @@ class Study:
         if self.state.get("rows") is not None:
             print("[sptune] study already finished; nothing to do", flush=True)
             return self.state["rows"]
-        spt_checkpoint = None
-        pretrain = self.plan.pretrain_stage()
-        if pretrain is not None:
-            spt_checkpoint = self.run_stage(pretrain).checkpoint_path
-        selections = [self.run_stage(st, spt_checkpoint if st.kind != "scratch" else None)
-                      for st in self.plan.finetune_stages()]
+        # Each pretraining objective runs once; every variant and seed that needs it reuses it.
+        checkpoints = {st.name: self.run_stage(st).checkpoint_path for st in self.plan.pretrain_stages()}
+        selections: list[tuple[StagePlan, Selection]] = []
+        for st in self.plan.finetune_stages():
+            spt = checkpoints.get(st.pretrain_stage) if st.pretrain_stage else None
+            best = self.run_stage(st, spt)
+            chosen = self._seed_reruns(st, best, spt) if self.plan.spec.seeds > 1 else [best]
+            selections += [(st, sel) for sel in chosen]
         rows = self.final_evaluation(selections)
         self.state["rows"] = rows
         self._save_state()
         self._write(rows)
         return rows
 
-    def final_evaluation(self, selections: list[Selection]) -> list[dict[str, Any]]:
+    def _seed_reruns(self, st: StagePlan, best: Selection, spt: str | None) -> list[Selection]:
+        """Re-train the variant's selected config with N seeds (no early stopping)."""
+        from ray import tune
+
+        fixed = SearchSpec(lr=ParamSpace(type="choice", values=[best.config["lr"]]),
+                           batch_size=ParamSpace(type="choice", values=[best.config["batch_size"]]))
+        seeds = [self.plan.spec.seed + i for i in range(self.plan.spec.seeds)]
+        rerun = StagePlan("seed", st.variant, st.kind, fixed, 1, st.epochs, "val_acc", "max", "grid",
+                          static={"seed": tune.grid_search(seeds)}, pretrain_stage=st.pretrain_stage,
+                           fixed_trials=len(seeds))
+        return self._run(rerun, spt, each=True)
+
+    def final_evaluation(self, selections: list[tuple[StagePlan, Selection]]) -> list[dict[str, Any]]:
         """The only place the test split is read: once per selected checkpoint."""
         rows = []
         with test_guard.final_evaluation(self.out / "test_reads.jsonl"):
-            for sel in selections:
+            for stage, sel in selections:
                 test = self.data.test
-                loss, acc = test_accuracy(self.plan.spec, self.plan.info, sel.checkpoint_path, test)
-                rows.append(self._row(sel, loss, acc))
+                loss, acc = test_accuracy(self.plan.spec, self.plan.info, sel.checkpoint_path, test, sel.variant)
+                rows.append(self._row(stage, sel, loss, acc))
         add_deltas(rows)
         for row in rows:
             if row["mlflow_run_id"]:
@@ -128,15 +153,19 @@ class Study:
                 self.tracker.client.log_metric(row["mlflow_run_id"], "test_loss", row["test_loss"])
         return rows
 
-    def _row(self, sel: Selection, test_loss: float, test_acc: float) -> dict[str, Any]:
-        stage = next(s for s in self.plan.finetune_stages() if s.variant == sel.variant)
+    def _row(self, stage: StagePlan, sel: Selection, test_loss: float, test_acc: float) -> dict[str, Any]:
+        search = self.state["stages"][stage.name]["selections"][0]
+        recorded = self.state["stages"][_stage_name(sel)]
+        run_id = recorded["run_ids"][[s["trial_id"] for s in recorded["selections"]].index(sel.trial_id)]
         return {
-            "variant": sel.variant, "kind": stage.kind, "task": self.plan.info.name, "seed": self.plan.spec.seed,
+            "variant": sel.variant, "kind": stage.kind, "task": self.plan.info.name,
+            "seed": int(sel.config.get("seed", self.plan.spec.seed)),
             "lr": float(sel.config["lr"]), "batch_size": int(sel.config["batch_size"]),
             "best_epoch": sel.epoch, "val_acc": sel.score, "test_acc": test_acc, "test_loss": test_loss,
-            "trials": sel.n_trials, "diverged": sel.n_diverged, "failed": sel.n_failed,
-            "trial_epochs": sel.trial_epochs, "trial_id": sel.trial_id,
-            "mlflow_run_id": self.state["stages"][stage.name]["run_id"], "checkpoint": sel.checkpoint_path,
+            # Search statistics describe the variant's LR/batch search, shared by its seeds.
+            "trials": search["n_trials"], "diverged": search["n_diverged"], "failed": search["n_failed"],
+            "trial_epochs": search["trial_epochs"], "trial_id": sel.trial_id,
+            "mlflow_run_id": run_id, "checkpoint": sel.checkpoint_path,
         }
 
     def _write(self, rows: list[dict[str, Any]]) -> None:
@@ -144,15 +173,14 @@ class Study:
                  "mlflow": {"tracking_uri": self.tracker.uri, "experiment_id": self.tracker.experiment_id,
                             "parent_run_id": self.tracker.parent_run_id},
                  "timeline": self.state["timeline"]}
-        pretrain = self.plan.pretrain_stage()
-        if pretrain is not None:
-            study["pretrain"] = {k: v for k, v in self.state["stages"][pretrain.name]["selection"].items()
-                                 if k != "metrics"}
+        for st in self.plan.pretrain_stages():
+            key = "pretrain" if st.name == "pretrain" else st.name
+            study[key] = {k: v for k, v in self.state["stages"][st.name]["selections"][0].items() if k != "metrics"}
+        study["summary"] = summarize(rows)
         json_path, md_path = write_results(self.out, study, rows)
         parent = self.tracker.parent_run_id
-        for row in rows:
-            self.tracker.client.log_metric(parent, f"test_acc.{row['variant']}", row["test_acc"])
-            self.tracker.client.log_metric(parent, f"val_acc.{row['variant']}", row["val_acc"])
+        for variant, stats in study["summary"].items():
+            self.tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
         self.tracker.client.log_artifact(parent, str(json_path))
         self.tracker.client.log_artifact(parent, str(md_path))
-        print("\n" + markdown_table(rows) + "\n", flush=True)
+        print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"]) + "\n", flush=True)

@@ -17,7 +17,7 @@ import yaml
 
 from sptune.errors import SpecError, SptuneError
 from sptune.plan import StudyPlan, build_plan, describe
-from sptune.spec import SweepSpec, load_spec
+from sptune.spec import SweepSpec, load_spec, read_yaml
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
 from sptune.tasks.registry import resolve_data_dir
@@ -119,45 +119,120 @@ def _check_storage(storage: str | None) -> None:
                         "directory of this machine", "pass --storage pointing at shared storage (NFS path or s3://)")
 
 
-def run(args: argparse.Namespace) -> int:
-    spec, data, plan = prepare(args)
-    if args.dry_run:
-        print(describe(plan))
-        return 0
-    from sptune.tracking import Tracker, check_reachable, default_tracking_uri, ui_command
+def _storage_for(args: argparse.Namespace, name: str | None) -> str | None:
+    if args.storage is None or name is None:
+        return args.storage
+    return f"{args.storage.rstrip('/')}/{name}"
 
-    out = output_dir_for(spec, args.output)
+
+def run_study(args: argparse.Namespace, spec: SweepSpec, data: TaskSplits, plan: StudyPlan, out: Path,
+              campaign_root: Path | None = None) -> Path:
+    """Run one study into ``out`` (Ray already started); returns its results.json."""
+    from sptune.study import Study
+    from sptune.tracking import Tracker, default_tracking_uri, ui_command
+
     state = check_output_dir(args, spec, out)
-    uri = (state or {}).get("tracking_uri") or args.tracking_uri or spec.tracking.uri
-    if uri:
-        check_reachable(uri)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(_spec_text(spec))
-    uri = uri or default_tracking_uri(out)
-    tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", out)
+    # A campaign keeps one MLflow store for all its studies.
+    store_dir = campaign_root or out
+    uri = (state or {}).get("tracking_uri") or args.tracking_uri or spec.tracking.uri or default_tracking_uri(store_dir)
+    tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", store_dir)
     print(describe(plan), flush=True)
-    _quiet_ray()
-    started_ray = _start_ray(args.address)
-    from sptune.study import Study
-
     try:
-        _check_storage(args.storage)
-        tracker.start_parent(f"{spec.name}", {"spec": args.spec, "task": spec.task.name, "seed": spec.seed,
-                                               "output_dir": str(out.resolve())},
+        tracker.start_parent(out.name if campaign_root else spec.name,
+                             {"spec": args.spec, "task": spec.task.name, "seed": spec.seed,
+                              "output_dir": str(out.resolve())},
                              existing_run_id=(state or {}).get("parent_run_id"))
-        Study(plan, data, out, tracker, resume=args.resume, storage=args.storage).run()
+        storage = _storage_for(args, out.name if campaign_root else None)
+        Study(plan, data, out, tracker, resume=args.resume, storage=storage).run()
         tracker.finish("FINISHED")
     except BaseException:
         tracker.finish("FAILED")
         raise
+    print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
+    print(f"MLflow UI: {ui_command(uri, store_dir, tracker.experiment_id)}")
+    return out / "results.json"
+
+
+def _with_ray(args: argparse.Namespace, body) -> None:
+    _quiet_ray()
+    started_ray = _start_ray(args.address)
+    try:
+        _check_storage(args.storage)
+        body()
     finally:
         if started_ray:
             import ray
 
             ray.shutdown()
-    print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
-    print(f"MLflow UI: {ui_command(uri, out, tracker.experiment_id)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from sptune.campaign import is_campaign
+
+    raw = read_yaml(args.spec)
+    if is_campaign(raw):
+        return run_campaign(args, raw)
+    spec, data, plan = prepare(args)
+    if args.dry_run:
+        print(describe(plan))
+        return 0
+    from sptune.tracking import check_reachable
+
+    out = output_dir_for(spec, args.output)
+    check_output_dir(args, spec, out)
+    if args.tracking_uri or spec.tracking.uri:
+        check_reachable(args.tracking_uri or spec.tracking.uri)
+    _with_ray(args, lambda: run_study(args, spec, data, plan, out))
+    _maybe_report(out)
     return 0
+
+
+def run_campaign(args: argparse.Namespace, raw: dict) -> int:
+    """Validate every study of the campaign first, then run them one after another."""
+    from sptune.campaign import expand, merge_results
+    from sptune.tracking import check_reachable
+
+    studies = expand(raw, Path(args.spec))
+    prepared = []
+    for study in studies:
+        study_args = argparse.Namespace(**{**vars(args), "spec": str(study.spec_path),
+                                           "overrides": [*study.overrides, *args.overrides]})
+        try:
+            prepared.append((study, study_args, *prepare(study_args)))
+        except SptuneError as err:
+            raise type(err)(f"campaign study '{study.name}' ({study.spec_path.name}): {err.where}",
+                            err.problem, err.fix) from None
+    if args.dry_run:
+        for study, _, _, _, plan in prepared:
+            print(f"=== study {study.name} ===\n{describe(plan)}\n")
+        return 0
+    root = args.output or Path("runs") / f"{raw['campaign']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for study, study_args, spec, _, _ in prepared:
+        check_output_dir(study_args, spec, root / study.name)
+    if args.tracking_uri:
+        check_reachable(args.tracking_uri)
+
+    def body() -> None:
+        for study, study_args, spec, data, plan in prepared:
+            print(f"[sptune] campaign {raw['campaign']}: study {study.name}", flush=True)
+            run_study(study_args, spec, data, plan, root / study.name, campaign_root=root)
+
+    _with_ray(args, body)
+    path = merge_results(root, studies, raw["campaign"])
+    print(f"Campaign results: {path}")
+    _maybe_report(root)
+    return 0
+
+
+def _maybe_report(out: Path) -> None:
+    """Write the HTML fairness report next to the results (see sptune.report)."""
+    try:
+        from sptune.report import build_report
+    except ImportError:  # the report module is optional at this stage of the package
+        return
+    print(f"Report: {build_report(out)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 TRIAL_TAG = "sptune.trial_id"
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
 EPOCH_METRICS = ("loss", "val_acc", "val_loss", "val_masked_acc", "epoch_seconds", "tokens_seen",
-                 "best_val_acc", "best_val_loss")
+                 "best_val_acc", "best_val_loss", "trainable_params", "total_params")
 
 
 def default_tracking_uri(output_dir: Path) -> str:
@@ -172,6 +172,8 @@ class TrialRunLogger(tune.Callback):
             self.client.log_batch(run_id, metrics=metrics)
         if result.get("diverged"):
             self.client.set_tag(run_id, "sptune.status", "diverged")
+        if result.get("trainable_names"):
+            self.tracker.log_params(run_id, {"trainable_names": result["trainable_names"]})
         self.last_result[trial.trial_id] = result
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -111,7 +111,7 @@ class PretrainTrainable(_EpochTrainable):
         p = self.spec.pretrain
         self.loop = PretrainLoop(
             encoder_config(self.spec.model, self.data.info),
-            PretrainObjective(p.objective, p.mask_ratio, p.loss),
+            PretrainObjective(config.get("objective", p.objective), p.mask_ratio, p.loss),
             self.data.info,
             self.data.train,
             self.data.val,
@@ -128,7 +128,8 @@ class FinetuneTrainable(_EpochTrainable):
         kind = self.spec.variant_kind(variant)
         spt_dir = self.extra.get("spt_checkpoint")
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
-        cfg = classifier_config(self.spec.model, self.data.info)
+        cfg = classifier_config(self.spec.model, self.data.info,
+                                causal=self.spec.variant_objective(variant) == "causal")
         model = build_model(kind, cfg, spt_state)
         self.trainable = trainable_summary(model)
         epochs = self.spec.variant_epochs(variant)
@@ -139,6 +140,9 @@ class FinetuneTrainable(_EpochTrainable):
 
     def step(self) -> dict:
         metrics = super().step()
-        if self.loop.epoch == 1 or metrics.get("epoch") == 1:
+        if metrics.get("epoch") == 1:
+            # Which parameters train is part of the variant's definition: log it once.
             metrics["trainable_params"] = self.trainable["trainable_params"]
+            metrics["total_params"] = self.trainable["total_params"]
+            metrics["trainable_names"] = ",".join(self.trainable["trainable_names"])
         return metrics

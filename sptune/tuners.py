@@ -28,12 +28,12 @@ def _domain(name: str, p: ParamSpace) -> Any:
 
 def param_space(stage: StagePlan, seed: int) -> dict[str, Any]:
     space = {name: _domain(name, p) for name, p in stage.search.items()}
-    return {**space, "stage": stage.stage, "variant": stage.variant, "seed": seed}
+    return {**space, "stage": stage.stage, "variant": stage.variant, "seed": seed, **stage.static}
 
 
 def _scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
     s = plan.spec.scheduler
-    if s.type == "asha":
+    if s.type == "asha" and stage.stage != "seed":  # seed re-runs train to the end
         # A scheduler per Tuner: ASHA compares trials of this variant only.
         return ASHAScheduler(time_attr="training_iteration", max_t=stage.epochs,
                              grace_period=s.grace_period, reduction_factor=s.reduction_factor)
@@ -53,7 +53,7 @@ def _search_alg(plan: StudyPlan, stage: StagePlan) -> Any:
 
 
 def make_trainable(plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_checkpoint: str | None = None) -> Any:
-    cls = PretrainTrainable if stage.stage == "pretrain" else FinetuneTrainable
+    cls = PretrainTrainable if stage.stage == "pretrain" else FinetuneTrainable  # "seed" re-runs finetune
     extra = {"spt_checkpoint": spt_checkpoint} if spt_checkpoint else {}
     res = plan.spec.resources
     # with_parameters puts the (test-free) data in Ray's object store once, not per trial.

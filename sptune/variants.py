@@ -17,17 +17,58 @@ def _scratch(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     return Classifier(cfg)
 
 
-def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+def _require(spt_state: dict | None, kind: str) -> dict:
     if spt_state is None:
-        raise ValueError("variant 'spt' needs the selected pretraining checkpoint")
+        raise ValueError(f"variant '{kind}' needs the selected pretraining checkpoint")
+    return spt_state
+
+
+def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     model = Classifier(cfg)
     # strict: every encoder weight must come from SPT; the reconstruction head is dropped.
-    model.encoder.load_state_dict(encoder_state(spt_state), strict=True)
+    model.encoder.load_state_dict(encoder_state(_require(spt_state, "spt")), strict=True)
     return model
 
 
-BUILDERS: dict[str, Builder] = {"scratch": _scratch, "spt": _spt}
-NEEDS_PRETRAINING = {"scratch": False, "spt": True}
+def _qk_init(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    """Random init, then only the attention query/key maps copied from SPT."""
+    model = Classifier(cfg)
+    pretrained = encoder_state(_require(spt_state, "qk_init"))
+    qk = {k: v for k, v in pretrained.items() if ".attn.query." in k or ".attn.key." in k}
+    missing, unexpected = model.encoder.load_state_dict(qk, strict=False)
+    assert not unexpected and len(qk) == 4 * cfg.encoder.n_layers, "query/key weights and biases per layer"
+    return model
+
+
+def _freeze(model: Classifier, parts: tuple[str, ...]) -> Classifier:
+    for name, param in model.named_parameters():
+        # Only inside transformer blocks: the classification head also has an "mlp".
+        if name.startswith("encoder.blocks.") and any(f".{part}." in name for part in parts):
+            param.requires_grad_(False)
+    return model
+
+
+def _frozen_attn(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    """Attention frozen at random init; embeddings, norms, MLPs and head train."""
+    return _freeze(Classifier(cfg), ("attn",))
+
+
+def _frozen_attn_mlp(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    """Attention and MLP frozen at random init; embeddings, norms and head train."""
+    return _freeze(Classifier(cfg), ("attn", "mlp"))
+
+
+BUILDERS: dict[str, Builder] = {
+    "scratch": _scratch,
+    "spt": _spt,
+    "spt_causal": _spt,
+    "qk_init": _qk_init,
+    "frozen_attn": _frozen_attn,
+    "frozen_attn_mlp": _frozen_attn_mlp,
+}
+# Which pretraining objective each variant's init comes from (None: no pretraining).
+PRETRAINING = {"scratch": None, "spt": "masked", "spt_causal": "causal", "qk_init": "masked",
+               "frozen_attn": None, "frozen_attn_mlp": None}
 
 
 def build_model(kind: str, cfg: ModelConfig, spt_state: dict | None = None) -> Classifier:

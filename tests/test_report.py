@@ -1,10 +1,11 @@
 """The fairness report on hand-made studies (no Ray): a real MLflow SQLite store written with MlflowClient,
 results.json and spec.yaml, then build_report, the flags, the tables, and the page as headless Chromium draws it.
 
-Two studies, two seeds each, one task:
+Two studies, two seeds each:
 - "narrow": spt searched a too-narrow grid (1e-4 … 1e-3) and its accuracy still rises at 1e-3 (best on the edge);
   scratch wins at low LRs, spt at high ones (ranking flip); one scratch trial diverged.
-- "bracketed" (control): both variants on the same 5-point grid, optimum in the middle, spt ahead everywhere.
+- "bracketed" (control, two tasks): both variants on the same 5-point grid, optimum in the middle, spt ahead
+  everywhere.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sptune.report import asha_rungs, bootstrap_ci, build_report, edge_side, mai
 
 CHROMIUM = "/usr/bin/chromium"
 TASK = "digits"
+TASK_OFFSET = {"digits": 0.0, "image": 0.3}  # a harder second task for the multi-task control
 SEEDS = ("0", "1")
 MAX_EPOCHS = 8  # ASHA grace 2, reduction 2: rungs 2, 4, then 8
 GRID5 = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]
@@ -42,7 +44,7 @@ def peaked(lr: float) -> float:
 
 def rising(lr: float) -> float:
     """Still improving at 1e-3: GRID3 stops before the optimum."""
-    return 0.95 + 0.12 * (math.log10(lr) + 3)
+    return 0.95 + 0.2 * (math.log10(lr) + 3)
 
 
 @dataclass
@@ -67,19 +69,19 @@ def _child(client: MlflowClient, exp: str, parent: str, stage: str, variant: str
     return run_id
 
 
-def _pretrain(client: MlflowClient, exp: str, parent: str) -> None:
+def _pretrain(client: MlflowClient, exp: str, parent: str, task: str) -> None:
     for seed in SEEDS:
         for i, lr in enumerate((1e-3, 3e-3)):
             curve = [0.2 - 0.01 * e - 0.01 * i for e in range(MAX_EPOCHS)]
             params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": "spt", "stage": "pretrain",
-                      "max_epochs": MAX_EPOCHS, "task": TASK, "kind": "masked"}
+                      "max_epochs": MAX_EPOCHS, "task": task, "kind": "masked"}
             _child(client, exp, parent, "pretrain", "spt", params, {"val_loss": curve, "epoch_seconds": [3.0] * 8},
                    {"best_val_loss": min(curve), "best_epoch": MAX_EPOCHS}, "finished", selected=i == 1)
 
 
-def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant, seed: str) -> dict:
+def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant, seed: str, task: str) -> dict:
     """One variant's sweep for one seed; returns its results.json row (validation-best trial)."""
-    accs = {lr: v.acc(lr) + 0.004 * int(seed) for lr in v.grid}
+    accs = {lr: v.acc(lr) + 0.004 * int(seed) - TASK_OFFSET[task] for lr in v.grid}
     ranked = sorted((lr for lr in v.grid if (seed, lr) not in v.diverge), key=accs.get, reverse=True)
     rank = {lr: i for i, lr in enumerate(ranked)}
     best_lr = ranked[0]
@@ -94,25 +96,29 @@ def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant
         if lr == best_lr:
             summary.update(selected_epoch=epochs, test_acc=accs[lr] - 0.01)
         params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": name, "stage": "finetune",
-                  "max_epochs": MAX_EPOCHS, "task": TASK, "kind": v.kind}
+                  "max_epochs": MAX_EPOCHS, "task": task, "kind": v.kind}
         history = {"val_acc": curve, "epoch_seconds": [1.0] * epochs}
         run_id = _child(client, exp, parent, "finetune", name, params, history, summary,
                         "diverged" if diverged else "finished", selected=lr == best_lr)
         if lr == best_lr:
-            row = {"variant": name, "kind": v.kind, "task": TASK, "seed": int(seed), "lr": lr, "batch_size": 32,
+            row = {"variant": name, "kind": v.kind, "task": task, "seed": int(seed), "lr": lr, "batch_size": 32,
                    "best_epoch": epochs, "val_acc": accs[lr], "test_acc": accs[lr] - 0.01, "mlflow_run_id": run_id}
     return {**row, **counts}
 
 
-def write_study(root: Path, name: str, variants: dict[str, Variant]) -> Path:
+def write_study(root: Path, name: str, variants: dict[str, Variant], template_db: Path,
+                tasks: tuple[str, ...] = (TASK,)) -> Path:
     root.mkdir(parents=True)
+    shutil.copy(template_db, root / "mlflow.db")  # creating MLflow's schema costs seconds; copying it does not
     uri = f"sqlite:///{(root / 'mlflow.db').resolve()}"
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment(name, artifact_location=(root / "mlartifacts").resolve().as_uri())
     parent = client.create_run(exp, run_name=name, tags={"sptune.role": "study"}).info.run_id
     client.log_batch(parent, params=[Param("output_dir", str(root.resolve())), Param("task", TASK)])
-    _pretrain(client, exp, parent)
-    rows = [_finetune(client, exp, parent, n, v, seed) for n, v in variants.items() for seed in SEEDS]
+    rows = []
+    for task in tasks:
+        _pretrain(client, exp, parent, task)
+        rows += [_finetune(client, exp, parent, n, v, seed, task) for n, v in variants.items() for seed in SEEDS]
     client.set_terminated(parent, "FINISHED")
     results = {"study": name, "task": TASK, "rows": rows, "timeline": [{"stage": "pretrain", "start": 0, "end": 40}],
                "mlflow": {"tracking_uri": uri, "experiment_id": exp, "parent_run_id": parent}}
@@ -129,19 +135,21 @@ def write_study(root: Path, name: str, variants: dict[str, Variant]) -> Path:
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("report")
+    template = root / "empty.db"
+    MlflowClient(tracking_uri=f"sqlite:///{template}").search_experiments()
     narrow = write_study(root / "narrow", "narrow <grid> & co", {
         "scratch": Variant("scratch", GRID5, peaked, diverge={("1", 1e-2)}),
         "spt": Variant("spt", GRID3, rising),
-    })
+    }, template)
     control = write_study(root / "bracketed", "bracketed", {
         "scratch": Variant("scratch", GRID5, peaked),
         "spt": Variant("spt", GRID5, lambda lr: peaked(lr) + 0.04),
-    })
+    }, template, tasks=("digits", "image"))
     return {"narrow": build_report(narrow), "control": build_report(control)}
 
 
 def flag_levels(page: str) -> dict[str, str]:
-    return dict((k, lvl) for lvl, k in re.findall(r'<section class="flag (\w+)" data-flag="([\w-]+)"', page))
+    return dict((k, lvl) for lvl, k in re.findall(r'<section class="flag (\w+)[^"]*" data-flag="([\w-]+)"', page))
 
 
 def flag_text(page: str, key: str) -> str:
@@ -156,7 +164,7 @@ def test_flags_raised_for_narrow_grid_flip_and_divergence(reports):
     levels = flag_levels(page)
     assert {k: levels[k] for k in FAIRNESS_KEYS} == dict.fromkeys(FAIRNESS_KEYS, "warn")
     edge = flag_text(page, "lr-edge")
-    assert "spt on digits" in edge and "highest value" in edge and "2/2 seeds" in edge
+    assert "spt on digits" in edge and "best LR 1e-3 (2/2 seeds) is the highest value" in edge
     assert "scratch on digits" not in edge  # scratch's optimum (1e-3) is inside its grid
     flip = flag_text(page, "rank-flip")
     assert "scratch vs spt on digits" in flip and "scratch ahead at LR≈1e-4" in flip and "spt ahead at LR≈1e-3" in flip
@@ -175,11 +183,12 @@ def test_no_flags_for_well_bracketed_control(reports):
 def test_table_aggregates_seeds_and_pairs_deltas(reports):
     page = reports["control"].read_text()
     assert '<table class="results">' in page and "n=2 seeds" in page and "paired by seed" in page
-    assert "95% CI" in page
+    assert "95% CI" in page and "<th>digits</th><th>image</th>" in page  # tasks as columns, as in the papers
     md = (reports["control"].parent / "results.md").read_text()
-    assert "| spt | 90.60 ± 0.28 (n=2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] |" in md
+    assert "| variant | digits | image |" in md
+    assert "| spt | 93.20 ± 0.28 (n=2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] | 63.20 ± 0.28 (n=2)<br>Δ +4.00" in md
     csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
-    assert len(csv_lines) == 3 and csv_lines[2].startswith("digits,spt,spt,2,0;1,")
+    assert len(csv_lines) == 5 and csv_lines[2].startswith("digits,spt,spt,2,0;1,0.932")
 
 
 def test_text_is_escaped(reports):
@@ -219,7 +228,8 @@ def test_rungs_and_statistics():
 
 def _chromium(url: str, out_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--hide-scrollbars", f"--user-data-dir={out_dir / 'profile'}",
+           "--disable-component-update", "--no-first-run", "--hide-scrollbars",
+           f"--user-data-dir={out_dir / 'profile'}",
            "--window-size=1400,2000", *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=out_dir)
 

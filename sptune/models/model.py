@@ -17,6 +17,8 @@ class ModelConfig:
     pooling: Pooling = "mean"
     num_classes: int = 10
     paired: bool = False
+    # Unidirectional model (spt_causal): attention never looks ahead, in both stages.
+    causal: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -34,7 +36,7 @@ class Classifier(nn.Module):
         self.head = ClassificationHead(cfg.encoder.d_model, cfg.num_classes, cfg.pooling, cfg.paired)
 
     def _encode(self, inputs: torch.Tensor, key_padding: torch.Tensor | None) -> torch.Tensor:
-        h = self.encoder(inputs, key_padding)
+        h = self.encoder(inputs, key_padding, self.cfg.causal)
         padding = key_padding
         if padding is not None and self.cfg.encoder.use_cls:
             padding = torch.cat([padding.new_zeros(len(padding), 1), padding], dim=1)

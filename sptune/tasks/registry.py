@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import numpy as np
 
 from sptune.errors import SpecError
-from sptune.tasks.base import TaskSplits
+from sptune.tasks.base import ArraySplit, TaskSplits
 
 
 @dataclass(frozen=True)
@@ -82,20 +85,44 @@ def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
     return Path(value).expanduser() if value else None
 
 
+# Options every task accepts, handled here rather than by each task.
+COMMON_OPTIONS = {"train_fraction": 1.0}
+FRACTION_SEED = 2024
+
+
+def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
+    options = {k: v for k, v in request.options.items() if k not in COMMON_OPTIONS}
+    return TaskRequest(request.name, {**task.defaults, **options}, request.seed, request.data_dir)
+
+
+def nested_subset(splits: TaskSplits, fraction: float) -> TaskSplits:
+    """The first ``fraction`` of a fixed permutation of the training rows: a smaller
+    fraction is always contained in a larger one (nested data-fraction ablations)."""
+    if fraction >= 1.0:
+        return splits
+    order = np.random.default_rng(FRACTION_SEED).permutation(len(splits.train))
+    keep = np.sort(order[: max(1, int(round(fraction * len(order))))])
+    train = ArraySplit(splits.train.x[keep], splits.train.y[keep])
+    return TaskSplits(splits.info, train, splits.val, splits._load_test, splits.source)
+
+
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
-    full = TaskRequest(request.name, {**task.defaults, **request.options}, request.seed, request.data_dir)
-    return task.load(full)
+    splits = task.load(_full_request(task, request))
+    return nested_subset(splits, float(request.options.get("train_fraction", 1.0)))
 
 
 def check_task(request: TaskRequest) -> None:
     task = get_task(request.name)
-    unknown = sorted(set(request.options) - set(task.defaults))
+    allowed = set(task.defaults) | set(COMMON_OPTIONS)
+    unknown = sorted(set(request.options) - allowed)
     if unknown:
         raise SpecError(
             f"task.{unknown[0]}",
             f"unknown option for task '{request.name}'",
-            f"allowed options: {', '.join(sorted(task.defaults)) or '(none)'}",
+            f"allowed options: {', '.join(sorted(allowed))}",
         )
-    full = TaskRequest(request.name, {**task.defaults, **request.options}, request.seed, request.data_dir)
-    task.check_available(full)
+    fraction = request.options.get("train_fraction", 1.0)
+    if not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise SpecError("task.train_fraction", f"must be in (0, 1] (got {fraction!r})", "e.g. 0.25")
+    task.check_available(_full_request(task, request))

@@ -1,0 +1,190 @@
+"""Exhaustive LR x batch grid vs random search, Optuna and Optuna+ASHA, all through sptune's real Tuners.
+
+One variant (scratch) of the spec, finetuning only. Every method is a real Ray Tune Tuner
+built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick is made by
+`sptune.selection.select_best` (validation-best trial *and* epoch), exactly as in a study:
+
+  grid         n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
+               (the reference: its best validation accuracy is the target to match)
+  optuna+asha  Optuna (TPE) over loguniform [lr_low, lr_high] x choice(batches), ASHA early stopping
+  random       random search, FIFO, as many full trials as fit in ASHA's spent trial-epochs
+  optuna       Optuna, FIFO, same budget as random
+
+A driver-side Tune callback records every epoch result in arrival order, which gives each
+method's curve of best-found validation accuracy vs trial-epochs spent.
+``acc_gap_pt`` = 100 x (grid best - ASHA-selected val acc); ``epochs_fraction`` = ASHA
+trial-epochs / grid trial-epochs. Target: gap <= 0.5 pt with <= 1/3 of the epochs.
+
+    python benchmarks/asha_efficiency.py --json benchmarks/results/asha_efficiency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import bench_common as bc
+import numpy as np
+from ray import tune
+
+
+class EpochRecorder(tune.Callback):
+    """Every epoch result in the order the driver received it (the compute actually spent)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        self.events.append({"trial": trial.trial_id, "epoch": int(result.get("training_iteration", 0)),
+                            "val_acc": float(result.get("val_acc", float("nan"))), "time": time.time()})
+
+
+def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, samples: int) -> Any:
+    """The spec for one method: scratch only, its own search space, scheduler and searcher."""
+    from sptune.spec import from_dict
+
+    data = bc.only_variants(copy.deepcopy(base), ["scratch"])
+    lrs = [float(v) for v in np.geomspace(args.lr_low, args.lr_high, args.n_lrs)]
+    if method == "grid":
+        search = {"lr": {"type": "grid", "values": lrs}, "batch_size": {"type": "grid", "values": args.batches}}
+    else:
+        search = {"lr": {"type": "loguniform", "low": args.lr_low, "high": args.lr_high},
+                  "batch_size": {"type": "choice", "values": args.batches}}
+    data["variants"]["scratch"] = {"search": search, "num_samples": samples, "epochs": args.epochs}
+    data["finetune"] = {**data.get("finetune", {}), "epochs": args.epochs}
+    data["searcher"] = {"type": "random" if method == "random" else "optuna"}
+    data["scheduler"] = ({"type": "asha", "grace_period": args.grace, "reduction_factor": args.reduction}
+                         if method == "optuna+asha" else {"type": "fifo"})
+    data["resources"] = {"cpu": 1, "gpu": 0}
+    return from_dict(data)
+
+
+def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, Any]:
+    from sptune.plan import build_plan
+    from sptune.selection import select_best
+    from sptune.tuners import build_tuner
+
+    plan = build_plan(spec, task.info, cluster_cpus=2)
+    stage = plan.finetune_stages()[0]
+    recorder = EpochRecorder()
+    tuner = build_tuner(plan, stage, task, storage / method.replace("+", "_"), [recorder])
+    print(f"[{method}] {stage.n_trials} trials x <= {stage.epochs} epochs ({stage.searcher}, "
+          f"{spec.scheduler.type}) ...", flush=True)
+    start = time.perf_counter()
+    grid = tuner.fit()
+    wall = time.perf_counter() - start
+    sel = select_best(grid, stage)
+    return {"trials": len(grid), "trial_epochs": sel.trial_epochs, "wall_s": wall,
+            "selected_val_acc": sel.score, "selected_epoch": sel.epoch,
+            "selected_config": {"lr": float(sel.config["lr"]), "batch_size": int(sel.config["batch_size"])},
+            "curve": best_so_far(recorder.events), "trial_table": trial_table(grid)}
+
+
+def best_so_far(events: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(trial-epochs spent, best validation accuracy seen so far) after every epoch result."""
+    best, curve = -math.inf, []
+    for i, e in enumerate(events, start=1):
+        if e["val_acc"] == e["val_acc"]:  # NaN from a diverged trial never counts
+            best = max(best, e["val_acc"])
+        curve.append((i, best))
+    return curve
+
+
+def trial_table(grid: Any) -> list[dict[str, Any]]:
+    rows = []
+    for r in grid:
+        m = r.metrics or {}
+        rows.append({"lr": float(r.config["lr"]), "batch_size": int(r.config["batch_size"]),
+                     "epochs": int(m.get("training_iteration", 0)), "best_val_acc": m.get("best_val_acc")})
+    return sorted(rows, key=lambda row: (row["batch_size"], row["lr"]))
+
+
+def at_budget(curve: list[tuple[int, float]], budget: int) -> float | None:
+    """Best accuracy found within `budget` trial-epochs (None if the method never spent that much)."""
+    if not curve or curve[-1][0] < budget:
+        return None
+    return max((acc for spent, acc in curve if spent <= budget), default=None)
+
+
+def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
+    base = bc.spec_dict(args.spec, args.overrides)
+    first = method_spec(base, "grid", args, 1)
+    task = bc.load_data(first, args.data_dir)
+    results = {"grid": run_method("grid", first, task, storage)}
+    asha = method_spec(base, "optuna+asha", args, args.asha_samples)
+    results["optuna+asha"] = run_method("optuna+asha", asha, task, storage)
+    # Same or smaller budget: as many full-length trials as fit in what ASHA spent.
+    full_trials = max(1, results["optuna+asha"]["trial_epochs"] // args.epochs)
+    for method in ("random", "optuna"):
+        results[method] = run_method(method, method_spec(base, method, args, full_trials), task, storage)
+    return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val), "methods": results}
+
+
+def summarize(out: dict[str, Any]) -> dict[str, Any]:
+    m = out["methods"]
+    grid, asha = m["grid"], m["optuna+asha"]
+    gaps = {k: 100 * (grid["selected_val_acc"] - v["selected_val_acc"]) for k, v in m.items() if k != "grid"}
+    fractions = {k: v["trial_epochs"] / grid["trial_epochs"] for k, v in m.items() if k != "grid"}
+    return {"acc_gap_pt": gaps["optuna+asha"], "epochs_fraction": fractions["optuna+asha"],
+            "gap_pt_by_method": gaps, "epochs_fraction_by_method": fractions,
+            "one_val_example_pt": 100 / out["val_rows"],
+            "target_met": gaps["optuna+asha"] <= 0.5 and fractions["optuna+asha"] <= 1 / 3 + 1e-9,
+            "grid_best_val_acc": grid["selected_val_acc"], "asha_selected_val_acc": asha["selected_val_acc"]}
+
+
+def print_report(out: dict[str, Any], epochs: int) -> None:
+    m = out["methods"]
+    rows = [(k, v["trials"], v["trial_epochs"], v["wall_s"], f"{100 * v['selected_val_acc']:.2f}",
+             f"{v['selected_config']['lr']:.3g}/{v['selected_config']['batch_size']}", v["selected_epoch"])
+            for k, v in m.items()]
+    bc.print_table(["method", "trials", "trial-epochs", "wall s", "val acc %", "lr/batch", "epoch"], rows)
+    budgets = list(range(epochs, m["grid"]["trial_epochs"] + 1, epochs))
+    print("\nbest val acc (%) found within N trial-epochs:")
+    curve_rows = []
+    for b in budgets:
+        cells = [at_budget(v["curve"], b) for v in m.values()]
+        curve_rows.append([b, *("-" if c is None else f"{100 * c:.2f}" for c in cells)])
+    bc.print_table(["N", *m.keys()], curve_rows)
+    s = out["summary"]
+    print(f"\nacc_gap_pt={s['acc_gap_pt']:.2f} (1 val example = {s['one_val_example_pt']:.2f} pt)  "
+          f"epochs_fraction={s['epochs_fraction']:.3f}  target met: {s['target_met']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default=str(bc.SPECS / "digits_quick.yaml"))
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="spec overrides (task, model)")
+    ap.add_argument("--data-dir")
+    ap.add_argument("--epochs", type=int, default=12, help="full length of every trial")
+    ap.add_argument("--n-lrs", type=int, default=6)
+    ap.add_argument("--lr-low", type=float, default=1e-4)
+    ap.add_argument("--lr-high", type=float, default=1e-2)
+    ap.add_argument("--batches", type=int, nargs="+", default=[32, 64])
+    ap.add_argument("--asha-samples", type=int, default=10)
+    ap.add_argument("--grace", type=int, default=2)
+    ap.add_argument("--reduction", type=float, default=3.0)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    bc.quiet_env()
+    info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k != "json"}}
+    bc.start_ray(2)
+    try:
+        with bc.temp_dir("asha") as tmp:
+            out = run_all(args, Path(tmp))
+    finally:
+        bc.stop_ray()
+    out = {**info, **out}
+    out["summary"] = summarize(out)
+    out.update({k: out["summary"][k] for k in ("acc_gap_pt", "epochs_fraction")})
+    print_report(out, args.epochs)
+    bc.write_json(args.json, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Campaigns: several studies (specs x override grids) run as one, results merged.
+
+    campaign: variants_mini
+    studies:
+      - spec: ../search_spaces/variants_digits.yaml   # relative to this file
+        name: digits                                   # output subdirectory (default: spec name)
+        set: {pretrain.epochs: 5}                      # overrides for this study
+        axes: {model.n_layers: [1, 2]}                 # ablation grid: one study per combination
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sptune.errors import SpecError
+
+STUDY_KEYS = {"spec", "name", "set", "axes"}
+
+
+@dataclass(frozen=True)
+class CampaignStudy:
+    name: str
+    spec_path: Path
+    overrides: tuple[str, ...]
+
+
+def is_campaign(data: dict[str, Any]) -> bool:
+    return "campaign" in data
+
+
+def _assignments(mapping: dict[str, Any]) -> list[str]:
+    return [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+            for k, v in mapping.items()]
+
+
+def _axis_suffix(combo: dict[str, Any]) -> str:
+    return "-".join(f"{k.split('.')[-1]}{v}" for k, v in combo.items())
+
+
+def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
+    unknown = set(data) - {"campaign", "studies"}
+    if unknown:
+        raise SpecError(sorted(unknown)[0], "unknown key in a campaign file", "use only campaign: and studies:")
+    studies = data.get("studies")
+    if not isinstance(studies, list) or not studies:
+        raise SpecError("studies", "a campaign needs a non-empty list of studies", "add - spec: path/to/spec.yaml")
+    out: list[CampaignStudy] = []
+    for i, entry in enumerate(studies):
+        where = f"studies[{i}]"
+        if not isinstance(entry, dict) or "spec" not in entry:
+            raise SpecError(where, "each study needs a 'spec' path", "e.g. - spec: ../search_spaces/digits_quick.yaml")
+        extra = set(entry) - STUDY_KEYS
+        if extra:
+            raise SpecError(f"{where}.{sorted(extra)[0]}", "unknown key", f"use {', '.join(sorted(STUDY_KEYS))}")
+        spec_path = (campaign_file.parent / entry["spec"]).resolve()
+        base = _assignments(entry.get("set") or {})
+        axes = entry.get("axes") or {}
+        if not isinstance(axes, dict) or any(not isinstance(v, list) or not v for v in axes.values()):
+            raise SpecError(f"{where}.axes", "axes map a field path to a non-empty list", "e.g. model.n_layers: [1, 2]")
+        name = entry.get("name") or spec_path.stem
+        for values in itertools.product(*axes.values()) if axes else [()]:
+            combo = dict(zip(axes, values, strict=True))
+            suffix = _axis_suffix(combo)
+            out.append(CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path,
+                                     tuple(base + _assignments(combo))))
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise SpecError("studies", "two studies would write to the same output directory", "give each a name:")
+    return out
+
+
+def merge_results(output_dir: Path, studies: list[CampaignStudy], campaign: str) -> Path:
+    """One results.json for the campaign: every study's rows, tagged with the study name."""
+    rows, parts = [], {}
+    for study in studies:
+        result = json.loads((output_dir / study.name / "results.json").read_text())
+        parts[study.name] = {k: v for k, v in result.items() if k != "rows"}
+        rows += [{**row, "study": study.name, "overrides": list(study.overrides)} for row in result["rows"]]
+    path = output_dir / "results.json"
+    path.write_text(json.dumps({"campaign": campaign, "studies": parts, "rows": rows}, indent=2, default=str))
+    return path

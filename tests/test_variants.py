@@ -1,0 +1,93 @@
+"""Each variant's initialisation and trainable parameter set."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from sptune.build import classifier_config, encoder_config
+from sptune.models import Pretrainer
+from sptune.spec import VARIANT_KINDS, ModelSpec
+from sptune.tasks.base import TaskInfo
+from sptune.variants import BUILDERS, PRETRAINING, build_model, trainable_summary
+
+INFO = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
+SPEC = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64)
+
+
+def _spt_state() -> dict:
+    torch.manual_seed(123)
+    return Pretrainer(encoder_config(SPEC, INFO), 1).state_dict()
+
+
+def _frozen(model) -> set[str]:
+    return {n for n, p in model.named_parameters() if not p.requires_grad}
+
+
+def test_spec_and_builders_agree():
+    assert set(VARIANT_KINDS) == set(BUILDERS) == set(PRETRAINING)
+
+
+@pytest.mark.parametrize("kind", ["scratch", "spt", "spt_causal", "qk_init"])
+def test_fully_trainable_variants(kind):
+    model = build_model(kind, classifier_config(SPEC, INFO), _spt_state() if PRETRAINING[kind] else None)
+    assert _frozen(model) == set()
+    summary = trainable_summary(model)
+    assert summary["trainable_params"] == summary["total_params"] > 0
+
+
+def test_frozen_attn_freezes_exactly_attention():
+    model = build_model("frozen_attn", classifier_config(SPEC, INFO))
+    frozen = _frozen(model)
+    assert frozen and all(".attn." in n for n in frozen)
+    assert len(frozen) == 8 * SPEC.n_layers  # q, k, v, out: weight + bias per layer
+    trainable = set(trainable_summary(model)["trainable_names"])
+    for must_train in ("encoder.embed.weight", "encoder.positions", "encoder.norm.weight", "head.mlp.0.weight",
+                       "encoder.blocks.0.norm1.weight", "encoder.blocks.0.mlp.0.weight"):
+        assert must_train in trainable
+
+
+def test_frozen_attn_mlp_also_freezes_mlps():
+    model = build_model("frozen_attn_mlp", classifier_config(SPEC, INFO))
+    frozen = _frozen(model)
+    assert all(".attn." in n or ".mlp." in n for n in frozen)
+    assert len(frozen) == 12 * SPEC.n_layers  # + two MLP linears per layer
+    assert "encoder.blocks.1.norm2.weight" not in frozen and "encoder.embed.weight" not in frozen
+
+
+def test_frozen_parameters_do_not_move_in_training():
+    model = build_model("frozen_attn", classifier_config(SPEC, INFO))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    x = torch.rand(8, 64, 2)
+    torch.nn.functional.cross_entropy(model(x), torch.randint(0, 10, (8,))).backward()
+    opt.step()
+    for name, param in model.named_parameters():
+        assert torch.equal(param, before[name]) == (not param.requires_grad), name
+
+
+def test_qk_init_copies_only_query_and_key():
+    state = _spt_state()
+    model = build_model("qk_init", classifier_config(SPEC, INFO), state)
+    encoder = model.encoder.state_dict()
+    for name, tensor in state.items():
+        if not name.startswith("encoder."):
+            continue
+        local = name.removeprefix("encoder.")
+        copied = torch.equal(encoder[local], tensor)
+        is_qk = ".attn.query." in local or ".attn.key." in local
+        # Linear weights differ between two random inits unless copied (norms start at 1).
+        if (".attn." in local or ".mlp." in local) and local.endswith("weight"):
+            assert copied == is_qk, local
+
+
+def test_causal_classifier_ignores_future_positions():
+    cfg = classifier_config(ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling="last", dropout=0.0),
+                            INFO, causal=True)
+    model = build_model("spt_causal", cfg, _spt_state()).eval()
+    x = torch.rand(1, 64, 2)
+    y = x.clone()
+    y[:, 63] = 0.5  # only the last position differs: with "last" pooling the output changes
+    z = x.clone()
+    z[:, 10] = 0.9  # an earlier position: still visible to the last one (causal, not blind)
+    assert not torch.allclose(model(x), model(y)) and not torch.allclose(model(x), model(z))
