@@ -1,11 +1,11 @@
 """Campaigns: several studies (specs x override grids) run as one, results merged.
 
-    campaign: variants_mini
-    studies:
-      - spec: ../search_spaces/variants_digits.yaml   # relative to this file
-        name: digits                                   # output subdirectory (default: spec name)
-        set: {pretrain.epochs: 5}                      # overrides for this study
-        axes: {model.n_layers: [1, 2]}                 # ablation grid: one study per combination
+campaign: variants_mini
+studies:
+  - spec: ../search_spaces/variants_digits.yaml   # relative to this file
+    name: digits                                   # output subdirectory (default: spec name)
+    set: {pretrain.epochs: 5}                      # overrides for this study
+    axes: {model.n_layers: [1, 2]}                 # ablation grid: one study per combination
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ def is_campaign(data: dict[str, Any]) -> bool:
 
 
 def _assignments(mapping: dict[str, Any]) -> list[str]:
-    return [f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
-            for k, v in mapping.items()]
+    return [
+        f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+        for k, v in mapping.items()
+    ]
 
 
 def _axis_suffix(combo: dict[str, Any]) -> str:
@@ -67,8 +69,9 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
         for values in itertools.product(*axes.values()) if axes else [()]:
             combo = dict(zip(axes, values, strict=True))
             suffix = _axis_suffix(combo)
-            out.append(CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path,
-                                     tuple(base + _assignments(combo))))
+            out.append(
+                CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path, tuple(base + _assignments(combo)))
+            )
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise SpecError("studies", "two studies would write to the same output directory", "give each a name:")

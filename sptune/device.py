@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 import torch
 
@@ -14,11 +14,9 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def autocast(device: torch.device, precision: str = "auto") -> ContextManager:
+def autocast(device: torch.device, precision: str = "auto") -> AbstractContextManager:
     """bf16 autocast on GPUs that support it (auto) or when asked; fp32 otherwise."""
-    use_bf16 = precision == "bf16" or (
-        precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported()
-    )
+    use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
     if use_bf16:
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -9,12 +9,13 @@ from sptune.device import pick_device
 from sptune.models import Classifier
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.trainables import load_state
 from sptune.train import evaluate
+from sptune.trainables import load_state
 
 
-def test_accuracy(spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit,
-                  variant: str) -> tuple[float, float]:
+def test_accuracy(
+    spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit, variant: str
+) -> tuple[float, float]:
     """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
     device = pick_device(spec.training.device)
     model = Classifier(classifier_config(spec.model, info, causal=spec.variant_objective(variant) == "causal"))

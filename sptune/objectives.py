@@ -70,7 +70,9 @@ def reconstruction_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.T
     return diff.abs().mean() if loss == "l1" else (diff**2).mean()
 
 
-def reconstruction_hits(pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss, info: TaskInfo) -> int:
+def reconstruction_hits(
+    pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss, info: TaskInfo
+) -> int:
     """Correct predictions at selected positions (exact level for regression, rounded)."""
     if loss == "ce":
         guess = pred[where].argmax(-1)

@@ -72,18 +72,40 @@ def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
     return min(fits, spec.resources.max_concurrent or fits)
 
 
-def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None,
-               data_summary: str = "") -> StudyPlan:
+def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None, data_summary: str = "") -> StudyPlan:
     stages: list[StagePlan] = []
     p = spec.pretrain
     for objective in spec.pretraining_objectives():
-        stages.append(StagePlan("pretrain", objective, objective, p.search, p.num_samples, p.epochs,
-                                "val_loss", "min", _searcher(spec, p.search), static={"objective": objective}))
+        stages.append(
+            StagePlan(
+                "pretrain",
+                objective,
+                objective,
+                p.search,
+                p.num_samples,
+                p.epochs,
+                "val_loss",
+                "min",
+                _searcher(spec, p.search),
+                static={"objective": objective},
+            )
+        )
     for name, v in spec.variants.items():
         objective = spec.variant_objective(name)
-        stages.append(StagePlan("finetune", name, spec.variant_kind(name), v.search, spec.variant_samples(name),
-                                spec.variant_epochs(name), "val_acc", "max", _searcher(spec, v.search),
-                                pretrain_stage=pretrain_stage_name(objective) if objective else None))
+        stages.append(
+            StagePlan(
+                "finetune",
+                name,
+                spec.variant_kind(name),
+                v.search,
+                spec.variant_samples(name),
+                spec.variant_epochs(name),
+                "val_acc",
+                "max",
+                _searcher(spec, v.search),
+                pretrain_stage=pretrain_stage_name(objective) if objective else None,
+            )
+        )
     return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary)
 
 
@@ -102,8 +124,12 @@ def describe(plan: StudyPlan) -> str:
         f"Data: {plan.data_summary}",
         f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
-        f"Scheduler: {s.scheduler.type}" + (f" (grace {s.scheduler.grace_period} epochs, reduction "
-                                            f"{s.scheduler.reduction_factor:g}, per Tuner)" if s.scheduler.type == "asha" else ""),
+        f"Scheduler: {s.scheduler.type}"
+        + (
+            f" (grace {s.scheduler.grace_period} epochs, reduction {s.scheduler.reduction_factor:g}, per Tuner)"
+            if s.scheduler.type == "asha"
+            else ""
+        ),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
         "Stages (one Tuner each, run in order):",
@@ -118,14 +144,18 @@ def describe(plan: StudyPlan) -> str:
             extra += f" loss={p.loss}"
         elif st.pretrain_stage:
             extra = f" init from {st.pretrain_stage}"
-        lines.append(f"  {st.name:<24} kind={st.kind:<15} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
-                     f"epochs  select {st.metric} ({st.mode})  {space}{extra}")
+        lines.append(
+            f"  {st.name:<24} kind={st.kind:<15} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
+            f"epochs  select {st.metric} ({st.mode})  {space}{extra}"
+        )
         total_trials += st.n_trials
         total_epochs += st.n_trials * st.epochs
     if s.seeds > 1:
         reruns = s.seeds * len(plan.finetune_stages())
-        lines.append(f"  seeds: each variant's selected config re-trained with {s.seeds} seeds ({reruns} trials, "
-                     "no early stopping), each tested once")
+        lines.append(
+            f"  seeds: each variant's selected config re-trained with {s.seeds} seeds ({reruns} trials, "
+            "no early stopping), each tested once"
+        )
         total_trials += reruns
         total_epochs += sum(s.seeds * st.epochs for st in plan.finetune_stages())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")

@@ -8,8 +8,17 @@ from typing import Any
 
 import numpy as np
 
-COLUMNS = ("variant", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "delta_test_vs_scratch",
-           "trials")
+COLUMNS = (
+    "variant",
+    "seed",
+    "lr",
+    "batch_size",
+    "best_epoch",
+    "val_acc",
+    "test_acc",
+    "delta_test_vs_scratch",
+    "trials",
+)
 BOOTSTRAP_SAMPLES = 10_000
 
 
@@ -36,9 +45,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for variant in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == variant]
         acc = [r["test_acc"] for r in mine]
-        stats = {"seeds": len(mine), "test_acc_mean": float(np.mean(acc)),
-                 "test_acc_std": float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0,
-                 "test_acc_ci95": bootstrap_ci(acc), "val_acc_mean": float(np.mean([r["val_acc"] for r in mine]))}
+        stats = {
+            "seeds": len(mine),
+            "test_acc_mean": float(np.mean(acc)),
+            "test_acc_std": float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0,
+            "test_acc_ci95": bootstrap_ci(acc),
+            "val_acc_mean": float(np.mean([r["val_acc"] for r in mine])),
+        }
         deltas = [r["delta_test_vs_scratch"] for r in mine if r["delta_test_vs_scratch"] is not None]
         if deltas:
             stats.update({"delta_mean": float(np.mean(deltas)), "delta_ci95": bootstrap_ci(deltas)})
@@ -50,10 +63,15 @@ def summary_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = ["| variant | seeds | test acc mean ± std | 95 % CI | Δ vs scratch (95 % CI) |", "|---|---|---|---|---|"]
     for variant, s in summary.items():
         low, high = s["test_acc_ci95"]
-        delta = (f"{s['delta_mean']:+.4f} ({s['delta_ci95'][0]:+.4f}, {s['delta_ci95'][1]:+.4f})"
-                 if "delta_mean" in s else "-")
-        lines.append(f"| {variant} | {s['seeds']} | {s['test_acc_mean']:.4f} ± {s['test_acc_std']:.4f} | "
-                     f"[{low:.4f}, {high:.4f}] | {delta} |")
+        delta = (
+            f"{s['delta_mean']:+.4f} ({s['delta_ci95'][0]:+.4f}, {s['delta_ci95'][1]:+.4f})"
+            if "delta_mean" in s
+            else "-"
+        )
+        lines.append(
+            f"| {variant} | {s['seeds']} | {s['test_acc_mean']:.4f} ± {s['test_acc_std']:.4f} | "
+            f"[{low:.4f}, {high:.4f}] | {delta} |"
+        )
     return "\n".join(lines)
 
 
@@ -80,8 +98,14 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[dict[str, 
     json_path = output_dir / "results.json"
     json_path.write_text(json.dumps({**study, "rows": rows}, indent=2, default=str))
     md_path = output_dir / "results.md"
-    md = [f"# {study['study']} — task {study['task']}", "", markdown_table(rows), "",
-          summary_table(study["summary"]), "",
-          "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint."]
+    md = [
+        f"# {study['study']} — task {study['task']}",
+        "",
+        markdown_table(rows),
+        "",
+        summary_table(study["summary"]),
+        "",
+        "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+    ]
     md_path.write_text("\n".join(md) + "\n")
     return json_path, md_path

@@ -48,10 +48,19 @@ def _best_checkpoint(result: Any, stage: StagePlan) -> tuple | None:
 def _selection(best: tuple, stage: StagePlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
     score, result, checkpoint, ck_metrics = best
     return Selection(
-        stage=stage.stage, variant=stage.variant, trial_id=result.metrics.get("trial_id", ""),
-        config=dict(result.config), checkpoint_path=checkpoint.path, metric=stage.metric, score=float(score),
-        epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))), metrics=dict(ck_metrics),
-        n_trials=n_trials, n_diverged=n_div, n_failed=n_fail, trial_epochs=epochs,
+        stage=stage.stage,
+        variant=stage.variant,
+        trial_id=result.metrics.get("trial_id", ""),
+        config=dict(result.config),
+        checkpoint_path=checkpoint.path,
+        metric=stage.metric,
+        score=float(score),
+        epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))),
+        metrics=dict(ck_metrics),
+        n_trials=n_trials,
+        n_diverged=n_div,
+        n_failed=n_fail,
+        trial_epochs=epochs,
     )
 
 

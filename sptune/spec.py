@@ -17,8 +17,14 @@ from sptune.errors import SpecError
 
 # Keep in sync with sptune.variants.BUILDERS (spec stays importable without torch).
 VARIANT_KINDS = ("scratch", "spt", "spt_causal", "qk_init", "frozen_attn", "frozen_attn_mlp")
-PRETRAINING_OF = {"scratch": None, "spt": "masked", "spt_causal": "causal", "qk_init": "masked",
-                  "frozen_attn": None, "frozen_attn_mlp": None}
+PRETRAINING_OF = {
+    "scratch": None,
+    "spt": "masked",
+    "spt_causal": "causal",
+    "qk_init": "masked",
+    "frozen_attn": None,
+    "frozen_attn_mlp": None,
+}
 
 
 class Strict(BaseModel):
@@ -176,6 +182,7 @@ class SweepSpec(Strict):
 
 # ---------------------------------------------------------------- reading
 
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
@@ -188,7 +195,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise SpecError(where, f"YAML syntax error ({problem})", "fix the YAML at that line") from err
     if not isinstance(data, dict):
-        raise SpecError(str(path), "the spec must be a YAML mapping at the top level", "start from search_spaces/digits_quick.yaml")
+        raise SpecError(
+            str(path), "the spec must be a YAML mapping at the top level", "start from search_spaces/digits_quick.yaml"
+        )
     return data
 
 
@@ -201,7 +210,9 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as err:
-        raise SpecError(f"--set {path}", f"value '{raw}' is not valid YAML", "quote strings, e.g. '[1e-4, 1e-3]'") from err
+        raise SpecError(
+            f"--set {path}", f"value '{raw}' is not valid YAML", "quote strings, e.g. '[1e-4, 1e-3]'"
+        ) from err
     node = data
     for i, key in enumerate(keys[:-1]):
         child = node.get(key)
@@ -250,10 +261,13 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec
 
 # ---------------------------------------------------------------- meaning
 
+
 def _check_param(path: str, name: str, p: ParamSpace) -> None:
     if p.type in ("loguniform", "uniform"):
         if p.values is not None:
-            raise SpecError(f"{path}.values", f"a {p.type} range takes low/high, not values", "drop values or use type: grid")
+            raise SpecError(
+                f"{path}.values", f"a {p.type} range takes low/high, not values", "drop values or use type: grid"
+            )
         for bound in ("low", "high"):
             if getattr(p, bound) is None:
                 raise SpecError(f"{path}.{bound}", f"a {p.type} range needs '{bound}'", f"add {bound}: <number>")
@@ -268,7 +282,11 @@ def _check_param(path: str, name: str, p: ParamSpace) -> None:
             raise SpecError(f"{path}.values", "empty list of values", "list at least one value")
     for i, v in enumerate(p.candidates()):
         if not v > 0:
-            raise SpecError(f"{path}.values[{i}]" if p.values else f"{path}.low", f"{name} must be > 0 (got {v})", f"use a positive {name}")
+            raise SpecError(
+                f"{path}.values[{i}]" if p.values else f"{path}.low",
+                f"{name} must be > 0 (got {v})",
+                f"use a positive {name}",
+            )
         if name == "batch_size" and float(v) != int(v):
             raise SpecError(f"{path}.values[{i}]", f"batch_size must be an integer (got {v})", "use whole numbers")
     if name == "batch_size" and p.type in ("loguniform", "uniform"):
@@ -290,7 +308,11 @@ def check_semantics(spec: SweepSpec) -> None:
     for f in ("d_model", "n_layers", "n_heads", "d_ff"):
         _positive(f"model.{f}", getattr(m, f))
     if m.d_model % m.n_heads:
-        raise SpecError("model.n_heads", f"d_model {m.d_model} is not divisible by n_heads {m.n_heads}", "pick n_heads dividing d_model")
+        raise SpecError(
+            "model.n_heads",
+            f"d_model {m.d_model} is not divisible by n_heads {m.n_heads}",
+            "pick n_heads dividing d_model",
+        )
     if m.positions == "rotary" and (m.d_model // m.n_heads) % 2:
         raise SpecError("model.positions", "rotary positions need an even head size", "use an even d_model / n_heads")
     if not 0 <= m.dropout < 1:
@@ -303,7 +325,9 @@ def check_semantics(spec: SweepSpec) -> None:
         kind = spec.variant_kind(name)
         if kind not in VARIANT_KINDS:
             where = f"variants.{name}.kind" if v.kind else f"variants.{name}"
-            raise SpecError(where, f"unknown variant kind '{kind}'", f"use one of: {', '.join(VARIANT_KINDS)} (or set kind:)")
+            raise SpecError(
+                where, f"unknown variant kind '{kind}'", f"use one of: {', '.join(VARIANT_KINDS)} (or set kind:)"
+            )
         _check_search(f"variants.{name}.search", v.search)
         if v.epochs is not None:
             _positive(f"variants.{name}.epochs", v.epochs)
@@ -317,7 +341,9 @@ def check_semantics(spec: SweepSpec) -> None:
         raise SpecError("max_failures", f"must be >= 0 (got {spec.max_failures})", "use 0 for no retries")
     r = spec.resources
     if r.cpu <= 0 or r.gpu < 0:
-        raise SpecError("resources.cpu", f"cpu must be > 0 and gpu >= 0 (got {r.cpu}, {r.gpu})", "e.g. cpu: 1, gpu: 0.25")
+        raise SpecError(
+            "resources.cpu", f"cpu must be > 0 and gpu >= 0 (got {r.cpu}, {r.gpu})", "e.g. cpu: 1, gpu: 0.25"
+        )
     if r.max_concurrent is not None:
         _positive("resources.max_concurrent", r.max_concurrent)
 
@@ -325,12 +351,19 @@ def check_semantics(spec: SweepSpec) -> None:
 def _check_pretrain(spec: SweepSpec) -> None:
     p = spec.pretrain
     if spec.needs_pretraining() and (p is None or not p.enabled):
-        raise SpecError("pretrain", "variants initialised from SPT need a pretraining stage",
-                        "add a pretrain: section (see digits_quick.yaml)")
+        raise SpecError(
+            "pretrain",
+            "variants initialised from SPT need a pretraining stage",
+            "add a pretrain: section (see digits_quick.yaml)",
+        )
     if p is None:
         return
     if not 0 < p.mask_ratio < 1:
-        raise SpecError("pretrain.mask_ratio", f"must be in (0, 1) (got {p.mask_ratio})", "use 0.5 for images, 0.15 for text, 0.1 for ListOps")
+        raise SpecError(
+            "pretrain.mask_ratio",
+            f"must be in (0, 1) (got {p.mask_ratio})",
+            "use 0.5 for images, 0.15 for text, 0.1 for ListOps",
+        )
     _positive("pretrain.epochs", p.epochs)
     _positive("pretrain.num_samples", p.num_samples)
     _check_search("pretrain.search", p.search)
@@ -345,4 +378,8 @@ def _check_scheduler(spec: SweepSpec) -> None:
         raise SpecError("scheduler.reduction_factor", f"must be > 1 (got {s.reduction_factor})", "use 2 or 3")
     shortest = min([spec.variant_epochs(v) for v in spec.variants] + ([spec.pretrain.epochs] if spec.pretrain else []))
     if s.grace_period > shortest:
-        raise SpecError("scheduler.grace_period", f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)", "lower grace_period")
+        raise SpecError(
+            "scheduler.grace_period",
+            f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)",
+            "lower grace_period",
+        )

@@ -16,9 +16,9 @@ from typing import Any
 from sptune import test_guard
 from sptune.evaluate import test_accuracy
 from sptune.plan import StagePlan, StudyPlan
-from sptune.spec import ParamSpace, SearchSpec
 from sptune.results import add_deltas, markdown_table, summarize, summary_table, write_results
 from sptune.selection import Selection, select_best, select_each
+from sptune.spec import ParamSpace, SearchSpec
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import build_tuner, restore_tuner
@@ -33,7 +33,9 @@ def _stage_name(sel: Selection) -> str:
 def _exists(path_or_uri: str) -> bool:
     import pyarrow.fs
 
-    fs, path = pyarrow.fs.FileSystem.from_uri(path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri())
+    fs, path = pyarrow.fs.FileSystem.from_uri(
+        path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri()
+    )
     return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
 
 
@@ -43,15 +45,27 @@ def read_state(output_dir: Path) -> dict[str, Any] | None:
 
 
 class Study:
-    def __init__(self, plan: StudyPlan, data: TaskSplits, output_dir: Path, tracker: Tracker,
-                 resume: bool = False, storage: str | None = None) -> None:
+    def __init__(
+        self,
+        plan: StudyPlan,
+        data: TaskSplits,
+        output_dir: Path,
+        tracker: Tracker,
+        resume: bool = False,
+        storage: str | None = None,
+    ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         self.storage = storage or str((output_dir / "ray_results").resolve())
         self.resume = resume
         self.state: dict[str, Any] = read_state(output_dir) or {"stages": {}, "timeline": []}
-        self.state.update({"tracking_uri": tracker.uri, "experiment_id": tracker.experiment_id,
-                           "parent_run_id": tracker.parent_run_id})
+        self.state.update(
+            {
+                "tracking_uri": tracker.uri,
+                "experiment_id": tracker.experiment_id,
+                "parent_run_id": tracker.parent_run_id,
+            }
+        )
         self._save_state()
 
     def _save_state(self) -> None:
@@ -61,11 +75,18 @@ class Study:
 
     def _static_params(self, stage: StagePlan) -> dict[str, Any]:
         s = self.plan.spec
-        params = {"task": self.plan.info.name, "stage": stage.stage, "variant": stage.variant, "kind": stage.kind,
-                  "max_epochs": stage.epochs, **{f"model.{k}": v for k, v in s.model.model_dump().items()}}
+        params = {
+            "task": self.plan.info.name,
+            "stage": stage.stage,
+            "variant": stage.variant,
+            "kind": stage.kind,
+            "max_epochs": stage.epochs,
+            **{f"model.{k}": v for k, v in s.model.model_dump().items()},
+        }
         if stage.stage == "pretrain":
-            params.update({"objective": stage.variant, "mask_ratio": s.pretrain.mask_ratio,
-                           "recon_loss": s.pretrain.loss})
+            params.update(
+                {"objective": stage.variant, "mask_ratio": s.pretrain.mask_ratio, "recon_loss": s.pretrain.loss}
+            )
         return params
 
     def run_stage(self, stage: StagePlan, spt_checkpoint: str | None = None) -> Selection:
@@ -95,9 +116,12 @@ class Study:
         self.state["stages"][stage.name] = {"selections": [asdict(s) for s in selections], "run_ids": run_ids}
         self._save_state()
         for sel in selections:
-            print(f"[sptune] {stage.name}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
-                  f"(lr={sel.config['lr']:.3g}, batch={sel.config['batch_size']}, seed={sel.config.get('seed')}) "
-                  f"in {time.time() - start:.0f}s", flush=True)
+            print(
+                f"[sptune] {stage.name}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
+                f"(lr={sel.config['lr']:.3g}, batch={sel.config['batch_size']}, seed={sel.config.get('seed')}) "
+                f"in {time.time() - start:.0f}s",
+                flush=True,
+            )
         return selections
 
     def _mark_selected(self, run_id: str | None, sel: Selection) -> None:
@@ -130,12 +154,25 @@ class Study:
         """Re-train the variant's selected config with N seeds (no early stopping)."""
         from ray import tune
 
-        fixed = SearchSpec(lr=ParamSpace(type="choice", values=[best.config["lr"]]),
-                           batch_size=ParamSpace(type="choice", values=[best.config["batch_size"]]))
+        fixed = SearchSpec(
+            lr=ParamSpace(type="choice", values=[best.config["lr"]]),
+            batch_size=ParamSpace(type="choice", values=[best.config["batch_size"]]),
+        )
         seeds = [self.plan.spec.seed + i for i in range(self.plan.spec.seeds)]
-        rerun = StagePlan("seed", st.variant, st.kind, fixed, 1, st.epochs, "val_acc", "max", "grid",
-                          static={"seed": tune.grid_search(seeds)}, pretrain_stage=st.pretrain_stage,
-                           fixed_trials=len(seeds))
+        rerun = StagePlan(
+            "seed",
+            st.variant,
+            st.kind,
+            fixed,
+            1,
+            st.epochs,
+            "val_acc",
+            "max",
+            "grid",
+            static={"seed": tune.grid_search(seeds)},
+            pretrain_stage=st.pretrain_stage,
+            fixed_trials=len(seeds),
+        )
         return self._run(rerun, spt, each=True)
 
     def final_evaluation(self, selections: list[tuple[StagePlan, Selection]]) -> list[dict[str, Any]]:
@@ -158,21 +195,37 @@ class Study:
         recorded = self.state["stages"][_stage_name(sel)]
         run_id = recorded["run_ids"][[s["trial_id"] for s in recorded["selections"]].index(sel.trial_id)]
         return {
-            "variant": sel.variant, "kind": stage.kind, "task": self.plan.info.name,
+            "variant": sel.variant,
+            "kind": stage.kind,
+            "task": self.plan.info.name,
             "seed": int(sel.config.get("seed", self.plan.spec.seed)),
-            "lr": float(sel.config["lr"]), "batch_size": int(sel.config["batch_size"]),
-            "best_epoch": sel.epoch, "val_acc": sel.score, "test_acc": test_acc, "test_loss": test_loss,
+            "lr": float(sel.config["lr"]),
+            "batch_size": int(sel.config["batch_size"]),
+            "best_epoch": sel.epoch,
+            "val_acc": sel.score,
+            "test_acc": test_acc,
+            "test_loss": test_loss,
             # Search statistics describe the variant's LR/batch search, shared by its seeds.
-            "trials": search["n_trials"], "diverged": search["n_diverged"], "failed": search["n_failed"],
-            "trial_epochs": search["trial_epochs"], "trial_id": sel.trial_id,
-            "mlflow_run_id": run_id, "checkpoint": sel.checkpoint_path,
+            "trials": search["n_trials"],
+            "diverged": search["n_diverged"],
+            "failed": search["n_failed"],
+            "trial_epochs": search["trial_epochs"],
+            "trial_id": sel.trial_id,
+            "mlflow_run_id": run_id,
+            "checkpoint": sel.checkpoint_path,
         }
 
     def _write(self, rows: list[dict[str, Any]]) -> None:
-        study = {"study": self.plan.spec.name, "task": self.plan.info.name,
-                 "mlflow": {"tracking_uri": self.tracker.uri, "experiment_id": self.tracker.experiment_id,
-                            "parent_run_id": self.tracker.parent_run_id},
-                 "timeline": self.state["timeline"]}
+        study = {
+            "study": self.plan.spec.name,
+            "task": self.plan.info.name,
+            "mlflow": {
+                "tracking_uri": self.tracker.uri,
+                "experiment_id": self.tracker.experiment_id,
+                "parent_run_id": self.tracker.parent_run_id,
+            },
+            "timeline": self.state["timeline"],
+        }
         for st in self.plan.pretrain_stages():
             key = "pretrain" if st.name == "pretrain" else st.name
             study[key] = {k: v for k, v in self.state["stages"][st.name]["selections"][0].items() if k != "metrics"}

@@ -26,14 +26,23 @@ from sptune.tasks.registry import resolve_data_dir
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sptune.sweep", description=__doc__.splitlines()[0])
     p.add_argument("spec", help="sweep spec YAML (see search_spaces/)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                   help="override a spec field, e.g. --set finetune.epochs=5 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a spec field, e.g. --set finetune.epochs=5 (repeatable)",
+    )
     p.add_argument("--output", type=Path, help="study output directory (default runs/<name>-<time>)")
     p.add_argument("--data-dir", help="where downloaded data lives (or SPTUNE_DATA_DIR)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: SQLite in the output directory)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or local)")
-    p.add_argument("--storage", help="Tune storage path or URI (default OUTPUT/ray_results; must be shared "
-                   "storage, e.g. NFS or s3://, on a multi-node cluster)")
+    p.add_argument(
+        "--storage",
+        help="Tune storage path or URI (default OUTPUT/ray_results; must be shared "
+        "storage, e.g. NFS or s3://, on a multi-node cluster)",
+    )
     p.add_argument("--resume", action="store_true", help="continue the interrupted study in --output DIR")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -43,8 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:
     p = spec.pretrain
     if p is not None and spec.needs_pretraining() and info.input_kind == "tokens" and p.loss != "ce":
-        raise SpecError("pretrain.loss", f"task '{info.name}' has token inputs; '{p.loss}' needs continuous values",
-                        "use loss: ce")
+        raise SpecError(
+            "pretrain.loss", f"task '{info.name}' has token inputs; '{p.loss}' needs continuous values", "use loss: ce"
+        )
 
 
 def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]:
@@ -53,8 +63,10 @@ def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]
     check_task(request)
     data = load_task(request)
     check_spec_against_task(spec, data.info)
-    summary = (f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
-               "test split sealed until the final evaluation")
+    summary = (
+        f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
+        "test split sealed until the final evaluation"
+    )
     return spec, data, build_plan(spec, data.info, data_summary=summary)
 
 
@@ -80,8 +92,7 @@ def _start_ray(address: str | None) -> bool:
         ray.init(address=address, log_to_driver=False)
     else:
         # A local instance listens on loopback only.
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                 _node_ip_address="127.0.0.1")
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     return True
 
 
@@ -96,16 +107,25 @@ def check_output_dir(args: argparse.Namespace, spec: SweepSpec, out: Path) -> di
     state = read_state(out) if out.exists() else None
     if not args.resume:
         if state is not None:
-            raise SpecError(f"--output {out}", "this directory already holds a study",
-                            "pass --resume to continue it, or choose a new --output")
+            raise SpecError(
+                f"--output {out}",
+                "this directory already holds a study",
+                "pass --resume to continue it, or choose a new --output",
+            )
         return None
     if args.output is None or state is None:
-        raise SpecError(f"--output {out}", "no interrupted study to resume here (no study_state.json)",
-                        "pass --output DIR of the study to continue")
+        raise SpecError(
+            f"--output {out}",
+            "no interrupted study to resume here (no study_state.json)",
+            "pass --output DIR of the study to continue",
+        )
     saved = (out / "spec.yaml").read_text()
     if saved != _spec_text(spec):
-        raise SpecError(f"{out / 'spec.yaml'}", "the spec differs from the one the study started with",
-                        "resume with the same spec and --set overrides, or start a new study in a new --output")
+        raise SpecError(
+            f"{out / 'spec.yaml'}",
+            "the spec differs from the one the study started with",
+            "resume with the same spec and --set overrides, or start a new study in a new --output",
+        )
     return state
 
 
@@ -115,8 +135,11 @@ def _check_storage(storage: str | None) -> None:
 
     alive = [n for n in ray.nodes() if n.get("Alive")]
     if len(alive) > 1 and storage is None:
-        raise SpecError("--storage", f"the cluster has {len(alive)} nodes but results would go to a local "
-                        "directory of this machine", "pass --storage pointing at shared storage (NFS path or s3://)")
+        raise SpecError(
+            "--storage",
+            f"the cluster has {len(alive)} nodes but results would go to a local directory of this machine",
+            "pass --storage pointing at shared storage (NFS path or s3://)",
+        )
 
 
 def _storage_for(args: argparse.Namespace, name: str | None) -> str | None:
@@ -125,8 +148,14 @@ def _storage_for(args: argparse.Namespace, name: str | None) -> str | None:
     return f"{args.storage.rstrip('/')}/{name}"
 
 
-def run_study(args: argparse.Namespace, spec: SweepSpec, data: TaskSplits, plan: StudyPlan, out: Path,
-              campaign_root: Path | None = None) -> Path:
+def run_study(
+    args: argparse.Namespace,
+    spec: SweepSpec,
+    data: TaskSplits,
+    plan: StudyPlan,
+    out: Path,
+    campaign_root: Path | None = None,
+) -> Path:
     """Run one study into ``out`` (Ray already started); returns its results.json."""
     from sptune.study import Study
     from sptune.tracking import Tracker, default_tracking_uri, ui_command
@@ -140,10 +169,11 @@ def run_study(args: argparse.Namespace, spec: SweepSpec, data: TaskSplits, plan:
     tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", store_dir)
     print(describe(plan), flush=True)
     try:
-        tracker.start_parent(out.name if campaign_root else spec.name,
-                             {"spec": args.spec, "task": spec.task.name, "seed": spec.seed,
-                              "output_dir": str(out.resolve())},
-                             existing_run_id=(state or {}).get("parent_run_id"))
+        tracker.start_parent(
+            out.name if campaign_root else spec.name,
+            {"spec": args.spec, "task": spec.task.name, "seed": spec.seed, "output_dir": str(out.resolve())},
+            existing_run_id=(state or {}).get("parent_run_id"),
+        )
         storage = _storage_for(args, out.name if campaign_root else None)
         Study(plan, data, out, tracker, resume=args.resume, storage=storage).run()
         tracker.finish("FINISHED")
@@ -197,13 +227,15 @@ def run_campaign(args: argparse.Namespace, raw: dict) -> int:
     studies = expand(raw, Path(args.spec))
     prepared = []
     for study in studies:
-        study_args = argparse.Namespace(**{**vars(args), "spec": str(study.spec_path),
-                                           "overrides": [*study.overrides, *args.overrides]})
+        study_args = argparse.Namespace(
+            **{**vars(args), "spec": str(study.spec_path), "overrides": [*study.overrides, *args.overrides]}
+        )
         try:
             prepared.append((study, study_args, *prepare(study_args)))
         except SptuneError as err:
-            raise type(err)(f"campaign study '{study.name}' ({study.spec_path.name}): {err.where}",
-                            err.problem, err.fix) from None
+            raise type(err)(
+                f"campaign study '{study.name}' ({study.spec_path.name}): {err.where}", err.problem, err.fix
+            ) from None
     if args.dry_run:
         for study, _, _, _, plan in prepared:
             print(f"=== study {study.name} ===\n{describe(plan)}\n")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from ray import tune
 
@@ -21,8 +21,18 @@ from sptune.errors import RuntimeFailure
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 TRIAL_TAG = "sptune.trial_id"
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
-EPOCH_METRICS = ("loss", "val_acc", "val_loss", "val_masked_acc", "epoch_seconds", "tokens_seen",
-                 "best_val_acc", "best_val_loss", "trainable_params", "total_params")
+EPOCH_METRICS = (
+    "loss",
+    "val_acc",
+    "val_loss",
+    "val_masked_acc",
+    "epoch_seconds",
+    "tokens_seen",
+    "best_val_acc",
+    "best_val_loss",
+    "trainable_params",
+    "total_params",
+)
 
 
 def default_tracking_uri(output_dir: Path) -> str:
@@ -38,8 +48,10 @@ def ui_command(tracking_uri: str, output_dir: Path, experiment_id: str) -> str:
     if tracking_uri.startswith("http"):
         return f"open {runs_url(tracking_uri, experiment_id)}"
     artifacts = (output_dir / "mlartifacts").resolve()
-    return (f"mlflow ui --backend-store-uri {tracking_uri} --default-artifact-root {artifacts} "
-            f"--host 127.0.0.1 --port 5000\n  then open {runs_url('http://127.0.0.1:5000', experiment_id)}")
+    return (
+        f"mlflow ui --backend-store-uri {tracking_uri} --default-artifact-root {artifacts} "
+        f"--host 127.0.0.1 --port 5000\n  then open {runs_url('http://127.0.0.1:5000', experiment_id)}"
+    )
 
 
 class Tracker:
@@ -193,8 +205,11 @@ class TrialRunLogger(tune.Callback):
     def _close(self, trial: Any, status: str) -> None:
         run_id = self.run_for(trial)
         last = self.last_result.get(trial.trial_id, {})
-        summary = [Metric(k, float(last[k]), int(time.time() * 1000), 0)
-                   for k in ("best_val_acc", "best_val_loss", "best_epoch") if _finite(last.get(k))]
+        summary = [
+            Metric(k, float(last[k]), int(time.time() * 1000), 0)
+            for k in ("best_val_acc", "best_val_loss", "best_epoch")
+            if _finite(last.get(k))
+        ]
         if summary:
             self.client.log_batch(run_id, metrics=summary)
         if last.get("diverged"):

@@ -40,7 +40,9 @@ class OptimConfig:
     precision: str = "auto"
 
 
-def warmup_cosine(optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float) -> torch.optim.lr_scheduler.LambdaLR:
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float
+) -> torch.optim.lr_scheduler.LambdaLR:
     warmup = max(1, int(total_steps * warmup_fraction))
 
     def factor(step: int) -> float:
@@ -140,8 +142,15 @@ class PretrainObjective:
 class PretrainLoop(EpochLoop):
     """Masked (or causal) denoising on the training split; validated on the val split."""
 
-    def __init__(self, encoder_cfg: EncoderConfig, objective: PretrainObjective, info: TaskInfo,
-                 train: ArraySplit, val: ArraySplit, cfg: OptimConfig) -> None:
+    def __init__(
+        self,
+        encoder_cfg: EncoderConfig,
+        objective: PretrainObjective,
+        info: TaskInfo,
+        train: ArraySplit,
+        val: ArraySplit,
+        cfg: OptimConfig,
+    ) -> None:
         self.objective = objective
         model = Pretrainer(encoder_cfg, obj.output_dim(info, objective.loss))
         super().__init__(model, info, _unpair(train), _unpair(val), cfg)
@@ -180,8 +189,15 @@ class PretrainLoop(EpochLoop):
 class FinetuneLoop(EpochLoop):
     """Supervised classification; optionally starts from a pretrained encoder."""
 
-    def __init__(self, model_cfg: ModelConfig, info: TaskInfo, train: ArraySplit, val: ArraySplit,
-                 cfg: OptimConfig, model: Classifier | None = None) -> None:
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        info: TaskInfo,
+        train: ArraySplit,
+        val: ArraySplit,
+        cfg: OptimConfig,
+        model: Classifier | None = None,
+    ) -> None:
         super().__init__(model or Classifier(model_cfg), info, train, val, cfg)
         self.loss_fn = nn.CrossEntropyLoss()
 
@@ -197,12 +213,13 @@ class FinetuneLoop(EpochLoop):
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor,
-             device: torch.device, precision: str = "auto") -> tuple[float, float]:
+def evaluate(
+    model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
+) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of a classifier on (x, y)."""
     model.eval()
     loss_sum, correct = 0.0, 0
-    for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH)):
+    for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH), strict=False):
         xb, yb = xb.to(device), yb.to(device)
         with autocast(device, precision):
             logits = model(obj.model_inputs(xb, info), obj.padding_of(xb, info)).float()

@@ -74,8 +74,14 @@ class _EpochTrainable(tune.Trainable):
             metrics = self.loop.train_epoch()
         except Diverged as err:
             # Stop at once; mark it so selection never picks it and the report counts it.
-            return {"diverged": 1, "error": str(err), "done": True, self.score_key: self._worst(),
-                    "epoch": self.loop.epoch + 1, "best_" + self.score_key: self._best_or_worst()}
+            return {
+                "diverged": 1,
+                "error": str(err),
+                "done": True,
+                self.score_key: self._worst(),
+                "epoch": self.loop.epoch + 1,
+                "best_" + self.score_key: self._best_or_worst(),
+            }
         score = metrics[self.score_key] if self.higher_is_better else -metrics[self.score_key]
         if score > self.best_score:
             self.best_score, self.best_epoch = score, metrics["epoch"]
@@ -128,14 +134,21 @@ class FinetuneTrainable(_EpochTrainable):
         kind = self.spec.variant_kind(variant)
         spt_dir = self.extra.get("spt_checkpoint")
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
-        cfg = classifier_config(self.spec.model, self.data.info,
-                                causal=self.spec.variant_objective(variant) == "causal")
+        cfg = classifier_config(
+            self.spec.model, self.data.info, causal=self.spec.variant_objective(variant) == "causal"
+        )
         model = build_model(kind, cfg, spt_state)
         self.trainable = trainable_summary(model)
         epochs = self.spec.variant_epochs(variant)
         weight_decay = self.spec.finetune.weight_decay
-        self.loop = FinetuneLoop(cfg, self.data.info, self.data.train, self.data.val,
-                                 _optim_config(config, self.spec, epochs, weight_decay), model=model)
+        self.loop = FinetuneLoop(
+            cfg,
+            self.data.info,
+            self.data.train,
+            self.data.val,
+            _optim_config(config, self.spec, epochs, weight_decay),
+            model=model,
+        )
         self._start_tracking()
 
     def step(self) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ray import tune
@@ -35,8 +34,12 @@ def _scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
     s = plan.spec.scheduler
     if s.type == "asha" and stage.stage != "seed":  # seed re-runs train to the end
         # A scheduler per Tuner: ASHA compares trials of this variant only.
-        return ASHAScheduler(time_attr="training_iteration", max_t=stage.epochs,
-                             grace_period=s.grace_period, reduction_factor=s.reduction_factor)
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=stage.epochs,
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+        )
     return FIFOScheduler()
 
 
@@ -63,16 +66,24 @@ def make_trainable(plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_chec
     )
 
 
-def restore_tuner(path: str, plan: StudyPlan, stage: StagePlan, data: TaskSplits,
-                  spt_checkpoint: str | None = None) -> tune.Tuner:
+def restore_tuner(
+    path: str, plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_checkpoint: str | None = None
+) -> tune.Tuner:
     """Continue an interrupted stage: finished trials stay, unfinished ones resume from
     their last checkpoint, errored ones too. (ASHA's rung state is not restored by Ray.)"""
-    return tune.Tuner.restore(path, trainable=make_trainable(plan, stage, data, spt_checkpoint),
-                              resume_unfinished=True, resume_errored=True)
+    return tune.Tuner.restore(
+        path, trainable=make_trainable(plan, stage, data, spt_checkpoint), resume_unfinished=True, resume_errored=True
+    )
 
 
-def build_tuner(plan: StudyPlan, stage: StagePlan, data: TaskSplits, storage: str,
-                callbacks: list, spt_checkpoint: str | None = None) -> tune.Tuner:
+def build_tuner(
+    plan: StudyPlan,
+    stage: StagePlan,
+    data: TaskSplits,
+    storage: str,
+    callbacks: list,
+    spt_checkpoint: str | None = None,
+) -> tune.Tuner:
     return tune.Tuner(
         make_trainable(plan, stage, data, spt_checkpoint),
         param_space=param_space(stage, plan.spec.seed),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -67,8 +67,14 @@ BUILDERS: dict[str, Builder] = {
     "frozen_attn_mlp": _frozen_attn_mlp,
 }
 # Which pretraining objective each variant's init comes from (None: no pretraining).
-PRETRAINING = {"scratch": None, "spt": "masked", "spt_causal": "causal", "qk_init": "masked",
-               "frozen_attn": None, "frozen_attn_mlp": None}
+PRETRAINING = {
+    "scratch": None,
+    "spt": "masked",
+    "spt_causal": "causal",
+    "qk_init": "masked",
+    "frozen_attn": None,
+    "frozen_attn_mlp": None,
+}
 
 
 def build_model(kind: str, cfg: ModelConfig, spt_state: dict | None = None) -> Classifier:

@@ -48,9 +48,7 @@ class SelfAttention(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def forward(
-        self, x: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         if self.rotary:

@@ -24,7 +24,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
+    def from_dict(cls, d: dict) -> ModelConfig:
         return cls(**{**d, "encoder": EncoderConfig(**d["encoder"])})
 
 
@@ -72,4 +72,4 @@ class Pretrainer(nn.Module):
 def encoder_state(model_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The encoder's weights from a Pretrainer/Classifier state dict (heads dropped)."""
     prefix = "encoder."
-    return {k[len(prefix):]: v for k, v in model_state.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in model_state.items() if k.startswith(prefix)}

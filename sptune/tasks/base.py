@@ -6,8 +6,9 @@ split behind `test_guard`, which refuses to read it before the final evaluation.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class TaskSplits:
         test_guard.record_read(self.info.name, len(split))
         return split
 
-    def without_test(self) -> "TaskSplits":
+    def without_test(self) -> TaskSplits:
         """A copy whose test split cannot be read at all (shipped to trials)."""
         return TaskSplits(self.info, self.train, self.val, _no_test_in_trials, self.source)
 
@@ -85,9 +86,7 @@ def seeded_permutation(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(n)
 
 
-def carve_validation(
-    x: np.ndarray, y: np.ndarray, n_val: int, seed: int
-) -> tuple[ArraySplit, ArraySplit]:
+def carve_validation(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[ArraySplit, ArraySplit]:
     """Split training data into train/val with a fixed seed (val always comes from train)."""
     order = seeded_permutation(len(y), seed)
     val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
