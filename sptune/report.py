@@ -117,6 +117,20 @@ def resolve_tracking_uri(recorded: str | None, run_dir: Path) -> str | None:
     return f"sqlite:///{local.resolve()}" if local.is_file() else None
 
 
+def unreachable(uri: str, timeout: float = 5.0) -> str | None:
+    """Why an HTTP tracking server cannot be used, checked quickly (MLflow's own retries take minutes)."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except (urllib.error.URLError, OSError) as err:
+        return f"server not reachable ({getattr(err, 'reason', err)})"
+
+
 def _search_children(client: Any, experiment_id: str, parent_id: str) -> list[Any]:
     runs, token = [], None
     while True:
@@ -226,7 +240,10 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     uri = tracking_uri or resolve_tracking_uri(ml.get("tracking_uri"), run_dir)
     parent = parent_run_id or ml.get("parent_run_id")
     trials, notes = [], []
-    if uri and parent:
+    down = unreachable(uri) if uri and parent else None
+    if down:
+        notes.append(f"MLflow runs not readable from {uri} ({down}); figures and trial-level flags are missing.")
+    elif uri and parent:
         try:
             from mlflow.tracking import MlflowClient
 
@@ -1244,6 +1261,8 @@ def build_from_target(target: str, tracking_uri: str | None = None, out: Path | 
                               "add --tracking-uri (e.g. http://127.0.0.1:5000 or sqlite:///DIR/mlflow.db)")
         if _sqlite_path(uri) and not _sqlite_path(uri).is_file():
             raise ReportError(f"--tracking-uri {uri}", "SQLite file does not exist", "check the path")
+        if unreachable(uri):
+            raise ReportError(f"--tracking-uri {uri}", unreachable(uri), "start the server or fix the URI")
         run_dir, parent_id = _dir_for_run(uri, target, out)
         return build_report(run_dir, uri, out, parent_id)
     raise ReportError(target, "neither a study output directory nor an MLflow run id (32 hex characters)",

@@ -38,6 +38,7 @@ class OptimConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"
+    compile: bool = False
 
 
 def warmup_cosine(
@@ -63,6 +64,8 @@ class EpochLoop:
         self.device = pick_device(cfg.device)
         torch.manual_seed(cfg.seed)
         self.model = model.to(self.device)
+        # Forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints.
+        self.net = torch.compile(self.model) if cfg.compile else self.model
         # Whole splits live on the device: no per-batch host copies or loader workers.
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
@@ -163,11 +166,11 @@ class PretrainLoop(EpochLoop):
         padding = obj.padding_of(x, info)
         targets = obj.targets_for(x, info, o.loss)
         if o.kind == "causal":
-            pred = self.model(obj.model_inputs(x, info), padding, causal=True)
+            pred = self.net(obj.model_inputs(x, info), padding, causal=True)
             where, targets = obj.causal_positions(x, info), obj.shift_left(targets)
         else:
             where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding).to(x.device)
-            pred = self.model(obj.model_inputs(x, info, where), padding)
+            pred = self.net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return loss, obj.reconstruction_hits(pred, targets, where, o.loss, info), int(where.sum())
 
@@ -202,7 +205,7 @@ class FinetuneLoop(EpochLoop):
         self.loss_fn = nn.CrossEntropyLoss()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
+        return self.net(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
 
     def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.loss_fn(self.logits(x).float(), y)

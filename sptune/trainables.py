@@ -44,6 +44,7 @@ def _optim_config(config: dict, spec: SweepSpec, epochs: int, weight_decay: floa
         seed=int(config.get("seed", spec.seed)),
         device=t.device,
         precision=t.precision,
+        compile=t.compile,
     )
 
 

@@ -178,6 +178,9 @@ def test_no_flags_for_well_bracketed_control(reports):
     levels = flag_levels(page)
     assert {k: levels[k] for k in FAIRNESS_KEYS} == dict.fromkeys(FAIRNESS_KEYS, "ok")
     assert levels["compute"] == "warn" and "1 fairness flag raised" in page  # SPT pretraining cost is real
+    # ASHA survival: grace 2, reduction 2, 8 epochs -> rungs 2, 4, 8 (5 trials per seed, 2 seeds).
+    assert "scratch: 10/10 trials reached epoch 2" in page and "scratch: 2/10 trials reached epoch 8" in page
+    assert "SPT pretraining: 4/4 trials reached epoch 8" in page
 
 
 def test_table_aggregates_seeds_and_pairs_deltas(reports):
@@ -189,6 +192,16 @@ def test_table_aggregates_seeds_and_pairs_deltas(reports):
     assert "| spt | 93.20 ± 0.28 (n=2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] | 63.20 ± 0.28 (n=2)<br>Δ +4.00" in md
     csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[2].startswith("digits,spt,spt,2,0;1,0.932")
+
+
+def test_moved_run_directory_uses_its_own_store(reports, tmp_path):
+    moved = tmp_path / "moved"
+    shutil.copytree(reports["narrow"].parent, moved)
+    results = json.loads((moved / "results.json").read_text())
+    results["mlflow"]["tracking_uri"] = "sqlite:////nonexistent/mlflow.db"  # recorded path no longer exists
+    (moved / "results.json").write_text(json.dumps(results))
+    page = build_report(moved).read_text()
+    assert flag_levels(page)["lr-edge"] == "warn" and page.count("<svg") >= 3
 
 
 def test_text_is_escaped(reports):

@@ -9,10 +9,15 @@ unreadable: they are skipped and counted (`skipped_images`, ``TaskSplits.source`
 
 Without ``--data-dir`` (option ``generate`` true) a small set is drawn by `generate_pathfinder`
 into the cache and read back by the same reader.
+
+Option ``resolution`` (default: the task's own, 32 or 128) average-pools the images to a smaller
+square after reading -- for CPU-sized studies (a PathX image pooled to 32x32 is 1,024 long instead of
+16,384). It must divide the native resolution; the cache always holds the full-size images.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -22,7 +27,7 @@ import numpy as np
 
 from sptune import data
 from sptune.data import cached_splits, ensure_generated, file_fingerprint, limit_train, record_skipped
-from sptune.errors import DataError
+from sptune.errors import DataError, SpecError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutation
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
@@ -504,13 +509,53 @@ def _loader(task: str):
         key = {"files": file_fingerprint(metadata_files(root)), "imgs": file_fingerprint([root / "imgs"])}
         source = f"{'generated ' if generated else ''}{root}"
         splits = cached_splits(task, key, lambda: _build(task, root, source))
-        return limit_train(splits, request.option("max_train"))
+        return limit_train(pool_splits(splits, _resolution(task, request)), request.option("max_train"))
 
     return load
 
 
+def _resolution(task: str, request: TaskRequest) -> int:
+    """The requested side length, checked: a positive divisor of the task's native resolution."""
+    native, value = TASK_RESOLUTION[task], request.option("resolution")
+    if value is None:
+        return native
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or native % value:
+        divisors = [d for d in range(1, native + 1) if native % d == 0 and d >= 4]
+        raise SpecError(
+            "task.resolution",
+            f"must be a whole number dividing {task}'s native {native} (got {value!r})",
+            f"use one of: {', '.join(map(str, divisors))}",
+        )
+    return value
+
+
+def pool_images(x: np.ndarray, native: int, resolution: int) -> np.ndarray:
+    """Average-pool row-major (N, native**2) uint8 images to (N, resolution**2), rounding to uint8."""
+    if resolution == native:
+        return x
+    f = native // resolution
+    pooled = np.asarray(x, dtype=np.float32).reshape(len(x), resolution, f, resolution, f).mean(axis=(2, 4))
+    return np.rint(pooled).reshape(len(x), -1).astype(np.uint8)
+
+
+def pool_splits(splits: TaskSplits, resolution: int) -> TaskSplits:
+    """The same splits at ``resolution`` x ``resolution`` (the test split is pooled when it is read)."""
+    native = int(round(splits.info.seq_len**0.5))
+    if resolution == native:
+        return splits
+    info = dataclasses.replace(splits.info, seq_len=resolution**2)
+
+    def pooled(split: ArraySplit) -> ArraySplit:
+        return ArraySplit(pool_images(split.x, native, resolution), split.y)
+
+    load_test = splits._load_test
+    source = f"{splits.source} [pooled {native}x{native} -> {resolution}x{resolution}]"
+    return TaskSplits(info, pooled(splits.train), pooled(splits.val), lambda: pooled(load_test()), source)
+
+
 def _checker(task: str):
     def check_available(request: TaskRequest) -> None:
+        _resolution(task, request)
         if request.data_dir is None and request.option("generate"):
             return  # generated on first load
         root, _ = resolve_root(task, request)
@@ -530,7 +575,8 @@ for _task, _n in (("pathfinder", 2000), ("pathx", 400)):
             description=f"LRA {'Pathfinder' if _task == 'pathfinder' else 'PathX'} "
             f"({TASK_RESOLUTION[_task]}x{TASK_RESOLUTION[_task]} pixels, 2 classes); generated offline "
             "without --data-dir",
-            defaults={"max_train": None, "contour_length": 14, "generate": True, "gen_seed": 0, "gen_n": _n},
+            defaults={"max_train": None, "contour_length": 14, "resolution": None, "generate": True, "gen_seed": 0,
+                      "gen_n": _n},
             load=_loader(_task),
             check_available=_checker(_task),
         )

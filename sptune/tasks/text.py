@@ -4,11 +4,16 @@ Sources, in order: ``DATA_DIR/aclImdb/{train,test}/{pos,neg}/*.txt`` (the Stanfo
 extracted), else the Hugging Face hub copy ``stanfordnlp/imdb`` (when reachable or cached).
 Tokens are UTF-8 bytes shifted past the four specials; reviews are truncated to ``max_len``.
 IMDb has no validation split: ``n_val`` reviews are carved from train with a fixed seed.
+
+There is no offline copy of IMDb. For smoke runs without the release, `generate_synthetic_imdb`
+writes a small *synthetic* corpus in the aclImdb layout (invented reviews whose label follows
+their sentiment words -- not IMDb; numbers on it say nothing about IMDb), read with ``--data-dir``.
 """
 
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -81,6 +86,63 @@ def read_imdb_split(root: Path, split: str) -> tuple[list[str], np.ndarray]:
     return texts, np.asarray(labels, dtype=np.int64)
 
 
+# ----------------------------------------------------------------------------- synthetic corpus
+POSITIVE_WORDS = ("excellent", "wonderful", "superb", "brilliant", "moving", "delightful", "masterful", "gripping")
+NEGATIVE_WORDS = ("terrible", "boring", "awful", "dreadful", "clumsy", "tedious", "pointless", "lifeless")
+SYNTHETIC_MARKER = "SYNTHETIC.txt"
+
+
+def _synthetic_review(rng: random.Random, filler: list[str], label: int, n_chars: int, agree: float) -> str:
+    """Filler words with sentiment words mixed in; each agrees with ``label`` with probability ``agree``."""
+    lexicons = (NEGATIVE_WORDS, POSITIVE_WORDS)
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < n_chars:
+        if rng.random() < 0.12:
+            side = label if rng.random() < agree else 1 - label
+            words.append(rng.choice(lexicons[side]))
+        else:
+            words.append(rng.choice(filler))
+    # The label is the majority of the sentiment words actually drawn (ties: one more agreeing word).
+    votes = sum(1 if w in POSITIVE_WORDS else -1 for w in words if w in POSITIVE_WORDS + NEGATIVE_WORDS)
+    if votes == 0 or (votes > 0) != bool(label):
+        words.append(rng.choice(lexicons[label]))
+        words.insert(rng.randrange(len(words)), rng.choice(lexicons[label]))
+    return " ".join(words).capitalize() + "."
+
+
+def generate_synthetic_imdb(
+    out_dir: str | Path,
+    seed: int = 0,
+    n_train: int = 2000,
+    n_test: int = 500,
+    min_chars: int = 150,
+    max_chars: int = 500,
+    agree: float = 0.75,
+) -> Path:
+    """Write a small **synthetic** sentiment corpus as ``out_dir/aclImdb/{train,test}/{pos,neg}/<id>_<r>.txt``.
+
+    Not IMDb: reviews are random filler words with sentiment words mixed in, and the label is the
+    majority sentiment of those words (balanced classes). It exercises the Text task's reader and
+    byte-level pipeline offline; ``aclImdb/SYNTHETIC.txt`` says so next to the files.
+    """
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    filler = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 7))) for _ in range(400)]
+    root = Path(out_dir) / FOLDER
+    for split, n in (("train", n_train), ("test", n_test)):
+        for sub, label in LABEL_DIRS:
+            folder = root / split / sub
+            folder.mkdir(parents=True, exist_ok=True)
+            for i in range(n // 2 if label else n - n // 2):
+                rating = rng.randint(7, 10) if label else rng.randint(1, 4)
+                text = _synthetic_review(rng, filler, label, rng.randint(min_chars, max_chars), agree)
+                (folder / f"{i}_{rating}.txt").write_text(text, encoding="utf-8")
+    (root / SYNTHETIC_MARKER).write_text(
+        f"Synthetic reviews written by sptune.tasks.text.generate_synthetic_imdb(seed={seed}); NOT IMDb.\n"
+    )
+    return root
+
+
 # ----------------------------------------------------------------------------- hub fallback
 @functools.lru_cache(maxsize=2)
 def _hub_split(split: str) -> tuple[tuple[str, ...], np.ndarray]:
@@ -124,11 +186,15 @@ def _read(request: TaskRequest, split: str) -> tuple[list[str], np.ndarray]:
 def _build(request: TaskRequest, source: str) -> TaskSplits:
     max_len = int(request.option("max_len"))
     texts, y = _read(request, "train")
+    n_val = int(request.option("n_val"))
+    if not 0 < n_val < len(y):
+        raise DataError("task.n_val", f"must be between 1 and {len(y) - 1}: the train split holds {len(y)} reviews "
+                        f"(got {n_val})", "lower n_val (it is carved out of train)")
     # Shuffle once (fixed seed): the files come grouped by label, and max_train takes a prefix.
     order = seeded_permutation(len(y), SPLIT_SEED)
     rows = encode_bytes((texts[i] for i in order), max_len)
     seq_len = capped_len(rows, max_len)
-    train, val = carve_validation(pad_rows(rows, seq_len), y[order], int(request.option("n_val")), SPLIT_SEED)
+    train, val = carve_validation(pad_rows(rows, seq_len), y[order], n_val, SPLIT_SEED)
 
     def load_test() -> ArraySplit:
         test_texts, test_y = _read(request, "test")
@@ -142,7 +208,8 @@ def load(request: TaskRequest) -> TaskSplits:
     if root is not None:
         dirs = [root / s / sub for s in ("train", "test") for sub, _ in LABEL_DIRS]
         origin: object = file_fingerprint([d for d in dirs if d.is_dir()])
-        source = str(root)
+        synthetic = (root / SYNTHETIC_MARKER).is_file()
+        source = f"{root} (SYNTHETIC reviews, not IMDb)" if synthetic else str(root)
     else:
         origin, source = f"hf:{HF_DATASET}", f"hf:{HF_DATASET}"
     key = {"origin": origin, "max_len": int(request.option("max_len")), "n_val": int(request.option("n_val"))}
