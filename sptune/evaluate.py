@@ -6,11 +6,11 @@ import torch
 
 from sptune.build import classifier_config
 from sptune.device import pick_device
-from sptune.models import Classifier
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.train import evaluate
 from sptune.trainables import load_state
+from sptune.variants import build_for_evaluation
 
 
 def test_accuracy(
@@ -18,7 +18,9 @@ def test_accuracy(
 ) -> tuple[float, float]:
     """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
     device = pick_device(spec.training.device)
-    model = Classifier(classifier_config(spec.model, info, causal=spec.variant_objective(variant) == "causal"))
+    cfg = classifier_config(spec.model, info, causal=spec.variant_objective(variant) == "causal")
+    lm = spec.language_model
+    model = build_for_evaluation(spec.variant_kind(variant), cfg, lm.path if lm else None)
     model.load_state_dict(load_state(checkpoint_dir)["model"])
     model.to(device)
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()

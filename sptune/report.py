@@ -33,10 +33,12 @@ FLIP_TOL = 0.01  # accuracy differences below one point are noise at these sizes
 COMPUTE_RATIO = 1.5  # total-compute imbalance worth a warning
 BIN_DECADES = 0.25  # LR bin width when variants did not try the same LRs (random/Optuna searches)
 BOOTSTRAP_SAMPLES = 5000
-# Kinds initialised from the SPT checkpoint (DESIGN.md variants table: spt-*, qk-init) carry its cost.
+# Used only when sptune.spec has no kind -> objective table: kinds initialised from an SPT checkpoint.
 SPT_KIND_PREFIXES = ("spt", "qk")
+# MLflow stages: the LR/batch search (ASHA), re-training of the selected config per seed, SPT pretraining.
+SEARCH, RERUN, PRETRAIN = "finetune", "seed", "pretrain"
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#000000")
-PRETRAIN_COLOR = "#7f7f7f"
+PRETRAIN_COLORS = ("#7f7f7f", "#b5b5b5")
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -52,7 +54,7 @@ class Trial:
     """One MLflow child run (one Ray Tune trial)."""
 
     run_id: str
-    stage: str  # pretrain | finetune
+    stage: str  # pretrain | finetune (the search) | seed (selected config re-trained per seed)
     variant: str
     kind: str
     task: str
@@ -68,6 +70,7 @@ class Trial:
     curve: list[tuple[int, float]]  # val_acc (finetune) or val_loss (pretrain) per epoch
     seconds: float
     epochs: int  # epochs actually trained (ASHA may stop a trial early)
+    objective: str | None = None  # pretraining runs: masked | causal
 
     @property
     def completed(self) -> bool:
@@ -172,11 +175,11 @@ def _as_float(value: Any) -> float | None:
 def _trial(client: Any, run: Any, default_task: str) -> Trial:
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
     stage = tags.get("sptune.stage", params.get("stage", ""))
-    curve = _history(client, run.info.run_id, "val_acc" if stage == "finetune" else "val_loss")
+    curve = _history(client, run.info.run_id, "val_loss" if stage == PRETRAIN else "val_acc")
     seconds = _history(client, run.info.run_id, "epoch_seconds")
     epochs = max([s for s, _ in curve] + [s for s, _ in seconds] + [0])
     best = metrics.get("best_val_acc")
-    if best is None and stage == "finetune" and curve:
+    if best is None and stage != PRETRAIN and curve:
         best = max(v for _, v in curve)
     variant = tags.get("sptune.variant", params.get("variant", ""))
     return Trial(
@@ -187,6 +190,7 @@ def _trial(client: Any, run: Any, default_task: str) -> Trial:
         best_val_acc=_as_float(best), test_acc=_as_float(metrics.get("test_acc")),
         selected_epoch=_as_int(metrics.get("selected_epoch", metrics.get("best_epoch"))),
         curve=curve, seconds=sum(v for _, v in seconds), epochs=epochs,
+        objective=(params.get("objective") or "masked") if stage == PRETRAIN else None,
     )
 
 
@@ -198,12 +202,15 @@ def fetch_trials(client: Any, parent_id: str, default_task: str = "") -> list[Tr
 
 
 def rows_from_trials(trials: list[Trial]) -> list[dict[str, Any]]:
-    """results.json-style rows rebuilt from the selected finetune runs (when only MLflow is at hand)."""
+    """results.json-style rows rebuilt from the selected runs (when only MLflow is at hand): the per-seed
+    re-runs where the study has them, else the search's selected trial."""
+    reran = {(t.task, t.variant) for t in trials if t.stage == RERUN and t.selected}
     rows = []
     for t in trials:
-        if t.stage != "finetune" or not t.selected:
+        if not t.selected or t.stage != (RERUN if (t.task, t.variant) in reran else SEARCH):
             continue
-        group = [g for g in trials if (g.stage, g.task, g.variant, g.seed) == ("finetune", t.task, t.variant, t.seed)]
+        group = [g for g in trials if (g.stage, g.task, g.variant) == (SEARCH, t.task, t.variant)
+                 and (t.stage == RERUN or g.seed == t.seed)]
         rows.append({
             "variant": t.variant, "kind": t.kind, "task": t.task, "seed": t.seed, "lr": t.lr,
             "batch_size": t.batch_size, "best_epoch": t.selected_epoch, "val_acc": t.best_val_acc,
@@ -366,7 +373,7 @@ def _sig(x: float, digits: int = 4) -> float:
 
 
 def _usable(t: Trial) -> bool:
-    return t.stage == "finetune" and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
+    return t.stage == SEARCH and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
 
 
 def lr_binner(trials: list[Trial]) -> tuple[Any, bool]:
@@ -530,14 +537,22 @@ def flag_rank_flip(data: ReportData, tasks: list[str], variants: list[str]) -> F
                 f"searched ({binning}).")
 
 
-def _counts(data: ReportData, task: str, variant: str) -> dict[str, int]:
-    mine = [t for t in data.trials if (t.stage, t.task, t.variant) == ("finetune", task, variant)]
+def _stage_trials(data: ReportData, stages: tuple[str, ...], task: str, variant: str) -> list[Trial]:
+    return [t for t in data.trials if t.stage in stages and (t.task, t.variant) == (task, variant)]
+
+
+def _counts(data: ReportData, task: str, variant: str, stages: tuple[str, ...] = (SEARCH,)) -> dict[str, int]:
+    mine = _stage_trials(data, stages, task, variant)
     if mine:
         return {"total": len(mine), "completed": sum(t.completed for t in mine),
                 "diverged": sum(t.status == "diverged" for t in mine),
                 "failed": sum(t.status == "failed" for t in mine)}
     rows = [r for r in data.rows if (r["task"], r["variant"]) == (task, variant)]  # results.json only
-    total, div, fail = (sum(int(r.get(k) or 0) for r in rows) for k in ("trials", "diverged", "failed"))
+    stats = [tuple(int(r.get(k) or 0) for k in ("trials", "diverged", "failed")) for r in rows]
+    # Seed re-runs repeat their one search's statistics on every row: count that search once.
+    if len({*stats}) == 1 and len({r.get("lr") for r in rows}) == 1:
+        stats = stats[:1]
+    total, div, fail = (sum(col) for col in zip(*stats, strict=True)) if stats else (0, 0, 0)
     return {"total": total, "completed": total - div - fail, "diverged": div, "failed": fail}
 
 
@@ -566,56 +581,80 @@ def flag_diverged(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
     items = []
     for task in tasks:
         for v in variants:
-            c = _counts(data, task, v)
+            c = _counts(data, task, v, (SEARCH, RERUN))
             if not (c["diverged"] or c["failed"]):
                 continue
-            bad = sorted(t.lr for t in data.trials if (t.stage, t.task, t.variant) == ("finetune", task, v)
-                         and t.status in ("diverged", "failed") and t.lr is not None)
-            at = f" at LR {', '.join(fmt_lr(x) for x in bad)}" if bad else ""
-            items.append(f"{v} on {task}: {c['diverged']} diverged, {c['failed']} failed of {c['total']}{at}.")
+            bad = [t for t in _stage_trials(data, (SEARCH, RERUN), task, v) if t.status in ("diverged", "failed")]
+            at = ", ".join(fmt_lr(t.lr) + (f" (seed re-run {t.seed})" if t.stage == RERUN else "")
+                           for t in sorted(bad, key=lambda t: t.lr or 0))
+            items.append(f"{v} on {task}: {c['diverged']} diverged, {c['failed']} failed of {c['total']}"
+                         + (f" at LR {at}." if at else "."))
     if items:
         return Flag("diverged", "Diverged or failed runs", "warn",
                     "These trials produced no usable model; check the LRs they sat at before reading the table.",
                     items)
-    return Flag("diverged", "No diverged or failed runs", "ok", "Every finetuning trial finished.")
+    return Flag("diverged", "No diverged or failed runs", "ok", "Every finetuning trial and seed re-run finished.")
 
 
-def _uses_spt(kind: str) -> bool:
-    return kind.startswith(SPT_KIND_PREFIXES)
+def variant_objectives(spec: dict[str, Any], kinds: dict[str, str]) -> dict[str, str | None]:
+    """The pretraining objective each variant is initialised from (None: none), by the spec's own rule."""
+    from sptune import spec as spec_module
+
+    table = getattr(spec_module, "PRETRAINING_OF", None)
+    spt_objective = (spec.get("pretrain") or {}).get("objective") or "masked"
+    out: dict[str, str | None] = {}
+    for v, kind in kinds.items():
+        if kind == "spt":  # `spt` follows pretrain.objective
+            out[v] = spt_objective
+        elif table is not None and kind in table:
+            out[v] = table[kind]
+        else:
+            out[v] = "masked" if kind.startswith(SPT_KIND_PREFIXES) else None
+    return out
 
 
 def _cost(trials: list[Trial]) -> tuple[int, float]:
     return sum(t.epochs for t in trials), sum(t.seconds for t in trials)
 
 
+def _pretraining(data: ReportData, task: str) -> dict[str, list[Trial]]:
+    """objective -> its pretraining trials (one shared Tuner per objective)."""
+    out: dict[str, list[Trial]] = {}
+    for t in data.trials:
+        if (t.stage, t.task) == (PRETRAIN, task):
+            out.setdefault(t.objective or "masked", []).append(t)
+    return out
+
+
 def compute_table(data: ReportData, task: str, variants: list[str],
-                  kinds: dict[str, str]) -> tuple[list[list[str]], dict[str, tuple[int, float]]]:
-    """Rows per variant: own finetuning cost, the SPT pretraining it builds on, and the total."""
-    pre_ep, pre_s = _cost([t for t in data.trials if (t.stage, t.task) == ("pretrain", task)])
-    users = [v for v in variants if _uses_spt(kinds[v])]
-    header = ["variant", "trials", "trial-epochs", "seconds", "+ SPT pretraining (shared)", "total epochs",
-              "total seconds"]
+                  objectives: dict[str, str | None]) -> tuple[list[list[str]], dict[str, tuple[int, float]]]:
+    """Rows per variant: own search and seed re-runs, the SPT pretraining it builds on, and the total."""
+    pre = {obj: _cost(ts) for obj, ts in _pretraining(data, task).items()}
+    header = ["variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
+              "total epochs", "total seconds"]
     table, totals = [header], {}
     for v in variants:
-        mine = [t for t in data.trials if (t.stage, t.task, t.variant) == ("finetune", task, v)]
-        if not mine:
+        search, reruns = _stage_trials(data, (SEARCH,), task, v), _stage_trials(data, (RERUN,), task, v)
+        if not search and not reruns:
             continue
-        ep, s = _cost(mine)
-        add_ep, add_s = (pre_ep, pre_s) if v in users else (0, 0.0)
+        ep, s = _cost(search + reruns)
+        add_ep, add_s = pre.get(objectives.get(v), (0, 0.0))
         totals[v] = (ep + add_ep, s + add_s)
-        table.append([v, str(len(mine)), str(ep), f"{s:.0f}", f"{add_ep} ep · {add_s:.0f} s" if add_ep else "—",
-                      str(ep + add_ep), f"{s + add_s:.0f}"])
-    if pre_ep:
-        n_pre = sum((t.stage, t.task) == ("pretrain", task) for t in data.trials)
-        table.append([f"SPT pretraining (used by {', '.join(users) or 'none'})", str(n_pre), str(pre_ep),
-                      f"{pre_s:.0f}", "", "", ""])
+        table.append([v, str(len(search)), str(len(reruns)), str(ep), f"{s:.0f}",
+                      f"{add_ep} ep · {add_s:.0f} s" if add_ep else "—", str(ep + add_ep), f"{s + add_s:.0f}"])
+    for obj, trials in _pretraining(data, task).items():
+        users = ", ".join(v for v in variants if objectives.get(v) == obj) or "none"
+        ep, s = pre[obj]
+        table.append([f"SPT pretraining, {obj} (used by {users})", str(len(trials)), "", str(ep), f"{s:.0f}",
+                      "", "", ""])
     return table, totals
 
 
 def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds: dict[str, str]) -> Flag:
     items, table = [], None
+    objectives = variant_objectives(data.spec, kinds)
     for task in tasks:
-        rows, totals = compute_table(data, task, variants, kinds)
+        rows, totals = compute_table(data, task, variants, objectives)
         if len(tasks) > 1:
             rows = [rows[0]] + [[f"{task}: {r[0]}", *r[1:]] for r in rows[1:]]
         table = rows if table is None else table + rows[1:]
@@ -629,8 +668,8 @@ def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds:
                              f"({'seconds' if use_s else 'trial-epochs'}, SPT pretraining included).")
     timeline = [f"{st.get('stage')}: {float(st['end']) - float(st['start']):.0f} s wall-clock"
                 for st in data.timeline if _as_float(st.get("start")) and _as_float(st.get("end"))]
-    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant; SPT pretraining is "
-               "counted in full for every variant initialised from it.")
+    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search and seed "
+               "re-runs together; SPT pretraining is counted in full for every variant initialised from it.")
     if timeline:
         summary += " Stages: " + "; ".join(timeline) + "."
     if items:
@@ -822,7 +861,7 @@ def _space_bounds(space: dict[str, Any] | None) -> tuple[float, float, list[floa
 
 def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
               cells: dict[tuple[str, str], Cell]) -> str | None:
-    trials = [t for t in data.trials if t.task == task and t.stage == "finetune" and t.lr]
+    trials = [t for t in data.trials if t.task == task and t.stage in (SEARCH, RERUN) and t.lr]
     if not trials:
         return None
     curves = lr_curves(trials)
@@ -835,6 +874,8 @@ def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str
         LegendItem("trial (best val)", "#555", "hollow"), LegendItem("test, selected", "#555", "diamond")]
     if any(p.high > p.low for c in curves.values() for p in c.values()):
         legend.append(LegendItem("seed min–max", "#555", "band"))
+    if any(t.stage == RERUN for t in trials):
+        legend.append(LegendItem("seed re-run (best val)", "#555", "dot"))
     if any(t.status in ("diverged", "failed") for t in trials):
         legend.append(LegendItem("diverged/failed", "#555", "cross"))
     plot = Plot((min(xs) / 1.4, max(xs) * 1.4), _acc_limits(ys), logx=True, legend=legend, rug_rows=len(shown))
@@ -854,9 +895,11 @@ def _draw_variant_lr(plot: Plot, trials: list[Trial], curve: dict[Any, CurvePoin
     plot.band([p.lr for p in pts], [p.low for p in pts], [p.high for p in pts], color)
     plot.line([(p.lr, p.mean) for p in pts], color)
     for t in trials:
-        tip = f"{t.variant} seed {t.seed} lr {fmt_lr(t.lr)} batch {t.batch_size}: {t.status}, {t.epochs} epochs"
+        what = "seed re-run" if t.stage == RERUN else "trial"
+        tip = f"{t.variant} {what} seed {t.seed} lr {fmt_lr(t.lr)} batch {t.batch_size}: {t.status}, {t.epochs} epochs"
         if t.completed and t.best_val_acc is not None:
-            plot.mark("hollow", t.lr, t.best_val_acc, color, f"{tip}, best val {100 * t.best_val_acc:.1f}%", 3.5)
+            mark, size = ("dot", 2.8) if t.stage == RERUN else ("hollow", 3.5)
+            plot.mark(mark, t.lr, t.best_val_acc, color, f"{tip}, best val {100 * t.best_val_acc:.1f}%", size)
         elif t.status in ("diverged", "failed"):
             plot.mark("cross", t.lr, plot.ylim[0], color, tip)
 
@@ -871,7 +914,10 @@ def _draw_tests(plot: Plot, cell: Cell | None, color: str) -> None:
 
 
 def figure_curves(data: ReportData, task: str, variants: list[str], colors: dict[str, str]) -> str | None:
-    sel = [t for t in data.trials if (t.stage, t.task) == ("finetune", task) and t.selected and t.curve]
+    # The runs whose test accuracy the table reports (seed re-runs when the study has them).
+    reported = {r.get("mlflow_run_id") for r in data.rows if r["task"] == task}
+    sel = [t for t in data.trials if t.task == task and t.run_id in reported and t.curve]
+    sel = sel or [t for t in data.trials if (t.stage, t.task) == (SEARCH, task) and t.selected and t.curve]
     if not sel:
         return None
     shown = [v for v in variants if any(t.variant == v for t in sel)]
@@ -907,9 +953,10 @@ def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> lis
 
 
 def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list[tuple[int, int, int]]]:
-    """group -> [(rung, trials reaching it, trials in the stage)], finetune variants then SPT pretraining."""
-    groups = {v: [t for t in data.trials if (t.stage, t.task, t.variant) == ("finetune", task, v)] for v in variants}
-    groups["SPT pretraining"] = [t for t in data.trials if (t.stage, t.task) == ("pretrain", task)]
+    """group -> [(rung, trials reaching it, trials in the stage)]: each variant's LR search, then each SPT
+    pretraining objective (seed re-runs are not early-stopped, so they are left out)."""
+    groups = {v: _stage_trials(data, (SEARCH,), task, v) for v in variants}
+    groups.update({f"SPT pretraining ({obj})": ts for obj, ts in _pretraining(data, task).items()})
     out = {}
     for name, trials in groups.items():
         if not trials:
@@ -925,7 +972,8 @@ def figure_survival(data: ReportData, task: str, variants: list[str], colors: di
     if not surv:
         return None
     rungs = sorted({r for pts in surv.values() for r, _, _ in pts})
-    color = {g: colors.get(g, PRETRAIN_COLOR) for g in surv}
+    greys = iter(PRETRAIN_COLORS * len(surv))
+    color = {g: colors[g] if g in colors else next(greys) for g in surv}
     top = max(n for pts in surv.values() for _, _, n in pts)
     plot = Plot((0, len(rungs)), (0, top * 1.15), legend=[LegendItem(g, color[g], "bar") for g in surv])
     slot = (plot.x(1) - plot.x(0)) * 0.8 / len(surv)
@@ -1205,7 +1253,7 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
     for r in data.rows:
         kinds.setdefault(r["variant"], str(r["kind"]))
     for t in data.trials:
-        if t.stage == "finetune":
+        if t.stage in (SEARCH, RERUN):
             kinds.setdefault(t.variant, t.kind)
     variants = sorted(kinds, key=lambda v: kinds[v] != "scratch")  # stable: keeps first-seen order otherwise
     tasks = list(dict.fromkeys([r["task"] for r in data.rows] + [t.task for t in data.trials if t.task]))

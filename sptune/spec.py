@@ -16,7 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sptune.errors import SpecError
 
 # Keep in sync with sptune.variants.BUILDERS (spec stays importable without torch).
-VARIANT_KINDS = ("scratch", "spt", "spt_causal", "qk_init", "frozen_attn", "frozen_attn_mlp")
+VARIANT_KINDS = (
+    "scratch", "spt", "spt_causal", "qk_init", "frozen_attn", "frozen_attn_mlp",
+    "fpt_frozen", "fpt_unfrozen", "frozen_random",
+)
+LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random")
 PRETRAINING_OF = {
     "scratch": None,
     "spt": "masked",
@@ -24,6 +28,9 @@ PRETRAINING_OF = {
     "qk_init": "masked",
     "frozen_attn": None,
     "frozen_attn_mlp": None,
+    "fpt_frozen": None,
+    "fpt_unfrozen": None,
+    "frozen_random": None,
 }
 
 
@@ -134,6 +141,11 @@ class TrainingSpec(Strict):
     compile: bool = False
 
 
+class LanguageModelSpec(Strict):
+    # A Hugging Face checkpoint directory on local disk (e.g. GPT-2 saved with save_pretrained).
+    path: str
+
+
 class TrackingSpec(Strict):
     experiment: str | None = None
     uri: str | None = None
@@ -154,6 +166,7 @@ class SweepSpec(Strict):
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    language_model: LanguageModelSpec | None = None
 
     def variant_kind(self, name: str) -> str:
         return self.variants[name].kind or name
@@ -334,6 +347,10 @@ def check_semantics(spec: SweepSpec) -> None:
         if v.num_samples is not None:
             _positive(f"variants.{name}.num_samples", v.num_samples)
     _check_pretrain(spec)
+    uses_lm = [v for v in spec.variants if spec.variant_kind(v) in LANGUAGE_MODEL_KINDS]
+    if uses_lm and spec.language_model is None:
+        raise SpecError(f"variants.{uses_lm[0]}", "this variant needs a pretrained language model",
+                        "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)")
     _check_scheduler(spec)
     if spec.seeds < 1:
         raise SpecError("seeds", f"must be >= 1 (got {spec.seeds})", "use 1 (no re-training) or e.g. 3")

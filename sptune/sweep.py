@@ -63,6 +63,10 @@ def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]
     check_task(request)
     data = load_task(request)
     check_spec_against_task(spec, data.info)
+    if spec.language_model is not None:
+        from sptune.models.lm import check_language_model
+
+        check_language_model(spec.language_model.path, data.info.seq_len)
     summary = (
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
         "test split sealed until the final evaluation"

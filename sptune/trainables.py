@@ -138,7 +138,8 @@ class FinetuneTrainable(_EpochTrainable):
         cfg = classifier_config(
             self.spec.model, self.data.info, causal=self.spec.variant_objective(variant) == "causal"
         )
-        model = build_model(kind, cfg, spt_state)
+        lm = self.spec.language_model
+        model = build_model(kind, cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
         epochs = self.spec.variant_epochs(variant)
         weight_decay = self.spec.finetune.weight_decay

@@ -10,7 +10,7 @@ from sptune.models import Classifier, ModelConfig, encoder_state
 
 # A variant builder takes the classifier config and (optionally) an SPT checkpoint's
 # model state, and returns a ready-to-train model with requires_grad set.
-Builder = Callable[[ModelConfig, "dict[str, torch.Tensor] | None"], Classifier]
+Builder = Callable[..., torch.nn.Module]
 
 
 def _scratch(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
@@ -58,6 +58,18 @@ def _frozen_attn_mlp(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     return _freeze(Classifier(cfg), ("attn", "mlp"))
 
 
+def _language_model(pretrained: bool, frozen: bool):
+    def build(cfg: ModelConfig, spt_state: dict | None, lm_path: str | None = None) -> torch.nn.Module:
+        from sptune.models.lm import LMClassifier, freeze_backbone, load_backbone
+
+        if lm_path is None:
+            raise ValueError("language-model variants need language_model.path in the spec")
+        model = LMClassifier(cfg, load_backbone(lm_path, pretrained))
+        return freeze_backbone(model) if frozen else model
+
+    return build
+
+
 BUILDERS: dict[str, Builder] = {
     "scratch": _scratch,
     "spt": _spt,
@@ -65,8 +77,13 @@ BUILDERS: dict[str, Builder] = {
     "qk_init": _qk_init,
     "frozen_attn": _frozen_attn,
     "frozen_attn_mlp": _frozen_attn_mlp,
+    # Frozen pretrained transformers (Lu et al.) and their controls.
+    "fpt_frozen": _language_model(pretrained=True, frozen=True),
+    "fpt_unfrozen": _language_model(pretrained=True, frozen=False),
+    "frozen_random": _language_model(pretrained=False, frozen=True),
 }
-# Which pretraining objective each variant's init comes from (None: no pretraining).
+LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random")
+# Which pretraining objective each variant's init comes from (None: no SPT checkpoint).
 PRETRAINING = {
     "scratch": None,
     "spt": "masked",
@@ -74,11 +91,27 @@ PRETRAINING = {
     "qk_init": "masked",
     "frozen_attn": None,
     "frozen_attn_mlp": None,
+    "fpt_frozen": None,
+    "fpt_unfrozen": None,
+    "frozen_random": None,
 }
 
 
-def build_model(kind: str, cfg: ModelConfig, spt_state: dict | None = None) -> Classifier:
+def build_model(
+    kind: str, cfg: ModelConfig, spt_state: dict | None = None, lm_path: str | None = None
+) -> torch.nn.Module:
+    if kind in LANGUAGE_MODEL_KINDS:
+        return BUILDERS[kind](cfg, spt_state, lm_path)
     return BUILDERS[kind](cfg, spt_state)
+
+
+def build_for_evaluation(kind: str, cfg: ModelConfig, lm_path: str | None = None) -> torch.nn.Module:
+    """The variant's architecture with any init: its weights come from a checkpoint next."""
+    if kind in LANGUAGE_MODEL_KINDS:
+        from sptune.models.lm import LMClassifier, load_backbone
+
+        return LMClassifier(cfg, load_backbone(lm_path, pretrained=False))
+    return Classifier(cfg)
 
 
 def trainable_summary(model: torch.nn.Module) -> dict[str, object]:

@@ -91,3 +91,53 @@ def test_causal_classifier_ignores_future_positions():
     z = x.clone()
     z[:, 10] = 0.9  # an earlier position: still visible to the last one (causal, not blind)
     assert not torch.allclose(model(x), model(y)) and not torch.allclose(model(x), model(z))
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory):
+    """A tiny GPT-2 built and saved locally: nothing is downloaded."""
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("gpt2")
+    torch.manual_seed(7)
+    config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=128, vocab_size=64,
+                                     bos_token_id=0, eos_token_id=0)
+    transformers.GPT2Model(config).save_pretrained(path)
+    return path
+
+
+def test_fpt_frozen_trains_only_io_norms_and_positions(tiny_gpt2):
+    model = build_model("fpt_frozen", classifier_config(SPEC, INFO), lm_path=str(tiny_gpt2))
+    trainable = set(trainable_summary(model)["trainable_names"])
+    assert {"embed.weight", "backbone.wpe.weight", "backbone.h.0.ln_1.weight", "backbone.ln_f.weight",
+            "head.mlp.0.weight"} <= trainable
+    frozen = _frozen(model)
+    assert "backbone.h.0.attn.c_attn.weight" in frozen and "backbone.h.1.mlp.c_fc.weight" in frozen
+    assert all(".attn." in n or ".mlp." in n or n == "backbone.wte.weight" for n in frozen), frozen
+
+
+def test_fpt_loads_the_pretrained_weights_and_frozen_random_does_not(tiny_gpt2):
+    import transformers
+
+    saved = transformers.GPT2Model.from_pretrained(tiny_gpt2).state_dict()
+    fpt = build_model("fpt_unfrozen", classifier_config(SPEC, INFO), lm_path=str(tiny_gpt2))
+    rnd = build_model("frozen_random", classifier_config(SPEC, INFO), lm_path=str(tiny_gpt2))
+    key = "h.0.attn.c_attn.weight"
+    assert torch.equal(fpt.backbone.state_dict()[key], saved[key])
+    assert not torch.equal(rnd.backbone.state_dict()[key], saved[key])
+    assert _frozen(fpt) == set() and _frozen(rnd) == {n for n in _frozen(rnd) if ".attn." in n or ".mlp." in n
+                                                       or n.endswith("wte.weight")}
+    x = torch.rand(3, 64, 2)
+    assert fpt(x).shape == (3, 10) and rnd(x).shape == (3, 10)
+
+
+def test_fpt_spec_needs_a_language_model(repo_root, tmp_path, capsys):
+    from sptune.sweep import main
+
+    spec = tmp_path / "fpt.yaml"
+    spec.write_text("name: f\ntask: {name: digits}\nvariants:\n  fpt_frozen:\n    search:\n"
+                    "      lr: {type: grid, values: [1.0e-3]}\n      batch_size: {type: choice, values: [32]}\n")
+    assert main([str(spec), "--dry-run"]) == 2
+    assert "variants.fpt_frozen" in capsys.readouterr().err
+    spec.write_text(spec.read_text() + f"language_model: {{path: {tmp_path / 'nothing'}}}\n")
+    assert main([str(spec), "--dry-run"]) == 2
+    assert "config.json" in capsys.readouterr().err
