@@ -197,7 +197,7 @@ def _trial(client: Any, run: Any, default_task: str) -> Trial:
 def fetch_trials(client: Any, parent_id: str, default_task: str = "") -> list[Trial]:
     """Every sptune child run of a study's parent run."""
     experiment_id = client.get_run(parent_id).info.experiment_id
-    runs = _search_children(client, experiment_id, parent_id)
+    runs = sorted(_search_children(client, experiment_id, parent_id), key=lambda r: r.info.start_time or 0)
     return [_trial(client, r, default_task) for r in runs if r.data.tags.get("sptune.stage")]
 
 
@@ -218,12 +218,15 @@ def rows_from_trials(trials: list[Trial]) -> list[dict[str, Any]]:
             "failed": sum(g.status == "failed" for g in group), "trial_epochs": sum(g.epochs for g in group),
             "trial_id": "", "mlflow_run_id": t.run_id,
         })
-    return rows
+    order = {key: i for i, key in enumerate(dict.fromkeys((t.task, t.variant) for t in trials))}
+    return sorted(rows, key=lambda r: (order[(r["task"], r["variant"])], _seed_key(str(r["seed"]))))
 
 
 def _results_from_artifact(client: Any, parent_id: str) -> dict[str, Any]:
     # A remote study's directory may be elsewhere; its parent run carries results.json as an artifact.
     try:
+        if "results.json" not in {a.path for a in client.list_artifacts(parent_id)}:
+            return {}
         with tempfile.TemporaryDirectory() as tmp:
             return json.loads(Path(client.download_artifacts(parent_id, "results.json", tmp)).read_text())
     except Exception:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ray.tune import ResultGrid
 
+from sptune.errors import RuntimeFailure
 from sptune.plan import StagePlan
 
 
@@ -64,6 +65,18 @@ def _selection(best: tuple, stage: StagePlan, n_trials: int, n_div: int, n_fail:
     )
 
 
+def _nothing_usable(grid: ResultGrid, stage: StagePlan) -> RuntimeFailure:
+    errors = [r for r in grid if r.error is not None]
+    diverged = sum(bool((r.metrics or {}).get("diverged")) for r in grid)
+    first = f"; first error: {str(errors[0].error).splitlines()[-1][:300]} (in {errors[0].path})" if errors else ""
+    return RuntimeFailure(
+        f"stage {stage.name}",
+        f"no trial finished without error or divergence ({len(errors)} failed, {diverged} diverged of "
+        f"{len(grid)}){first}",
+        "fix the cause (lower the LR range if trials diverge) and rerun with --resume --output DIR",
+    )
+
+
 def select_each(grid: ResultGrid, stage: StagePlan) -> list[Selection]:
     """The validation-best epoch of every usable trial (seed re-runs: one selection per seed)."""
     picked = []
@@ -73,7 +86,7 @@ def select_each(grid: ResultGrid, stage: StagePlan) -> list[Selection]:
             epochs = int((result.metrics or {}).get("training_iteration", 0))
             picked.append(_selection(best, stage, 1, 0, 0, epochs))
     if not picked:
-        raise RuntimeError(f"stage {stage.name}: no trial finished without error or divergence")
+        raise _nothing_usable(grid, stage)
     return sorted(picked, key=lambda s: s.config.get("seed", 0))
 
 
@@ -90,5 +103,5 @@ def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
         if candidate is not None and (best is None or better(candidate[0], best[0])):
             best = candidate
     if best is None:
-        raise RuntimeError(f"stage {stage.name}: no trial finished without error or divergence")
+        raise _nothing_usable(grid, stage)
     return _selection(best, stage, len(grid), n_div, n_fail, epochs)

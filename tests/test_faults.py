@@ -131,3 +131,16 @@ def test_a_crashed_trial_is_retried_and_its_failure_recorded(tmp_path, repo_root
     assert int(run.data.tags["sptune.failures"]) >= 1 and run.info.status == "FINISHED"
     history = client.get_metric_history(run.info.run_id, "val_acc")
     assert max(m.step for m in history) == 8  # the retried trial resumed and finished all epochs
+
+
+def test_a_stage_where_every_trial_diverges_fails_cleanly(ray_session, tmp_path, capsys):
+    spec = tmp_path / "all_bad.yaml"
+    spec.write_text(SCRATCH_ONLY.replace("values: [1.0e-3, 1.0e+6]", "values: [1.0e+6]"))
+    out = tmp_path / "out"
+    assert main([str(spec), "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "stage finetune-scratch" in err and "1 diverged" in err and "Traceback" not in err
+    state = json.loads((out / "study_state.json").read_text())
+    client = MlflowClient(state["tracking_uri"])
+    assert client.get_run(state["parent_run_id"]).info.status == "FAILED"
+    assert not (out / "test_reads.jsonl").exists()

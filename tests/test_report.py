@@ -250,6 +250,10 @@ def test_cli_from_run_id_and_bad_target(reports, tmp_path, capsys):
     assert main([ml["parent_run_id"], "--tracking-uri", ml["tracking_uri"], "--out", str(out)]) == 0
     assert out.is_file() and (out.parent / "results.csv").is_file()
     assert 'data-flag="lr-edge"' in out.read_text()
+    # MLflow alone (no results.json anywhere): rows rebuilt from the selected seed re-runs.
+    alone = build_report(tmp_path / "alone", tracking_uri=ml["tracking_uri"], parent_run_id=ml["parent_run_id"])
+    md = (alone.parent / "results.md").read_text()
+    assert "| spt | 93.20 ± 0.28 (n=2)<br>Δ +4.00" in md and "| variant | digits | image |" in md
     assert main([str(tmp_path / "nowhere")]) == 2
     assert "neither a study output directory nor an MLflow run id" in capsys.readouterr().err
 
