@@ -19,6 +19,8 @@ def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
         input_kind=info.input_kind,
         vocab_size=info.vocab_size,
         use_cls=model.pooling == "cls",
+        family=model.family,
+        ssm_state=model.ssm_state,
     )
 
 

@@ -1133,13 +1133,14 @@ def figures_html(data: ReportData, tasks: list[str], variants: list[str], colors
         figs = []
         figs.append(_figure(figure_lr(data, task, variants, colors, cells), f"{task}: accuracy vs learning rate",
                             "Circles: best validation accuracy of each trial at its LR (ASHA-stopped trials at the "
-                            "epoch they reached). Line: best per LR, mean over seeds; band: min–max over seeds. "
-                            "Diamonds: test accuracy of the selected checkpoint. Bars under the axis: each "
+                            "epoch they reached). Line: best per LR, mean over the seeds that searched; band: "
+                            "min–max over those seeds. Filled dots: the selected config re-trained per seed. "
+                            "Diamonds: test accuracy of the reported checkpoints. Bars under the axis: each "
                             "variant's searched LR range (ticks: grid values)."))
         figs.append(_figure(figure_curves(data, task, variants, colors),
                             f"{task}: learning curves of the selected trials",
-                            "Validation accuracy per epoch; dashed lines are further seeds; dots mark the epoch "
-                            "chosen on validation."))
+                            "Validation accuracy per epoch of the runs whose test accuracy is reported; dashed "
+                            "lines are further seeds; dots mark the epoch chosen on validation."))
         figs.append(_figure(figure_survival(data, task, variants, colors), f"{task}: ASHA survival per rung",
                             "Trials that trained at least that many epochs; a rung a variant barely reaches means "
                             "few of its configurations were trained to the end."))

@@ -17,8 +17,15 @@ from sptune.errors import SpecError
 
 # Keep in sync with sptune.variants.BUILDERS (spec stays importable without torch).
 VARIANT_KINDS = (
-    "scratch", "spt", "spt_causal", "qk_init", "frozen_attn", "frozen_attn_mlp",
-    "fpt_frozen", "fpt_unfrozen", "frozen_random",
+    "scratch",
+    "spt",
+    "spt_causal",
+    "qk_init",
+    "frozen_attn",
+    "frozen_attn_mlp",
+    "fpt_frozen",
+    "fpt_unfrozen",
+    "frozen_random",
 )
 LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random")
 PRETRAINING_OF = {
@@ -82,7 +89,8 @@ class TaskSpec(BaseModel):
 
 
 class ModelSpec(Strict):
-    family: Literal["transformer"] = "transformer"
+    family: Literal["transformer", "ssm"] = "transformer"
+    ssm_state: int = 64  # state size of the diagonal SSM layers (family: ssm)
     d_model: int = 64
     n_layers: int = 3
     n_heads: int = 4
@@ -330,6 +338,17 @@ def check_semantics(spec: SweepSpec) -> None:
         raise SpecError("model.positions", "rotary positions need an even head size", "use an even d_model / n_heads")
     if not 0 <= m.dropout < 1:
         raise SpecError("model.dropout", f"must be in [0, 1) (got {m.dropout})", "use e.g. 0.1")
+    if m.family == "ssm":
+        _positive("model.ssm_state", m.ssm_state)
+        attention_only = [
+            v for v in spec.variants if spec.variant_kind(v) in ("qk_init", "frozen_attn", "frozen_attn_mlp")
+        ]
+        if attention_only:
+            raise SpecError(
+                f"variants.{attention_only[0]}",
+                "this variant is defined on attention weights",
+                "use model.family: transformer, or drop the variant",
+            )
     if not spec.variants:
         raise SpecError("variants", "no variants to compare", "add at least 'scratch' and 'spt'")
     _positive("finetune.epochs", spec.finetune.epochs)
@@ -349,8 +368,11 @@ def check_semantics(spec: SweepSpec) -> None:
     _check_pretrain(spec)
     uses_lm = [v for v in spec.variants if spec.variant_kind(v) in LANGUAGE_MODEL_KINDS]
     if uses_lm and spec.language_model is None:
-        raise SpecError(f"variants.{uses_lm[0]}", "this variant needs a pretrained language model",
-                        "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)")
+        raise SpecError(
+            f"variants.{uses_lm[0]}",
+            "this variant needs a pretrained language model",
+            "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)",
+        )
     _check_scheduler(spec)
     if spec.seeds < 1:
         raise SpecError("seeds", f"must be >= 1 (got {spec.seeds})", "use 1 (no re-training) or e.g. 3")

@@ -79,3 +79,33 @@ def test_spt_variant_copies_the_whole_encoder():
         assert torch.equal(model.encoder.state_dict()[name], tensor), name
     scratch = build_model("scratch", classifier_config(spec, PIXELS))
     assert not torch.equal(scratch.encoder.embed.weight, pre.encoder.embed.weight)
+
+
+def test_ssm_layer_is_the_convolution_it_claims():
+    """FFT convolution == the direct sum over the SSM kernel, both directions; causal hides the future."""
+    from sptune.models.ssm import DiagonalSSM
+
+    torch.manual_seed(0)
+    layer = DiagonalSSM(8, 16)
+    u = torch.randn(2, 40, 8)
+    k_fwd, k_bwd = layer.kernel(40)
+    zero = torch.zeros(2, 8)
+    forward = torch.stack([sum((k_fwd[:, j] * u[:, t - j] for j in range(t + 1)), zero) for t in range(40)], 1)
+    backward = torch.stack([sum((k_bwd[:, j] * u[:, t + j] for j in range(1, 40 - t)), zero) for t in range(40)], 1)
+    assert torch.allclose(layer(u, causal=True), forward + layer.d * u, atol=1e-4)
+    assert torch.allclose(layer(u), forward + backward + layer.d * u, atol=1e-4)
+    later = u.clone()
+    later[:, 25:] += 1.0
+    assert torch.allclose(layer(u, causal=True)[:, :25], layer(later, causal=True)[:, :25], atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "cls"])
+def test_ssm_family_classifier(pooling):
+    spec = ModelSpec(family="ssm", d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling=pooling, ssm_state=16)
+    model = Classifier(classifier_config(spec, TOKENS))
+    x = torch.randint(4, 30, (3, TOKENS.seq_len))
+    x[:, -4:] = 0
+    logits = model(obj.model_inputs(x, TOKENS), obj.padding_of(x, TOKENS))
+    assert logits.shape == (3, TOKENS.num_classes) and torch.isfinite(logits).all()
+    logits.sum().backward()
+    assert model.encoder.blocks[0].ssm.ssm.log_dt.grad is not None

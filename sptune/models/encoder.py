@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from sptune.models.attention import SelfAttention
+from sptune.models.ssm import SSMMixer
 
 Positions = Literal["rotary", "learned", "none"]
 
@@ -28,13 +29,20 @@ class EncoderConfig:
     # input layer has the same shape in pretraining and finetuning.
     input_channels: int = 2
     use_cls: bool = False
+    # "transformer" mixes positions with attention, "ssm" with a diagonal state-space layer.
+    family: Literal["transformer", "ssm"] = "transformer"
+    ssm_state: int = 64
 
 
 class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig) -> None:
         super().__init__()
+        self.cfg_family = cfg.family
         self.norm1 = nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.dropout, rotary=cfg.positions == "rotary")
+        if cfg.family == "ssm":
+            self.ssm: nn.Module = SSMMixer(cfg.d_model, cfg.ssm_state, cfg.dropout)
+        else:
+            self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.dropout, rotary=cfg.positions == "rotary")
         self.norm2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model)
@@ -42,7 +50,8 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None, causal: bool) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), key_padding, causal))
+        mixer = self.ssm if self.cfg_family == "ssm" else self.attn
+        x = x + self.drop(mixer(self.norm1(x), key_padding, causal))
         return x + self.drop(self.mlp(self.norm2(x)))
 
 

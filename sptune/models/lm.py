@@ -85,3 +85,26 @@ def check_language_model(path: str | Path, seq_len: int) -> None:
     if limit is not None and seq_len > limit:
         raise DataError(str(path), f"the model takes at most {limit} positions but the task has {seq_len}",
                         "shorten the task's sequences (e.g. task.max_len) or use a model with more positions")
+
+
+def make_tiny_gpt2(out_dir: str | Path, seed: int = 0) -> Path:
+    """Write a tiny, randomly initialised GPT-2 checkpoint for smoke runs of the FPT variants.
+
+    It is NOT a pretrained model: real FPT studies point language_model.path at a real
+    checkpoint (e.g. GPT-2 saved with save_pretrained); this only exercises the code path offline.
+    """
+    tf = _transformers()
+    torch.manual_seed(seed)
+    config = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=1024, vocab_size=256,
+                           bos_token_id=0, eos_token_id=0)
+    tf.GPT2Model(config).save_pretrained(str(out_dir))
+    return Path(out_dir)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "make-tiny":
+        print("usage: python -m sptune.models.lm make-tiny OUT_DIR", file=sys.stderr)
+        sys.exit(2)
+    print(make_tiny_gpt2(sys.argv[2]))
