@@ -36,17 +36,17 @@ import torch
 CONFIGS: dict[str, dict[str, Any]] = {
     # LRA Image (cifar_lr.yaml): continuous pixels, 32x32 = 1,024 tokens.
     "image": {"model": {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128}, "kind": "continuous",
-              "seq_len": 1024, "batch": 32, "steps": 3},
+              "seq_len": 1024, "batch": 8, "steps": 2},
     # LRA ListOps model size; the real task has 2,000 tokens, cut short so a step fits a CPU budget.
     "listops": {"model": {"d_model": 512, "n_layers": 6, "n_heads": 8, "d_ff": 1024}, "kind": "tokens",
-                "seq_len": 256, "batch": 8, "steps": 2, "vocab": 20},
+                "seq_len": 256, "batch": 4, "steps": 2, "vocab": 20},
 }
 LAYOUT_TRIALS = {
     # A digits-sized trial (64 tokens, d64 x 2) and an image-16 trial (256 tokens, d64 x 3).
     "digits-like": {"model": {"d_model": 64, "n_layers": 2, "n_heads": 4, "d_ff": 128}, "seq_len": 64,
-                    "rows": 1280, "batch": 32, "epochs": 2},
+                    "rows": 640, "batch": 32, "epochs": 2},
     "image16": {"model": {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128}, "seq_len": 256,
-                "rows": 320, "batch": 32, "epochs": 2},
+                "rows": 160, "batch": 32, "epochs": 2},
 }
 
 
@@ -297,7 +297,7 @@ def main() -> int:
     ap.add_argument("--seq-lens", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
     ap.add_argument("--seq-batch", type=int, default=2)
     ap.add_argument("--seq-steps", type=int, default=2)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[250, 500, 1000, 2000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024])
     ap.add_argument("--skip", nargs="*", default=[], choices=["flops", "seq", "dataset", "layouts"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()

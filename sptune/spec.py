@@ -26,8 +26,9 @@ VARIANT_KINDS = (
     "fpt_frozen",
     "fpt_unfrozen",
     "frozen_random",
+    "unfrozen_random",
 )
-LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random")
+LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
 PRETRAINING_OF = {
     "scratch": None,
     "spt": "masked",
@@ -38,6 +39,7 @@ PRETRAINING_OF = {
     "fpt_frozen": None,
     "fpt_unfrozen": None,
     "frozen_random": None,
+    "unfrozen_random": None,
 }
 
 

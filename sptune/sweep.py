@@ -263,12 +263,17 @@ def run_campaign(args: argparse.Namespace, raw: dict) -> int:
 
 
 def _maybe_report(out: Path) -> None:
-    """Write the HTML fairness report next to the results (see sptune.report)."""
+    """Write the HTML fairness report next to the results (see sptune.report).
+
+    The study's results are already safe on disk and in MLflow: a report failure is
+    reported, with the command to retry, but does not fail the study."""
+    from sptune.report import build_report
+
     try:
-        from sptune.report import build_report
-    except ImportError:  # the report module is optional at this stage of the package
-        return
-    print(f"Report: {build_report(out)}")
+        print(f"Report: {build_report(out)}")
+    except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
+        print(f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "
+              f"retry with `python -m sptune.report {out}`", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,8 +81,9 @@ BUILDERS: dict[str, Builder] = {
     "fpt_frozen": _language_model(pretrained=True, frozen=True),
     "fpt_unfrozen": _language_model(pretrained=True, frozen=False),
     "frozen_random": _language_model(pretrained=False, frozen=True),
+    "unfrozen_random": _language_model(pretrained=False, frozen=False),
 }
-LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random")
+LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
 # Which pretraining objective each variant's init comes from (None: no SPT checkpoint).
 PRETRAINING = {
     "scratch": None,
@@ -94,6 +95,7 @@ PRETRAINING = {
     "fpt_frozen": None,
     "fpt_unfrozen": None,
     "frozen_random": None,
+    "unfrozen_random": None,
 }
 
 
