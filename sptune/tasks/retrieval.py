@@ -30,6 +30,9 @@ SPLIT_FILES = {
 FOLDERS = ("aan", "tsv_data")
 N_FIELDS = 5
 GENERATOR_VERSION = 1
+# Generator knobs exposed as task options (``gen_<name>``); shorter documents and fewer topics make
+# the synthetic task learnable by CPU-sized models in a few epochs.
+GEN_OPTIONS = ("n_train", "n_val", "n_test", "min_chars", "max_chars", "n_topics")
 
 
 # ----------------------------------------------------------------------------- reader
@@ -154,7 +157,14 @@ def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
             "pass --data-dir DIR holding aan/new_aan_pairs.{train,eval,test}.tsv, or set generate: true",
         )
     params = {"seed": int(request.option("gen_seed"))}
-    params.update({k: int(request.option(f"gen_{k}")) for k in ("n_train", "n_val", "n_test")})
+    params.update({k: int(request.option(f"gen_{k}")) for k in GEN_OPTIONS})
+    if params["min_chars"] > params["max_chars"] or params["min_chars"] < 1 or params["n_topics"] < 2:
+        raise DataError(
+            "task retrieval (generator options)",
+            f"need 1 <= gen_min_chars <= gen_max_chars and gen_n_topics >= 2 (got {params['min_chars']}, "
+            f"{params['max_chars']}, {params['n_topics']})",
+            "fix the gen_* options",
+        )
     folder = ensure_generated("retrieval", {"v": GENERATOR_VERSION, **params},
                               lambda d: generate_retrieval(d, **params))
     return find_files(folder), True
@@ -201,6 +211,9 @@ register(
             "gen_n_train": 2000,
             "gen_n_val": 300,
             "gen_n_test": 300,
+            "gen_min_chars": 100,
+            "gen_max_chars": 400,
+            "gen_n_topics": 8,
         },
         load=load,
         check_available=check_available,
