@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 
 from sptune.build import classifier_config
+from sptune.checkpoints import load_state
 from sptune.device import pick_device
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.train import evaluate
-from sptune.trainables import load_state
 from sptune.variants import build_for_evaluation
 
 

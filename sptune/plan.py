@@ -25,9 +25,12 @@ class StagePlan:
     static: dict[str, Any] = field(default_factory=dict)
     pretrain_stage: str | None = None  # finetune stages: whose checkpoint initialises them
     fixed_trials: int | None = None  # seed re-runs: one trial per seed
+    reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
 
     @property
     def n_trials(self) -> int:
+        if self.reuse_checkpoint is not None:
+            return 0
         if self.fixed_trials is not None:
             return self.fixed_trials
         return self.search.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
@@ -88,6 +91,7 @@ def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = Non
                 "min",
                 _searcher(spec, p.search),
                 static={"objective": objective},
+                reuse_checkpoint=p.checkpoint if objective == p.objective else None,
             )
         )
     for name, v in spec.variants.items():
@@ -138,6 +142,9 @@ def describe(plan: StudyPlan) -> str:
     for st in plan.stages:
         space = ", ".join(f"{k}={_describe_param(p)}" for k, p in st.search.items())
         extra = ""
+        if st.reuse_checkpoint:
+            lines.append(f"  {st.name:<24} reuses the SPT checkpoint {st.reuse_checkpoint} (no pretraining)")
+            continue
         if st.stage == "pretrain":
             p = s.pretrain
             extra = f" objective={st.variant}" + (f" mask_ratio={p.mask_ratio:g}" if st.variant == "masked" else "")

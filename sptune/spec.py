@@ -111,6 +111,9 @@ class PretrainSpec(Strict):
     num_samples: int = 4
     weight_decay: float = 0.0
     search: SearchSpec
+    # Reuse an existing SPT checkpoint (an sptune state.pt, or the folder holding it) for
+    # the `objective` stage instead of pretraining again.
+    checkpoint: str | None = None
 
 
 class FinetuneSpec(Strict):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sptune import test_guard
+from sptune.checkpoints import checkpoint_dir
 from sptune.evaluate import test_accuracy
 from sptune.plan import StagePlan, StudyPlan
 from sptune.results import add_deltas, markdown_table, summarize, summary_table, write_results
@@ -137,7 +138,7 @@ class Study:
             print("[sptune] study already finished; nothing to do", flush=True)
             return self.state["rows"]
         # Each pretraining objective runs once; every variant and seed that needs it reuses it.
-        checkpoints = {st.name: self.run_stage(st).checkpoint_path for st in self.plan.pretrain_stages()}
+        checkpoints = {st.name: self._pretrained(st) for st in self.plan.pretrain_stages()}
         selections: list[tuple[StagePlan, Selection]] = []
         for st in self.plan.finetune_stages():
             spt = checkpoints.get(st.pretrain_stage) if st.pretrain_stage else None
@@ -149,6 +150,12 @@ class Study:
         self._save_state()
         self._write(rows)
         return rows
+
+    def _pretrained(self, stage: StagePlan) -> str:
+        if stage.reuse_checkpoint:
+            print(f"[sptune] {stage.name}: reusing {stage.reuse_checkpoint}", flush=True)
+            return str(checkpoint_dir(stage.reuse_checkpoint))
+        return self.run_stage(stage).checkpoint_path
 
     def _seed_reruns(self, st: StagePlan, best: Selection, spt: str | None) -> list[Selection]:
         """Re-train the variant's selected config with N seeds (no early stopping)."""

@@ -63,6 +63,12 @@ def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]
     check_task(request)
     data = load_task(request)
     check_spec_against_task(spec, data.info)
+    if spec.pretrain is not None and spec.pretrain.checkpoint:
+        from sptune.build import encoder_config
+        from sptune.checkpoints import check_spt_checkpoint
+        from sptune.models import Encoder
+
+        check_spt_checkpoint(spec.pretrain.checkpoint, Encoder(encoder_config(spec.model, data.info)))
     if spec.language_model is not None:
         from sptune.models.lm import check_language_model
 

@@ -8,23 +8,17 @@ exactly; they are plain tensors/numbers, loaded with ``weights_only=True``.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import torch
 from ray import tune
 
 from sptune.build import classifier_config, encoder_config
+from sptune.checkpoints import STATE_FILE, load_state
 from sptune.spec import SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.train import Diverged, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.variants import build_model, trainable_summary
-
-STATE_FILE = "state.pt"
-
-
-def load_state(checkpoint_dir: str | os.PathLike) -> dict:
-    return torch.load(Path(checkpoint_dir) / STATE_FILE, map_location="cpu", weights_only=True)
 
 
 def _set_threads(cpus: float) -> None:

@@ -1,0 +1,63 @@
+"""Compute spent per variant: its own LR search and seed re-runs, plus the SPT pretraining it is initialised
+from, which is counted in full for every variant that builds on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sptune.report.records import RERUN, SEARCH, ReportData, Trial
+
+# Used only when sptune.spec has no kind -> objective table: kinds initialised from an SPT checkpoint.
+SPT_KIND_PREFIXES = ("spt", "qk")
+COMPUTE_HEADER = ("variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
+                  "total epochs", "total seconds")
+
+
+def variant_objectives(spec: dict[str, Any], kinds: dict[str, str]) -> dict[str, str | None]:
+    """The pretraining objective each variant is initialised from (None: none), by the spec's own rule."""
+    from sptune import spec as spec_module
+
+    table = getattr(spec_module, "PRETRAINING_OF", None)
+    spt_objective = (spec.get("pretrain") or {}).get("objective") or "masked"
+    out: dict[str, str | None] = {}
+    for v, kind in kinds.items():
+        if kind == "spt":  # `spt` follows pretrain.objective
+            out[v] = spt_objective
+        elif table is not None and kind in table:
+            out[v] = table[kind]
+        else:
+            out[v] = "masked" if kind.startswith(SPT_KIND_PREFIXES) else None
+    return out
+
+
+def cost(trials: list[Trial]) -> tuple[int, float]:
+    """(epochs trained, seconds) summed over trials."""
+    return sum(t.epochs for t in trials), sum(t.seconds for t in trials)
+
+
+def compute_table(data: ReportData, task: str, variants: list[str],
+                  objectives: dict[str, str | None]) -> tuple[list[list[str]], dict[str, tuple[int, float]]]:
+    """Rows per variant: own search and seed re-runs, the SPT pretraining it builds on, and the total."""
+    pre = {obj: cost(ts) for obj, ts in data.pretraining(task).items()}
+    table, totals = [list(COMPUTE_HEADER)], {}
+    for v in variants:
+        search, reruns = data.stage_trials((SEARCH,), task, v), data.stage_trials((RERUN,), task, v)
+        if not search and not reruns:
+            continue
+        ep, s = cost(search + reruns)
+        add_ep, add_s = pre.get(objectives.get(v), (0, 0.0))
+        totals[v] = (ep + add_ep, s + add_s)
+        table.append([v, str(len(search)), str(len(reruns)), str(ep), f"{s:.0f}",
+                      f"{add_ep} ep · {add_s:.0f} s" if add_ep else "—", str(ep + add_ep), f"{s + add_s:.0f}"])
+    return table + _pretraining_rows(data, task, variants, objectives, pre), totals
+
+
+def _pretraining_rows(data: ReportData, task: str, variants: list[str], objectives: dict[str, str | None],
+                      pre: dict[str, tuple[int, float]]) -> list[list[str]]:
+    rows = []
+    for obj, trials in data.pretraining(task).items():
+        users = ", ".join(v for v in variants if objectives.get(v) == obj) or "none"
+        ep, s = pre[obj]
+        rows.append([f"SPT pretraining, {obj} (used by {users})", str(len(trials)), "", str(ep), f"{s:.0f}",
+                     "", "", ""])
+    return rows

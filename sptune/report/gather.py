@@ -1,0 +1,80 @@
+"""Gathering one study's inputs (results.json, spec.yaml, MLflow child runs) into a ``ReportData``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
+from sptune.report.records import ReportData, ReportError, Trial
+from sptune.report.store import resolve_tracking_uri, unreachable
+
+MISSING = "figures and trial-level flags are missing."
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ReportError(str(path), f"cannot read results ({err})", "point at a study output directory") from err
+
+
+def _read_spec(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "spec.yaml"
+    if not path.is_file():
+        return {}
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return {}  # the report still works without the search spaces; edge checks fall back to tried LRs
+
+
+def _normalise_rows(rows: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
+    out = []
+    for r in rows:
+        r = dict(r)
+        r["task"] = str(r.get("task") or task or "task")
+        r["seed"] = str(r.get("seed", ""))
+        r["kind"] = r.get("kind") or r["variant"]
+        out.append(r)
+    return out
+
+
+def _mlflow_trials(uri: str | None, parent: str | None,
+                   results: dict[str, Any]) -> tuple[list[Trial], dict[str, Any], list[str]]:
+    """(trials, results, notes): the trials, results.json from the parent run when there was no local one, and
+    why the trials are missing. A missing store is noted, not raised: the table still comes from results.json."""
+    if not (uri and parent):
+        return [], results, [f"No MLflow store found; {MISSING}"]
+    down = unreachable(uri)
+    if down:
+        return [], results, [f"MLflow runs not readable from {uri} ({down}); {MISSING}"]
+    try:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        trials = fetch_trials(client, parent, str(results.get("task", "")))
+        return trials, results or results_from_artifact(client, parent), []
+    except Exception as err:  # unreachable server, deleted run: the table still comes from results.json
+        return [], results, [f"MLflow runs not readable from {uri} ({type(err).__name__}: {str(err)[:200]}); "
+                             f"{MISSING}"]
+
+
+def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str | None = None) -> ReportData:
+    """Read a study from its directory, or from MLflow alone given a tracking URI and parent run id."""
+    results = _read_json(run_dir / "results.json") if (run_dir / "results.json").is_file() else {}
+    ml = results.get("mlflow") or {}
+    uri = tracking_uri or resolve_tracking_uri(ml.get("tracking_uri"), run_dir)
+    parent = parent_run_id or ml.get("parent_run_id")
+    trials, results, notes = _mlflow_trials(uri, parent, results)
+    rows = _normalise_rows(results.get("rows") or rows_from_trials(trials), str(results.get("task", "")))
+    if not rows and not trials:
+        raise ReportError(str(run_dir), "no results.json rows and no MLflow trial runs to report on",
+                          "pass a finished study's output directory, or a parent run id with --tracking-uri")
+    source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / "results.json")
+    return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
+                      spec=_read_spec(run_dir), timeline=list(results.get("timeline") or []), source=source,
+                      notes=notes)

@@ -1,0 +1,94 @@
+"""The plain data a report is built from: the study's trials and result rows, and tolerant readers of the values
+they carry (MLflow params are strings; results.json values may be missing, null or NaN)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sptune.errors import SptuneError
+
+# MLflow stages: the LR/batch search (ASHA), re-training of the selected config per seed, SPT pretraining.
+SEARCH, RERUN, PRETRAIN = "finetune", "seed", "pretrain"
+
+
+class ReportError(SptuneError):
+    """The report's input (run directory, run id, tracking store) is missing or unusable."""
+
+
+@dataclass
+class Trial:
+    """One MLflow child run (one Ray Tune trial)."""
+
+    run_id: str
+    stage: str  # pretrain | finetune (the search) | seed (selected config re-trained per seed)
+    variant: str
+    kind: str
+    task: str
+    seed: str
+    lr: float | None
+    batch_size: str
+    status: str  # finished | diverged | failed | incomplete
+    selected: bool
+    max_epochs: int | None
+    best_val_acc: float | None
+    test_acc: float | None
+    selected_epoch: int | None
+    curve: list[tuple[int, float]]  # val_acc (finetune) or val_loss (pretrain) per epoch
+    seconds: float
+    epochs: int  # epochs actually trained (ASHA may stop a trial early)
+    objective: str | None = None  # pretraining runs: masked | causal
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "finished"
+
+
+@dataclass
+class ReportData:
+    """Everything read for one study: results.json rows, MLflow trials, spec.yaml and the stage timeline."""
+
+    name: str
+    run_dir: Path
+    rows: list[dict[str, Any]]
+    trials: list[Trial]
+    spec: dict[str, Any]
+    timeline: list[dict[str, Any]]
+    source: str
+    notes: list[str] = field(default_factory=list)
+
+    def stage_trials(self, stages: tuple[str, ...], task: str, variant: str) -> list[Trial]:
+        """One variant's trials on one task in the given stages."""
+        return [t for t in self.trials if t.stage in stages and (t.task, t.variant) == (task, variant)]
+
+    def pretraining(self, task: str) -> dict[str, list[Trial]]:
+        """objective -> its pretraining trials (one shared Tuner per objective)."""
+        out: dict[str, list[Trial]] = {}
+        for t in self.trials:
+            if (t.stage, t.task) == (PRETRAIN, task):
+                out.setdefault(t.objective or "masked", []).append(t)
+        return out
+
+
+def as_int(value: Any) -> int | None:
+    """An integer from a number or numeric string ("8", "8.0"), else None."""
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def as_float(value: Any) -> float | None:
+    """A finite float, else None (a NaN accuracy is as unusable as a missing one)."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def seed_key(seed: str) -> tuple[int, Any]:
+    """Sort key: numeric seeds in numeric order (2 before 10), then any named ones."""
+    return (0, int(seed)) if seed.lstrip("-").isdigit() else (1, seed)
