@@ -104,6 +104,10 @@ def init_worker(data: dict[str, Any], data_dir: str | None, threads: int) -> Non
     """Per process: spec, data and thread count (the pool's workers and the serial arm alike)."""
     import torch
 
+    import sptune.build
+    import sptune.train
+    import sptune.trainables
+    import sptune.variants  # noqa: F401  (imported here so no timed trial pays for first imports)
     from sptune.spec import from_dict
 
     torch.set_num_threads(threads)
@@ -112,12 +116,11 @@ def init_worker(data: dict[str, Any], data_dir: str | None, threads: int) -> Non
 
 
 def _optim(job: Job, spec: Any, weight_decay: float) -> Any:
-    from sptune.train import OptimConfig
+    # The trials' own builder, so precision/compile/warm-up/clipping match the sweep exactly.
+    from sptune.trainables import _optim_config
 
-    t = spec.training
-    return OptimConfig(lr=job.lr, batch_size=job.batch_size, epochs=job.epochs, weight_decay=weight_decay,
-                       warmup_fraction=t.warmup_fraction, grad_clip=t.grad_clip, seed=job.seed, device=t.device,
-                       precision=t.precision)
+    return _optim_config({"lr": job.lr, "batch_size": job.batch_size, "seed": job.seed}, spec, job.epochs,
+                         weight_decay)
 
 
 def _loop(job: Job, spt_state: dict | None) -> Any:

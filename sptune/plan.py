@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from sptune.spec import ParamSpace, SearchSpec, SweepSpec
+from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo
 
 
@@ -26,6 +26,7 @@ class StagePlan:
     pretrain_stage: str | None = None  # finetune stages: whose checkpoint initialises them
     fixed_trials: int | None = None  # seed re-runs: one trial per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
+    source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
 
     @property
     def n_trials(self) -> int:
@@ -38,15 +39,10 @@ class StagePlan:
     @property
     def name(self) -> str:
         if self.stage == "pretrain":
-            return pretrain_stage_name(self.variant)
+            return self.source.stage_name
         if self.stage == "seed":
             return f"seeds-{self.variant}"
         return f"finetune-{self.variant}"
-
-
-def pretrain_stage_name(objective: str) -> str:
-    # The masked objective keeps the plain name: it is the common case.
-    return "pretrain" if objective == "masked" else f"pretrain-{objective}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +52,8 @@ class StudyPlan:
     stages: list[StagePlan]
     concurrency: int
     data_summary: str = ""
+    # spt_cross: pretraining stage name -> the other task's data (train/val only are used).
+    source_data: dict[str, Any] = field(default_factory=dict)
 
     def finetune_stages(self) -> list[StagePlan]:
         return [s for s in self.stages if s.stage == "finetune"]
@@ -75,10 +73,17 @@ def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
     return min(fits, spec.resources.max_concurrent or fits)
 
 
-def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = None, data_summary: str = "") -> StudyPlan:
+def build_plan(
+    spec: SweepSpec,
+    info: TaskInfo,
+    cluster_cpus: float | None = None,
+    data_summary: str = "",
+    source_data: dict[str, Any] | None = None,
+) -> StudyPlan:
     stages: list[StagePlan] = []
     p = spec.pretrain
-    for objective in spec.pretraining_objectives():
+    for source in spec.pretraining_sources():
+        objective = source.objective
         stages.append(
             StagePlan(
                 "pretrain",
@@ -91,7 +96,8 @@ def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = Non
                 "min",
                 _searcher(spec, p.search),
                 static={"objective": objective},
-                reuse_checkpoint=p.checkpoint if objective == p.objective else None,
+                reuse_checkpoint=p.checkpoint if objective == p.objective and source.task is None else None,
+                source=source,
             )
         )
     for name, v in spec.variants.items():
@@ -107,10 +113,10 @@ def build_plan(spec: SweepSpec, info: TaskInfo, cluster_cpus: float | None = Non
                 "val_acc",
                 "max",
                 _searcher(spec, v.search),
-                pretrain_stage=pretrain_stage_name(objective) if objective else None,
+                pretrain_stage=spec.variant_source(name).stage_name if objective else None,
             )
         )
-    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary)
+    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary, source_data or {})
 
 
 def _describe_param(p: ParamSpace) -> str:
@@ -147,7 +153,8 @@ def describe(plan: StudyPlan) -> str:
             continue
         if st.stage == "pretrain":
             p = s.pretrain
-            extra = f" objective={st.variant}" + (f" mask_ratio={p.mask_ratio:g}" if st.variant == "masked" else "")
+            on = f" on task {st.source.task.name}" if st.source.task else ""
+            extra = f" objective={st.variant}{on}" + (f" mask_ratio={p.mask_ratio:g}" if st.variant == "masked" else "")
             extra += f" loss={p.loss}"
         elif st.pretrain_stage:
             extra = f" init from {st.pretrain_stage}"

@@ -27,6 +27,7 @@ VARIANT_KINDS = (
     "fpt_unfrozen",
     "frozen_random",
     "unfrozen_random",
+    "spt_cross",
 )
 LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
 PRETRAINING_OF = {
@@ -40,7 +41,24 @@ PRETRAINING_OF = {
     "fpt_unfrozen": None,
     "frozen_random": None,
     "unfrozen_random": None,
+    "spt_cross": "masked",
 }
+
+
+class PretrainSource:
+    """One pretraining run: an objective on the study's task, or on another task (spt_cross)."""
+
+    def __init__(self, objective: str, task: TaskSpec | None = None) -> None:
+        self.objective, self.task = objective, task
+
+    @property
+    def stage_name(self) -> str:
+        # The masked objective on the study's own task keeps the plain name: the common case.
+        name = "pretrain" if self.objective == "masked" else f"pretrain-{self.objective}"
+        if self.task is not None:
+            options = "-".join(f"{k}{v}" for k, v in sorted(self.task.options.items()))
+            name += f"-on-{self.task.name}" + (f"-{options}" if options else "")
+        return name
 
 
 class Strict(BaseModel):
@@ -125,6 +143,8 @@ class FinetuneSpec(Strict):
 class VariantSpec(Strict):
     kind: str | None = None
     search: SearchSpec
+    # spt_cross: pretrain on this task instead of the study's own (A -> B transfer).
+    source_task: TaskSpec | None = None
     num_samples: int | None = None
     epochs: int | None = None
 
@@ -193,14 +213,29 @@ class SweepSpec(Strict):
     def variant_objective(self, name: str) -> str | None:
         """The pretraining objective a variant's init comes from (None: random init)."""
         kind = self.variant_kind(name)
-        if kind == "spt" and self.pretrain is not None:
+        if kind in ("spt", "spt_cross") and self.pretrain is not None:
             return self.pretrain.objective  # `spt` follows pretrain.objective (masked by default)
         return PRETRAINING_OF.get(kind)
 
+    def variant_source(self, name: str) -> PretrainSource | None:
+        """Which pretraining (objective, and task if not the study's own) a variant starts from."""
+        objective = self.variant_objective(name)
+        if objective is None:
+            return None
+        source = self.variants[name].source_task if self.variant_kind(name) == "spt_cross" else None
+        return PretrainSource(objective, source)
+
+    def pretraining_sources(self) -> list[PretrainSource]:
+        """Distinct pretraining runs the variants need (each runs once and is shared)."""
+        found: dict[str, PretrainSource] = {}
+        for name in self.variants:
+            source = self.variant_source(name)
+            if source is not None:
+                found.setdefault(source.stage_name, source)
+        return sorted(found.values(), key=lambda s: (s.task is not None, s.objective != "masked", s.stage_name))
+
     def pretraining_objectives(self) -> list[str]:
-        """Objectives the variants need, in a stable order (each runs once, shared)."""
-        wanted = {self.variant_objective(v) for v in self.variants} - {None}
-        return [o for o in ("masked", "causal") if o in wanted]
+        return sorted({s.objective for s in self.pretraining_sources()})
 
     def needs_pretraining(self) -> bool:
         return bool(self.pretraining_objectives())
@@ -371,6 +406,14 @@ def check_semantics(spec: SweepSpec) -> None:
         if v.num_samples is not None:
             _positive(f"variants.{name}.num_samples", v.num_samples)
     _check_pretrain(spec)
+    for name, v in spec.variants.items():
+        is_cross = spec.variant_kind(name) == "spt_cross"
+        if is_cross and v.source_task is None:
+            raise SpecError(f"variants.{name}.source_task", "spt_cross needs the task to pretrain on",
+                            "add source_task: {name: TASK} (e.g. listops)")
+        if not is_cross and v.source_task is not None:
+            raise SpecError(f"variants.{name}.source_task", "only spt_cross variants pretrain on another task",
+                            "set kind: spt_cross or remove source_task")
     uses_lm = [v for v in spec.variants if spec.variant_kind(v) in LANGUAGE_MODEL_KINDS]
     if uses_lm and spec.language_model is None:
         raise SpecError(

@@ -77,7 +77,7 @@ class Study:
     def _static_params(self, stage: StagePlan) -> dict[str, Any]:
         s = self.plan.spec
         params = {
-            "task": self.plan.info.name,
+            "task": self._data_for(stage).info.name,
             "stage": stage.stage,
             "variant": stage.variant,
             "kind": stage.kind,
@@ -89,6 +89,10 @@ class Study:
                 {"objective": stage.variant, "mask_ratio": s.pretrain.mask_ratio, "recon_loss": s.pretrain.loss}
             )
         return params
+
+    def _data_for(self, stage: StagePlan) -> TaskSplits:
+        """spt_cross pretraining reads another task; every other stage reads the study's."""
+        return self.plan.source_data.get(stage.name, self.data)
 
     def run_stage(self, stage: StagePlan, spt_checkpoint: str | None = None) -> Selection:
         return self._run(stage, spt_checkpoint)[0]
@@ -102,10 +106,10 @@ class Study:
         start = time.time()
         if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
             print(f"[sptune] {stage.name}: resuming the interrupted Tuner ...", flush=True)
-            tuner = restore_tuner(experiment_dir, self.plan, stage, self.data, spt_checkpoint)
+            tuner = restore_tuner(experiment_dir, self.plan, stage, self._data_for(stage), spt_checkpoint)
         else:
             logger = TrialRunLogger(self.tracker, stage.stage, stage.variant, self._static_params(stage))
-            tuner = build_tuner(self.plan, stage, self.data, self.storage, [logger], spt_checkpoint)
+            tuner = build_tuner(self.plan, stage, self._data_for(stage), self.storage, [logger], spt_checkpoint)
             print(f"[sptune] {stage.name}: {stage.n_trials} trials ({stage.searcher}) ...", flush=True)
         grid = tuner.fit()
         selections = select_each(grid, stage) if each else [select_best(grid, stage)]

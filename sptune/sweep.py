@@ -77,7 +77,30 @@ def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
         "test split sealed until the final evaluation"
     )
-    return spec, data, build_plan(spec, data.info, data_summary=summary)
+    sources = load_source_tasks(spec, args)
+    return spec, data, build_plan(spec, data.info, data_summary=summary, source_data=sources)
+
+
+def load_source_tasks(spec: SweepSpec, args: argparse.Namespace) -> dict[str, TaskSplits]:
+    """spt_cross: the other tasks to pretrain on, checked and loaded before anything starts."""
+    loaded: dict[str, TaskSplits] = {}
+    for source in spec.pretraining_sources():
+        if source.task is None:
+            continue
+        where = next(
+            f"variants.{v}.source_task"
+            for v in spec.variants
+            if (s := spec.variant_source(v)) is not None and s.stage_name == source.stage_name
+        )
+        request = TaskRequest(source.task.name, source.task.options, spec.seed, resolve_data_dir(args.data_dir))
+        try:
+            check_task(request)
+            data = load_task(request)
+            check_spec_against_task(spec, data.info)
+        except SptuneError as err:
+            raise type(err)(f"{where} ({err.where})", err.problem, err.fix) from None
+        loaded[source.stage_name] = data
+    return loaded
 
 
 def output_dir_for(spec: SweepSpec, explicit: Path | None) -> Path:
@@ -278,8 +301,11 @@ def _maybe_report(out: Path) -> None:
     try:
         print(f"Report: {build_report(out)}")
     except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
-        print(f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "
-              f"retry with `python -m sptune.report {out}`", file=sys.stderr)
+        print(
+            f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "
+            f"retry with `python -m sptune.report {out}`",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

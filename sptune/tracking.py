@@ -184,8 +184,8 @@ class TrialRunLogger(tune.Callback):
             self.client.log_batch(run_id, metrics=metrics)
         if result.get("diverged"):
             self.client.set_tag(run_id, "sptune.status", "diverged")
-        if result.get("trainable_names"):
-            self.tracker.log_params(run_id, {"trainable_names": result["trainable_names"]})
+        if result.get("mlflow_params"):  # one-off facts a trial reports (e.g. which parameters train)
+            self.tracker.log_params(run_id, result["mlflow_params"])
         self.last_result[trial.trial_id] = result
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

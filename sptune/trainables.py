@@ -153,5 +153,9 @@ class FinetuneTrainable(_EpochTrainable):
             # Which parameters train is part of the variant's definition: log it once.
             metrics["trainable_params"] = self.trainable["trainable_params"]
             metrics["total_params"] = self.trainable["total_params"]
-            metrics["trainable_names"] = ",".join(self.trainable["trainable_names"])
+            params = {"trainable_names": ",".join(self.trainable["trainable_names"])}
+            mapping = getattr(self.loop.model, "init_mapping", None)
+            if mapping:  # spt_cross: which weights came from the other task's SPT
+                params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
+            metrics["mlflow_params"] = params
         return metrics

@@ -30,6 +30,24 @@ def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     return model
 
 
+def load_matching(model: Classifier, spt_state: dict) -> dict[str, list[str]]:
+    """Copy every encoder weight whose name and shape match; the rest keep their random init.
+
+    Used when pretraining ran on another task (spt_cross): input layers and positions
+    differ in shape between tasks, the transformer blocks do not. Returns the mapping."""
+    pretrained = encoder_state(spt_state)
+    own = model.encoder.state_dict()
+    copied = {k: v for k, v in pretrained.items() if k in own and own[k].shape == v.shape}
+    model.encoder.load_state_dict(copied, strict=False)
+    return {"copied": sorted(copied), "reinitialised": sorted(set(own) - set(copied))}
+
+
+def _spt_cross(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    model = Classifier(cfg)
+    model.init_mapping = load_matching(model, _require(spt_state, "spt_cross"))
+    return model
+
+
 def _qk_init(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Random init, then only the attention query/key maps copied from SPT."""
     model = Classifier(cfg)
@@ -74,6 +92,7 @@ BUILDERS: dict[str, Builder] = {
     "scratch": _scratch,
     "spt": _spt,
     "spt_causal": _spt,
+    "spt_cross": _spt_cross,
     "qk_init": _qk_init,
     "frozen_attn": _frozen_attn,
     "frozen_attn_mlp": _frozen_attn_mlp,
@@ -96,6 +115,7 @@ PRETRAINING = {
     "fpt_unfrozen": None,
     "frozen_random": None,
     "unfrozen_random": None,
+    "spt_cross": "masked",
 }
 
 

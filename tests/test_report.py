@@ -27,7 +27,11 @@ import yaml
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
-from sptune.report import asha_rungs, bootstrap_ci, build_report, edge_side, main, paired_delta
+from sptune.report import build_report
+from sptune.report.cli import main
+from sptune.report.figures import asha_rungs
+from sptune.report.flags import edge_side
+from sptune.report.stats import bootstrap_ci, paired_delta
 
 CHROMIUM = "/usr/bin/chromium"
 TASK = "digits"

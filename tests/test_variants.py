@@ -141,3 +141,58 @@ def test_fpt_spec_needs_a_language_model(repo_root, tmp_path, capsys):
     spec.write_text(spec.read_text() + f"language_model: {{path: {tmp_path / 'nothing'}}}\n")
     assert main([str(spec), "--dry-run"]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+CROSS_SPEC = """
+name: cross
+task: {name: digits}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64}
+pretrain:
+  loss: l2
+  epochs: 1
+  num_samples: 1
+  search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [32]}}
+finetune: {epochs: 1, num_samples: 1}
+variants:
+  cross:
+    kind: spt_cross
+    source_task: {name: SOURCE, gen_n: 120}
+    search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [32]}}
+scheduler: {type: fifo}
+"""
+
+
+def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session, tmp_path, monkeypatch):
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from sptune.sweep import main
+
+    monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    spec = tmp_path / "cross.yaml"
+    spec.write_text(CROSS_SPEC.replace("SOURCE", "pathfinder"))
+    out = tmp_path / "out"
+    assert main([str(spec), "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert (out / "ray_results" / "pretrain-on-pathfinder-gen_n120").is_dir()
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    runs = client.search_runs([results["mlflow"]["experiment_id"]],
+                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    (pretrain,) = [r for r in runs if r.data.tags["sptune.stage"] == "pretrain"]
+    (finetune,) = [r for r in runs if r.data.tags["sptune.stage"] == "finetune"]
+    assert pretrain.data.params["task"] == "pathfinder" and finetune.data.params["task"] == "digits"
+    copied = finetune.data.params["init_copied"].split(",")
+    reinitialised = finetune.data.params["init_reinitialised"].split(",")
+    assert "blocks.0.attn.query.weight" in copied and "embed.weight" in copied
+    assert reinitialised == ["positions"]  # 1,024 pathfinder pixels vs 64 digit pixels
+
+
+def test_spt_cross_pointing_at_a_missing_task(tmp_path, capsys):
+    from sptune.sweep import main
+
+    spec = tmp_path / "cross.yaml"
+    spec.write_text(CROSS_SPEC.replace("SOURCE", "cifar1000"))
+    assert main([str(spec), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "variants.cross.source_task" in err and "cifar1000" in err

@@ -1,0 +1,100 @@
+"""The plain-text tables written next to report.html: results.md (for reading and pasting) and results.csv (one
+row per variant and task, for further analysis); also the per-seed rows both the page and results.md show."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from sptune.report.flags import Flag
+from sptune.report.records import ReportData, as_float, seed_key
+from sptune.report.stats import Cell, Summary
+from sptune.report.text import fmt_lr, fmt_pct, mean_std
+
+DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
+                 "trials", "diverged", "failed", "trial-epochs")
+CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
+               "test_acc_ci_high", "val_acc_mean", "val_acc_std", "delta_vs", "delta_test_mean", "delta_test_std",
+               "delta_test_ci_low", "delta_test_ci_high", "delta_paired", "best_lrs")
+
+
+def _seed_delta(row: dict[str, Any], cells: dict[tuple[str, str], Cell]) -> str:
+    # Δ test against the baseline's run with the same seed, in points; "-" when there is none.
+    cell = cells.get((row["task"], row["variant"]))
+    base = cells.get((row["task"], cell.baseline)) if cell and cell.baseline else None
+    if base and row["seed"] in base.test and as_float(row.get("test_acc")) is not None:
+        return f"{100 * (float(row['test_acc']) - base.test[row['seed']]):+.2f}"
+    return "-"
+
+
+def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) -> list[list[str]]:
+    """Header plus one row per result row (variant, task, seed): its selected config and accuracies."""
+    out = [list(DETAIL_HEADER)]
+    for r in rows:
+        out.append([r["task"], r["variant"], r["seed"], fmt_lr(as_float(r.get("lr"))), str(r.get("batch_size", "")),
+                    str(r.get("best_epoch", "")), fmt_pct(r.get("val_acc")), fmt_pct(r.get("test_acc")),
+                    _seed_delta(r, cells), str(r.get("trials", "")), str(r.get("diverged", "")),
+                    str(r.get("failed", "")), str(r.get("trial_epochs", ""))])
+    return out
+
+
+def _md_cell(cell: Cell | None) -> str:
+    if cell is None or cell.test_summary is None:
+        return "—"
+    out = mean_std(cell.test_summary) + (f" (n={cell.test_summary.n})" if cell.test_summary.n > 1 else "")
+    if cell.delta is not None:
+        out += f"<br>Δ {mean_std(cell.delta, signed=True)}"
+        if cell.delta.ci:
+            out += f" [{100 * cell.delta.ci[0]:+.2f}, {100 * cell.delta.ci[1]:+.2f}]"
+    return out
+
+
+def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[Flag], tasks: list[str],
+             variants: list[str]) -> str:
+    """results.md: the results table (tasks as columns), the per-seed rows and the flags."""
+    lines = [f"# {data.name} — results", "",
+             "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds; "
+             "Δ vs scratch in points [95% bootstrap CI], paired by seed.", "",
+             "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+    lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v))) for t in tasks) + " |" for v in variants]
+    detail = detail_rows(data.rows, cells)
+    lines += ["", "## Per seed", "", "| " + " | ".join(detail[0]) + " |", "|" + "---|" * len(detail[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in detail[1:]]
+    lines += ["", "## Fairness flags", ""]
+    for f in flags:
+        lines.append(f"- **{f.level.upper()}: {f.title}** — {f.summary}")
+        lines += [f"  - {i}" for i in f.items]
+    lines += ["", "Full report with figures: report.html"]
+    return "\n".join(lines) + "\n"
+
+
+def _summary_columns(prefix: str, s: Summary | None, with_ci: bool = True) -> dict[str, Any]:
+    # Empty strings, not "None", where a value does not exist (one seed has no std or CI).
+    out = {f"{prefix}_mean": s.mean if s else "", f"{prefix}_std": s.std if s and s.std is not None else ""}
+    if with_ci:
+        out[f"{prefix}_ci_low"] = s.ci[0] if s and s.ci else ""
+        out[f"{prefix}_ci_high"] = s.ci[1] if s and s.ci else ""
+    return out
+
+
+def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
+    """One results.csv row per (task, variant) cell."""
+    out = []
+    for (task, variant), c in cells.items():
+        out.append({
+            "task": task, "variant": variant, "kind": c.kind, "n_seeds": len(c.test),
+            "seeds": ";".join(sorted(c.test, key=seed_key)),
+            **_summary_columns("test_acc", c.test_summary), **_summary_columns("val_acc", c.val_summary, False),
+            "delta_vs": c.baseline or "", **_summary_columns("delta_test", c.delta),
+            "delta_paired": "" if c.delta is None else str(bool(c.delta.paired)).lower(),
+            "best_lrs": ";".join(f"{c.lrs[s]:.6g}" for s in sorted(c.lrs, key=seed_key)),
+        })
+    return out
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
