@@ -148,7 +148,7 @@ class CpuSampler:
     per role then says where the machine's CPU went while a sweep ran.
     """
 
-    def __init__(self, period: float = 0.25) -> None:
+    def __init__(self, period: float = 0.5) -> None:
         self.root, self.period = os.getpid(), period
         self.first: dict[int, float] = {}
         self.last: dict[int, tuple[float, str]] = {}

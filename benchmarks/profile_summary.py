@@ -5,7 +5,11 @@ py-spy samples only threads that are running Python (idle threads are skipped un
 in ACTIVITIES whose pattern occurs in it (checkpoint saving before training, because saving
 happens inside a Tune step), and to the process it was sampled in (driver, trial actor, other).
 
-    py-spy record --subprocesses --format raw -r 50 -o benchmarks/results/sweep_profile.txt -- \
+Record the driver only: with ``--subprocesses`` py-spy 0.4 on this machine attaches to Ray's
+workers but loses nearly all samples of the actor threads that train (its "Errors" count), so
+actor time is better read from sweep_overhead.py's per-process CPU seconds (/proc).
+
+    py-spy record --format raw -r 50 -o benchmarks/results/sweep_profile.txt -- \
         python benchmarks/sweep_overhead.py --layouts serial
     python benchmarks/profile_summary.py benchmarks/results/sweep_profile.txt \
         --json benchmarks/results/sweep_profile.json
@@ -51,7 +55,7 @@ def parse(path: Path) -> list[tuple[str, str, int]]:
 
 
 def process_kind(label: str, root_label: str) -> str:
-    if "Trainable" in label or "ImplicitFunc" in label:
+    if "Trainable" in label or "ImplicitFunc" in label or "default_worker.py" in label:
         return "trial actor"
     if label == root_label:
         return "driver"

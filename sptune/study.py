@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sptune import test_guard
+from sptune import spt_cache, test_guard
 from sptune.checkpoints import checkpoint_dir
 from sptune.evaluate import test_accuracy
 from sptune.plan import StagePlan, StudyPlan
@@ -54,8 +54,10 @@ class Study:
         tracker: Tracker,
         resume: bool = False,
         storage: str | None = None,
+        spt_cache_dir: Path | None = None,
     ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
+        self.spt_cache = spt_cache_dir
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         self.storage = storage or str((output_dir / "ray_results").resolve())
         self.resume = resume
@@ -159,7 +161,16 @@ class Study:
         if stage.reuse_checkpoint:
             print(f"[sptune] {stage.name}: reusing {stage.reuse_checkpoint}", flush=True)
             return str(checkpoint_dir(stage.reuse_checkpoint))
-        return self.run_stage(stage).checkpoint_path
+        if self.spt_cache is None:
+            return self.run_stage(stage).checkpoint_path
+        key = spt_cache.cache_key(self.plan.spec, stage)
+        cached = spt_cache.lookup(self.spt_cache, key)
+        if cached is not None and stage.name not in self.state["stages"]:
+            print(f"[sptune] {stage.name}: same pretraining as an earlier study, reusing {cached}", flush=True)
+            self.state["spt_reused"] = {**self.state.get("spt_reused", {}), stage.name: str(cached)}
+            self._save_state()
+            return str(cached)
+        return str(spt_cache.store(self.spt_cache, key, self.run_stage(stage).checkpoint_path))
 
     def _seed_reruns(self, st: StagePlan, best: Selection, spt: str | None) -> list[Selection]:
         """Re-train the variant's selected config with N seeds (no early stopping)."""
@@ -238,8 +249,11 @@ class Study:
             "timeline": self.state["timeline"],
         }
         for st in self.plan.pretrain_stages():
-            key = "pretrain" if st.name == "pretrain" else st.name
-            study[key] = {k: v for k, v in self.state["stages"][st.name]["selections"][0].items() if k != "metrics"}
+            done = self.state["stages"].get(st.name)
+            if done:  # absent when a given or cached checkpoint replaced the stage
+                study[st.name] = {k: v for k, v in done["selections"][0].items() if k != "metrics"}
+            else:
+                study[st.name] = {"reused_checkpoint": st.reuse_checkpoint or self.state["spt_reused"][st.name]}
         study["summary"] = summarize(rows)
         json_path, md_path = write_results(self.out, study, rows)
         parent = self.tracker.parent_run_id

@@ -208,7 +208,9 @@ def run_study(
             existing_run_id=(state or {}).get("parent_run_id"),
         )
         storage = _storage_for(args, out.name if campaign_root else None)
-        Study(plan, data, out, tracker, resume=args.resume, storage=storage).run()
+        # Studies of one campaign share SPT checkpoints when their pretraining is identical.
+        cache = campaign_root / "spt_cache" if campaign_root else None
+        Study(plan, data, out, tracker, resume=args.resume, storage=storage, spt_cache_dir=cache).run()
         tracker.finish("FINISHED")
     except BaseException:
         tracker.finish("FAILED")

@@ -1,8 +1,11 @@
-"""sptune on a real Ray cluster: `ray start --head`, a second node, `ray job submit`, and a
-real `mlflow server`, all on 127.0.0.1 of this machine (see docs/cluster.md).
+"""sptune on a real Ray cluster: `ray start --head` (+ a second node with `ray start --address`
+when memory allows), `ray job submit`, and a real `mlflow server`, all on this machine with
+token auth (see docs/cluster.md).
 
-Every sweep runs in a subprocess: this module never touches the in-process Ray session
-the other tests share. Everything started here is stopped by PID (never `ray stop`).
+Every sweep runs in a subprocess: this module never touches the in-process Ray session the
+other tests share. To stay under ~3 minutes on 2 cores the four CLI runs start together (the
+`runs` fixture) and each test waits for its own. Everything started here is stopped by PID,
+never with `ray stop` (which would stop every Ray instance on the machine).
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from helpers_cluster import (
     MlflowServer,
     RayHead,
@@ -31,38 +32,88 @@ from helpers_cluster import (
     start_worker,
     write_token,
 )
+from mlflow.tracking import MlflowClient
 
 SPEC = "search_spaces/digits_quick.yaml"
-# The same small digits study as tests/test_sweep_e2e.py: 2 + 3 + 3 trials.
+# The small digits study of tests/test_sweep_e2e.py: 2 pretrain + 3 scratch + 3 spt trials.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1",
 ]
-# Smaller still for the job and two-node runs (1 + 2 + 2 trials): the whole module stays < 3 minutes.
+# Smaller still for the job (1 + 2 + 2 trials) and the runs that must fail before training.
 MICRO = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1",
     "--set", "finetune.epochs=2", "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1",
 ]
 STUDY_TIMEOUT_S = 240
-WORKER_MIN_FREE_GIB = 4.0  # a second node costs ~0.5 GiB plus its trial workers
+FAIL_FAST_S = 60  # a refused run must end well within this (it loads torch and the data first)
+WORKER_MIN_FREE_GIB = 6.0  # a second node (~0.5 GiB) plus the trial workers of two studies
 
 
-def _run(cmd: list[str], env: dict, cwd: str, timeout_s: float) -> SimpleNamespace:
-    """Run a CLI in its own session; on timeout kill the whole group (ray.init ignores SIGTERM
-    while it retries a GCS connection)."""
-    t0 = time.time()
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+@pytest.fixture(scope="module")
+def cluster(repo_root):
+    """Ray head (token auth, own temp dir and ports), MLflow server, and a second node if memory allows."""
+    # Short root: Ray's unix sockets live under --temp-dir and are limited to ~107 characters.
+    root = Path(tempfile.mkdtemp(prefix="rt_", dir="/tmp"))
+    token_path = root / "token"
+    token = write_token(token_path)
+    env = cluster_env(token_path, repo_root)
+    # Test-only: spread trials over the nodes instead of packing the head first, so that two
+    # concurrent trials always put one on the second node.
+    env["RAY_scheduler_spread_threshold"] = "0.0"
+    mlflow = MlflowServer(root / "mlflow")
+    head = RayHead(root, token, env)
+    worker = None
     try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    return SimpleNamespace(rc=proc.returncode, out=out, timed_out=timed_out, seconds=time.time() - t0)
+        mlflow.launch()  # starts while the head starts
+        head_s = head.start(num_cpus=2)
+        print(f"\n[cluster] Ray head up in {head_s:.1f}s (`ray start --head` until the job API answers); "
+              f"GCS {head.address}, dashboard {head.dashboard}")
+        free = available_memory_gib()
+        if free >= WORKER_MIN_FREE_GIB:
+            worker_s, _ = start_worker(head, num_cpus=1)
+            node = next(n for n in head.nodes() if not n["is_head_node"])
+            worker = SimpleNamespace(node_id=node["node_id"])
+            print(f"[cluster] second node joined in {worker_s:.1f}s")
+        else:
+            print(f"[cluster] only {free:.1f} GiB free: no second node")
+        mlflow.wait()
+        yield SimpleNamespace(root=root, env=env, head=head, mlflow=mlflow, repo=repo_root, worker=worker)
+    finally:
+        left = head.stop() | mlflow.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"could not stop PIDs {sorted(left)}"
+
+
+class Launched:
+    """A CLI run in its own session, output to a file."""
+
+    def __init__(self, name: str, cmd: list[str], cluster, timeout_s: float) -> None:
+        self.name, self.cmd, self.log = name, cmd, cluster.root / f"{name}.log"
+        self.t0 = time.time()
+        self.deadline = self.t0 + timeout_s
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(cmd, env=cluster.env, cwd=cluster.repo, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.timed_out = False
+
+    def wait(self) -> SimpleNamespace:
+        try:
+            self.proc.wait(timeout=max(1.0, self.deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.timed_out = True
+        out = self.log.read_text(errors="replace")
+        print(f"\n[cluster] {self.name}: exit {self.proc.returncode} after {time.time() - self.t0:.0f}s")
+        return SimpleNamespace(rc=self.proc.returncode, out=out, timed_out=self.timed_out)
+
+    def kill(self) -> None:
+        # SIGKILL: ray.init ignores SIGTERM while it retries a GCS connection.
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 def _sweep(*args: str) -> list[str]:
@@ -70,147 +121,129 @@ def _sweep(*args: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(repo_root):
-    """A Ray head with token auth and an MLflow server, each on its own free ports."""
-    # Short root: Ray's unix sockets live under --temp-dir and paths are limited to ~107 chars.
-    root = Path(tempfile.mkdtemp(prefix="rt_", dir="/tmp"))
-    token_path = root / "token"
-    token = write_token(token_path)
-    env = cluster_env(token_path, repo_root)
-    mlflow = MlflowServer(root / "mlflow")
-    head = RayHead(root, token, env)
+def runs(cluster):
+    """Start every CLI run of this module at once; each test waits for its own."""
+    c, storage_args = cluster, []
+    if cluster.worker is not None:
+        # Same machine, so any local directory is storage "both nodes see".
+        storage_args = ["--storage", str(c.root / "storage-a")]
+    dead = f"127.0.0.1:{free_port()}"
+    job_id = f"sptune-test-{uuid.uuid4().hex[:8]}"
+    job_args = ["--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-b"),
+                "--set", "tracking.experiment=cluster-b", *MICRO]
+    if cluster.worker is not None:
+        job_args = ["--storage", str(c.root / "storage-b"), *job_args]
+    launched = {
+        "a": Launched("study-against-head", _sweep(
+            "--address", c.head.address, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-a"),
+            *storage_args, "--set", "tracking.experiment=cluster-a", *TINY), c, STUDY_TIMEOUT_S),
+        "b": Launched("ray-job-submit", [
+            "ray", "job", "submit", "--address", c.head.dashboard, "--working-dir", c.repo,
+            "--submission-id", job_id, "--", "python", "-m", "sptune.sweep", SPEC, *job_args], c, STUDY_TIMEOUT_S),
+        "c": Launched("dead-address", _sweep(
+            "--address", dead, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-c"),
+            "--set", "tracking.experiment=cluster-c", *MICRO), c, FAIL_FAST_S),
+    }
+    if cluster.worker is not None:
+        launched["no-storage"] = Launched("two-nodes-no-storage", _sweep(
+            "--address", c.head.address, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-ns"),
+            "--set", "tracking.experiment=cluster-ns", *MICRO), c, FAIL_FAST_S)
     try:
-        mlflow.launch()  # starts while the head starts
-        seconds = head.start(num_cpus=2)
-        mlflow.wait()
-        print(f"\n[cluster] Ray head up in {seconds:.1f}s (ray start --head until the job API answers); "
-              f"GCS {head.address}, dashboard {head.dashboard}, MLflow {mlflow.uri}")
-        yield SimpleNamespace(root=root, env=env, head=head, mlflow=mlflow, repo=repo_root, workers=[])
+        yield SimpleNamespace(launched=launched, dead=dead, job_id=job_id)
     finally:
-        left = head.stop() | mlflow.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        assert not left, f"could not stop PIDs {sorted(left)}"
-
-
-@pytest.fixture(scope="module")
-def worker(cluster):
-    """A second Ray node on this machine (`ray start --address`), when memory allows."""
-    free = available_memory_gib()
-    if free < WORKER_MIN_FREE_GIB:
-        pytest.skip(f"only {free:.1f} GiB free: not starting a second Ray node")
-    seconds, temp = start_worker(cluster.head, num_cpus=1)
-    node = next(n for n in cluster.head.nodes() if not n["is_head_node"])
-    print(f"\n[cluster] worker node joined in {seconds:.1f}s")
-    return SimpleNamespace(node_id=node["node_id"], temp=temp)
-
-
-def _mlflow_study(uri: str, results: dict) -> tuple[MlflowClient, object, list]:
-    client = MlflowClient(tracking_uri=uri)
-    parent = client.get_run(results["mlflow"]["parent_run_id"])
-    children = client.search_runs([results["mlflow"]["experiment_id"]],
-                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'", max_results=1000)
-    return client, parent, children
+        for run in launched.values():
+            run.kill()
 
 
 def _check_study(cluster, out: Path, n_children: int) -> dict:
-    """results.json rows, and parent + child runs with test_acc on the selected runs, on the server."""
+    """results.json rows; parent + child runs on the server, test_acc on the selected runs only."""
     results = json.loads((out / "results.json").read_text())
     assert [r["variant"] for r in results["rows"]] == ["scratch", "spt"]
     for row in results["rows"]:
         assert 0.0 <= row["test_acc"] <= 1.0 and row["task"] == "digits" and row["mlflow_run_id"]
     assert results["mlflow"]["tracking_uri"] == cluster.mlflow.uri
-    # MLflow lives on the server, not in the output directory.
+    # Tracking lives on the server, not in the output directory.
     assert not (out / "mlflow.db").exists() and not (out / "mlartifacts").exists()
 
-    client, parent, children = _mlflow_study(cluster.mlflow.uri, results)
+    client = MlflowClient(tracking_uri=cluster.mlflow.uri)
+    parent = client.get_run(results["mlflow"]["parent_run_id"])
     assert parent.info.status == "FINISHED" and parent.data.tags.get("sptune.role") == "study"
+    children = client.search_runs([results["mlflow"]["experiment_id"]],
+                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'", max_results=1000)
     assert len(children) == n_children
     assert all(c.info.status == "FINISHED" for c in children)
     selected = {row["mlflow_run_id"] for row in results["rows"]}
     for child in children:
         assert ("test_acc" in child.data.metrics) == (child.info.run_id in selected), child.info.run_name
-        assert "val_acc" in child.data.metrics or child.data.tags["sptune.stage"] == "pretrain"
     for run_id in selected:
-        # Artifacts went through the server's proxy into its --artifacts-destination.
+        # Artifacts are uploaded through the server (--serve-artifacts) into its --artifacts-destination.
         assert [a.path for a in client.list_artifacts(run_id, "selected_checkpoint")] == [
             "selected_checkpoint/state.pt"]
-    assert any((cluster.mlflow.root / "artifacts").rglob("state.pt"))
     return results
 
 
-def test_study_against_the_head(cluster):
+def _check_storage(cluster, out: Path, storage: Path) -> None:
+    stages = ["finetune-scratch", "finetune-spt", "pretrain"]
+    if cluster.worker is None:  # one node: Tune's default storage in the output directory
+        assert sorted(p.name for p in (out / "ray_results").iterdir()) == stages
+    else:
+        assert sorted(p.name for p in storage.iterdir()) == stages
+        assert not (out / "ray_results").exists()
+
+
+def test_study_against_the_head(cluster, runs):
     """(a) `python -m sptune.sweep --address HEAD --tracking-uri http://SERVER` from outside the cluster."""
-    out = cluster.root / "study-a"
-    res = _run(_sweep("--address", cluster.head.address, "--tracking-uri", cluster.mlflow.uri,
-                      "--output", str(out), "--set", "tracking.experiment=cluster-a", *TINY),
-               cluster.env, cluster.repo, STUDY_TIMEOUT_S)
-    print(f"\n[cluster] study against the head: {res.seconds:.0f}s")
-    assert not res.timed_out, res.out[-4000:]
-    assert res.rc == 0, res.out[-4000:]
-    # The driver joined our head; it did not start a Ray of its own.
+    res = runs.launched["a"].wait()
+    assert not res.timed_out and res.rc == 0, res.out[-4000:]
+    # The driver joined our head; it did not start a Ray instance of its own.
     assert "Connected to Ray cluster" in res.out and f":{cluster.head.gcs_port}" in res.out
+    out = cluster.root / "study-a"
     _check_study(cluster, out, n_children=2 + 3 + 3)
-    assert sorted(p.name for p in (out / "ray_results").iterdir()) == [
-        "finetune-scratch", "finetune-spt", "pretrain"]
+    _check_storage(cluster, out, cluster.root / "storage-a")
 
 
-def test_unreachable_address_is_a_clear_error(cluster):
-    """(c) --address where nothing listens: one error line, no traceback, nothing written."""
-    out = cluster.root / "study-c"
-    dead = f"127.0.0.1:{free_port()}"
-    res = _run(_sweep("--address", dead, "--tracking-uri", cluster.mlflow.uri, "--output", str(out),
-                      "--set", "tracking.experiment=cluster-c", *MICRO),
-               cluster.env, cluster.repo, timeout_s=60)
+def test_unreachable_address_is_a_clear_error(cluster, runs):
+    """(c) --address where nothing listens: an error naming it, no traceback, nothing written."""
+    res = runs.launched["c"].wait()
     assert not res.timed_out, (
-        "sptune still waits on a dead --address after 60 s (ray.init retries a GCS connection for many "
-        "minutes): sptune.sweep._start_ray needs to check the address first\n" + res.out[-2000:])
+        f"sptune still waited on a dead --address after {FAIL_FAST_S}s (ray.init retries a GCS connection for "
+        "many minutes): sptune.sweep._start_ray must check the address first\n" + res.out[-2000:])
     assert res.rc != 0
     assert "Traceback" not in res.out, res.out[-4000:]
-    assert "sptune: error:" in res.out and "--address" in res.out and dead in res.out, res.out[-2000:]
-    assert not out.exists()
+    assert "sptune: error:" in res.out and "--address" in res.out and runs.dead in res.out, res.out[-2000:]
+    assert not (cluster.root / "study-c").exists()
     assert MlflowClient(tracking_uri=cluster.mlflow.uri).get_experiment_by_name("cluster-c") is None
 
 
-def test_two_nodes_without_storage_are_refused(cluster, worker):
+def test_two_nodes_without_storage_are_refused(cluster, runs):
     """On more than one node the default (local) Tune storage is refused, naming --storage."""
-    assert len(cluster.head.nodes()) == 2
-    out = cluster.root / "study-nostorage"
-    res = _run(_sweep("--address", cluster.head.address, "--tracking-uri", cluster.mlflow.uri,
-                      "--output", str(out), "--set", "tracking.experiment=cluster-nostorage", *MICRO),
-               cluster.env, cluster.repo, timeout_s=120)
+    if cluster.worker is None:
+        pytest.skip("no second Ray node (not enough free memory)")
+    res = runs.launched["no-storage"].wait()
     assert not res.timed_out and res.rc == 2, res.out[-4000:]
     assert "--storage" in res.out and "Traceback" not in res.out, res.out[-4000:]
-    assert not (out / "ray_results").exists()
+    assert not (cluster.root / "study-ns" / "ray_results").exists()
 
 
-def test_job_submit(cluster, request):
-    """(b) `ray job submit --working-dir REPO -- python -m sptune.sweep ...`: on two nodes with
-    --storage when the worker node could be started, else on the head alone."""
-    try:
-        worker = request.getfixturevalue("worker")
-    except pytest.skip.Exception:
-        worker = None
-    out = cluster.root / "study-b"
-    storage = cluster.root / "shared-storage"  # both nodes are this machine: any local dir is "shared"
-    submission_id = f"sptune-test-{uuid.uuid4().hex[:8]}"
-    sweep_args = ["--tracking-uri", cluster.mlflow.uri, "--output", str(out),
-                  "--set", "tracking.experiment=cluster-b", *MICRO]
-    if worker is not None:
-        sweep_args = ["--storage", str(storage), *sweep_args]
-    cmd = ["ray", "job", "submit", "--address", cluster.head.dashboard, "--working-dir", cluster.repo,
-           "--submission-id", submission_id, "--", "python", "-m", "sptune.sweep", SPEC, *sweep_args]
-    res = _run(cmd, cluster.env, cluster.repo, STUDY_TIMEOUT_S)
-    print(f"\n[cluster] ray job submit ({'2 nodes' if worker else 'head only'}): {res.seconds:.0f}s")
+def test_job_submit(cluster, runs):
+    """(b) `ray job submit --working-dir REPO -- python -m sptune.sweep ...`: the driver runs on the head."""
+    res = runs.launched["b"].wait()
     assert not res.timed_out, res.out[-4000:]
-    job = cluster.head.job(submission_id)
+    job = cluster.head.job(runs.job_id)
     assert job["status"] == "SUCCEEDED", f"{job.get('message')}\n{res.out[-4000:]}"
     assert res.rc == 0, res.out[-4000:]
+    out = cluster.root / "study-b"
     _check_study(cluster, out, n_children=1 + 2 + 2)
-    if worker is not None:
-        assert sorted(p.name for p in storage.iterdir()) == ["finetune-scratch", "finetune-spt", "pretrain"]
-        assert not (out / "ray_results").exists()
-        job_trials = [a for a in cluster.head.actors()
-                      if a.get("job_id") == job["job_id"] and "Trainable" in a["class_name"]]
-        nodes = {a["node_id"] for a in job_trials}
-        print(f"[cluster] job trials ran on {len(nodes)} node(s); worker node used: {worker.node_id in nodes}")
-        assert job_trials and worker.node_id in nodes
+    _check_storage(cluster, out, cluster.root / "storage-b")
+
+
+def test_trials_ran_on_both_nodes(cluster, runs):
+    """With a second node, trials of these studies ran on it too (the cluster is this module's own)."""
+    if cluster.worker is None:
+        pytest.skip("no second Ray node (not enough free memory)")
+    for name in ("a", "b"):
+        runs.launched[name].wait()
+    trials = [a for a in cluster.head.actors() if "Trainable" in a["class_name"]]
+    nodes = {a["node_id"] for a in trials}
+    print(f"[cluster] {len(trials)} trial actors on {len(nodes)} node(s)")
+    assert cluster.worker.node_id in nodes and len(nodes) == 2

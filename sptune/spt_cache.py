@@ -1,0 +1,45 @@
+"""Selected SPT checkpoints cached by what determines them, so studies that share a
+pretraining setup (a campaign's ablations over finetuning settings) pretrain once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from sptune.checkpoints import STATE_FILE
+from sptune.plan import StagePlan
+from sptune.spec import SweepSpec
+
+
+def cache_key(spec: SweepSpec, stage: StagePlan) -> str:
+    """Hash of everything that shapes the selected SPT checkpoint (not finetuning settings)."""
+    task = stage.source.task if stage.source and stage.source.task else spec.task
+    pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
+    parts = {
+        "task": task.model_dump(mode="json"),
+        "model": spec.model.model_dump(mode="json"),
+        "pretrain": pretrain,
+        "objective": stage.variant,
+        "seed": spec.seed,
+        "scheduler": spec.scheduler.model_dump(mode="json"),
+        "searcher": spec.searcher.model_dump(mode="json"),
+        "training": spec.training.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def lookup(cache_dir: Path, key: str) -> Path | None:
+    path = cache_dir / key
+    return path if (path / STATE_FILE).is_file() else None
+
+
+def store(cache_dir: Path, key: str, checkpoint: str | Path) -> Path:
+    target = cache_dir / key
+    if not (target / STATE_FILE).is_file():
+        tmp = cache_dir / f".{key}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(checkpoint, tmp)
+        tmp.replace(target)  # atomic: a half-copied checkpoint is never found
+    return target

@@ -1,0 +1,60 @@
+"""A campaign: several studies (an ablation axis) run as one, SPT pretrained once, rows merged."""
+
+from __future__ import annotations
+
+import json
+
+from sptune.sweep import main
+
+SPEC = """
+name: camp
+task: {name: digits}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64}
+pretrain:
+  epochs: 1
+  num_samples: 1
+  search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [32]}}
+finetune: {epochs: 1, num_samples: 1}
+variants:
+  spt: {search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [32]}}}
+scheduler: {type: fifo}
+"""
+
+CAMPAIGN = """
+campaign: tiny
+studies:
+  - spec: camp.yaml
+    name: frac
+    axes: {task.train_fraction: [0.5, 1.0]}
+"""
+
+
+def test_campaign_expands_axes_shares_spt_and_merges_rows(ray_session, tmp_path, capsys):
+    (tmp_path / "camp.yaml").write_text(SPEC)
+    (tmp_path / "campaign.yaml").write_text(CAMPAIGN)
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "campaign.yaml"), "--output", str(out)]) == 0
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["campaign"] == "tiny"
+    assert sorted(r["study"] for r in merged["rows"]) == ["frac-train_fraction0.5", "frac-train_fraction1.0"]
+    # The data fraction does not change what SPT sees? It does: the fraction subsets the
+    # training split, so each study pretrains on its own data -- two cache entries.
+    assert len(list((out / "spt_cache").iterdir())) == 2
+    assert (out / "report.html").exists()
+    # Identical pretraining is reused: a second campaign over a finetuning-only axis.
+    (tmp_path / "campaign2.yaml").write_text(CAMPAIGN.replace("task.train_fraction: [0.5, 1.0]",
+                                                              "finetune.weight_decay: [0.0, 0.1]"))
+    out2 = tmp_path / "out2"
+    assert main([str(tmp_path / "campaign2.yaml"), "--output", str(out2)]) == 0
+    assert len(list((out2 / "spt_cache").iterdir())) == 1
+    assert "same pretraining as an earlier study" in capsys.readouterr().out
+    assert not (out2 / "frac-weight_decay0.1" / "ray_results" / "pretrain").exists()
+
+
+def test_campaign_refuses_a_bad_study_before_running_any(tmp_path, capsys):
+    (tmp_path / "camp.yaml").write_text(SPEC)
+    (tmp_path / "campaign.yaml").write_text(CAMPAIGN + "  - spec: camp.yaml\n    name: broken\n"
+                                            "    set: {finetune.epochs: -1}\n")
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "campaign.yaml"), "--output", str(out)]) == 2
+    assert "campaign study 'broken'" in capsys.readouterr().err and not out.exists()
