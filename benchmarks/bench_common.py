@@ -222,6 +222,8 @@ def write_json(path: Path | None, out: dict[str, Any]) -> None:
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Other jobs share this machine: the load around a run is part of reading its numbers.
+    out = {**out, "load_avg_at_end": os.getloadavg()}
     path.write_text(json.dumps(out, indent=2, default=str))
     print(f"wrote {path}")
 

@@ -20,7 +20,7 @@ import yaml
 
 from sptune.errors import SpecError
 
-STUDY_KEYS = {"spec", "name", "set", "axes"}
+STUDY_KEYS = {"spec", "name", "set", "axes", "compute_matched"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,41 @@ def _assignments(mapping: dict[str, Any]) -> list[str]:
 
 
 def _axis_suffix(combo: dict[str, Any]) -> str:
-    return "-".join(f"{k.split('.')[-1]}{v}" for k, v in combo.items())
+    parts = []
+    for key, value in combo.items():
+        parts.append(f"spt{value[0]}-ft{value[1]}" if key == COMPUTE_KEY else f"{key.split('.')[-1]}{value}")
+    return "-".join(parts)
+
+
+COMPUTE_KEY = "_compute_split"
+
+
+def _compute_matched(setting: Any, where: str) -> dict[str, list]:
+    """{total_epochs: T, spt_fractions: [f, ...]} -> one study per split of T epochs into
+    round(f*T) SPT epochs and the rest finetuning (same total compute in every study)."""
+    if setting is None:
+        return {}
+    if not isinstance(setting, dict) or set(setting) != {"total_epochs", "spt_fractions"}:
+        raise SpecError(
+            f"{where}.compute_matched",
+            "expected {total_epochs: T, spt_fractions: [...]}",
+            "e.g. compute_matched: {total_epochs: 20, spt_fractions: [0, 0.25, 0.5]}",
+        )
+    total, fractions = setting["total_epochs"], setting["spt_fractions"]
+    if not isinstance(total, int) or total < 2 or not fractions or any(not 0 <= f < 1 for f in fractions):
+        raise SpecError(
+            f"{where}.compute_matched",
+            "total_epochs must be an integer >= 2 and each fraction in [0, 1)",
+            "e.g. total_epochs: 20, spt_fractions: [0, 0.25, 0.5]",
+        )
+    return {COMPUTE_KEY: [(round(f * total), total - round(f * total)) for f in fractions]}
+
+
+def _expand_combo(combo: dict[str, Any]) -> dict[str, Any]:
+    split = combo.pop(COMPUTE_KEY, None)
+    if split is not None:
+        combo = {**combo, "pretrain.epochs": split[0], "finetune.epochs": split[1]}
+    return combo
 
 
 def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
@@ -62,13 +96,14 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
             raise SpecError(f"{where}.{sorted(extra)[0]}", "unknown key", f"use {', '.join(sorted(STUDY_KEYS))}")
         spec_path = (campaign_file.parent / entry["spec"]).resolve()
         base = _assignments(entry.get("set") or {})
-        axes = entry.get("axes") or {}
+        axes = {**(entry.get("axes") or {}), **_compute_matched(entry.get("compute_matched"), where)}
         if not isinstance(axes, dict) or any(not isinstance(v, list) or not v for v in axes.values()):
             raise SpecError(f"{where}.axes", "axes map a field path to a non-empty list", "e.g. model.n_layers: [1, 2]")
         name = entry.get("name") or spec_path.stem
         for values in itertools.product(*axes.values()) if axes else [()]:
             combo = dict(zip(axes, values, strict=True))
             suffix = _axis_suffix(combo)
+            combo = _expand_combo(combo)
             out.append(
                 CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path, tuple(base + _assignments(combo)))
             )

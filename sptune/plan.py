@@ -30,7 +30,7 @@ class StagePlan:
 
     @property
     def n_trials(self) -> int:
-        if self.reuse_checkpoint is not None:
+        if self.reuse_checkpoint is not None or (self.stage == "pretrain" and self.epochs == 0):
             return 0
         if self.fixed_trials is not None:
             return self.fixed_trials
@@ -150,6 +150,9 @@ def describe(plan: StudyPlan) -> str:
         extra = ""
         if st.reuse_checkpoint:
             lines.append(f"  {st.name:<24} reuses the SPT checkpoint {st.reuse_checkpoint} (no pretraining)")
+            continue
+        if st.stage == "pretrain" and st.epochs == 0:
+            lines.append(f"  {st.name:<24} 0 epochs: SPT variants start from an untrained (seeded) encoder")
             continue
         if st.stage == "pretrain":
             p = s.pretrain

@@ -409,11 +409,17 @@ def check_semantics(spec: SweepSpec) -> None:
     for name, v in spec.variants.items():
         is_cross = spec.variant_kind(name) == "spt_cross"
         if is_cross and v.source_task is None:
-            raise SpecError(f"variants.{name}.source_task", "spt_cross needs the task to pretrain on",
-                            "add source_task: {name: TASK} (e.g. listops)")
+            raise SpecError(
+                f"variants.{name}.source_task",
+                "spt_cross needs the task to pretrain on",
+                "add source_task: {name: TASK} (e.g. listops)",
+            )
         if not is_cross and v.source_task is not None:
-            raise SpecError(f"variants.{name}.source_task", "only spt_cross variants pretrain on another task",
-                            "set kind: spt_cross or remove source_task")
+            raise SpecError(
+                f"variants.{name}.source_task",
+                "only spt_cross variants pretrain on another task",
+                "set kind: spt_cross or remove source_task",
+            )
     uses_lm = [v for v in spec.variants if spec.variant_kind(v) in LANGUAGE_MODEL_KINDS]
     if uses_lm and spec.language_model is None:
         raise SpecError(
@@ -451,7 +457,8 @@ def _check_pretrain(spec: SweepSpec) -> None:
             f"must be in (0, 1) (got {p.mask_ratio})",
             "use 0.5 for images, 0.15 for text, 0.1 for ListOps",
         )
-    _positive("pretrain.epochs", p.epochs)
+    if p.epochs < 0:  # 0 is the budget axis' origin: SPT variants start from an untrained encoder
+        raise SpecError("pretrain.epochs", f"must be >= 0 (got {p.epochs})", "use 0 for no pretraining")
     _positive("pretrain.num_samples", p.num_samples)
     _check_search("pretrain.search", p.search)
 
@@ -463,7 +470,8 @@ def _check_scheduler(spec: SweepSpec) -> None:
     _positive("scheduler.grace_period", s.grace_period)
     if s.reduction_factor <= 1:
         raise SpecError("scheduler.reduction_factor", f"must be > 1 (got {s.reduction_factor})", "use 2 or 3")
-    shortest = min([spec.variant_epochs(v) for v in spec.variants] + ([spec.pretrain.epochs] if spec.pretrain else []))
+    pretrain_epochs = [spec.pretrain.epochs] if spec.pretrain and spec.pretrain.epochs > 0 else []
+    shortest = min([spec.variant_epochs(v) for v in spec.variants] + pretrain_epochs)
     if s.grace_period > shortest:
         raise SpecError(
             "scheduler.grace_period",

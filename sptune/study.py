@@ -161,6 +161,8 @@ class Study:
         if stage.reuse_checkpoint:
             print(f"[sptune] {stage.name}: reusing {stage.reuse_checkpoint}", flush=True)
             return str(checkpoint_dir(stage.reuse_checkpoint))
+        if stage.epochs == 0:
+            return str(self._untrained_checkpoint(stage))
         if self.spt_cache is None:
             return self.run_stage(stage).checkpoint_path
         key = spt_cache.cache_key(self.plan.spec, stage)
@@ -171,6 +173,22 @@ class Study:
             self._save_state()
             return str(cached)
         return str(spt_cache.store(self.spt_cache, key, self.run_stage(stage).checkpoint_path))
+
+    def _untrained_checkpoint(self, stage: StagePlan) -> Path:
+        """Zero SPT epochs (the origin of an SPT-budget axis): a seeded, untrained encoder."""
+        import torch
+
+        from sptune.build import encoder_config
+        from sptune.checkpoints import STATE_FILE
+        from sptune.models import Pretrainer
+
+        folder = self.out / f"{stage.name}-0-epochs"
+        folder.mkdir(exist_ok=True)
+        torch.manual_seed(self.plan.spec.seed)
+        model = Pretrainer(encoder_config(self.plan.spec.model, self._data_for(stage).info), 1)
+        torch.save({"model": model.state_dict()}, folder / STATE_FILE)
+        print(f"[sptune] {stage.name}: 0 epochs, SPT variants start from an untrained encoder", flush=True)
+        return folder
 
     def _seed_reruns(self, st: StagePlan, best: Selection, spt: str | None) -> list[Selection]:
         """Re-train the variant's selected config with N seeds (no early stopping)."""
@@ -252,6 +270,8 @@ class Study:
             done = self.state["stages"].get(st.name)
             if done:  # absent when a given or cached checkpoint replaced the stage
                 study[st.name] = {k: v for k, v in done["selections"][0].items() if k != "metrics"}
+            elif st.epochs == 0:
+                study[st.name] = {"epochs": 0}
             else:
                 study[st.name] = {"reused_checkpoint": st.reuse_checkpoint or self.state["spt_reused"][st.name]}
         study["summary"] = summarize(rows)

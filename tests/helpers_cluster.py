@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -71,12 +70,16 @@ def _processes() -> dict[int, tuple[int, str]]:
     return found
 
 
-def matching_pids(patterns: list[str]) -> set[int]:
-    """Processes whose command line contains one of ``patterns``, plus all their descendants
+Pattern = tuple[str, ...]  # a process matches when its command line contains every string
+
+
+def matching_pids(patterns: list[Pattern]) -> set[int]:
+    """Processes whose command line matches one of ``patterns``, plus all their descendants
     (Ray workers rename themselves to ``ray::...`` and lose their arguments)."""
     procs = _processes()
     me = os.getpid()
-    roots = {pid for pid, (_, cmd) in procs.items() if pid != me and any(p in cmd for p in patterns)}
+    roots = {pid for pid, (_, cmd) in procs.items()
+             if pid != me and any(all(part in cmd for part in p) for p in patterns)}
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
@@ -115,7 +118,7 @@ def terminate(pids: set[int], grace_s: float = 5.0) -> set[int]:
     return pids
 
 
-def stop_matching(patterns: list[str], rounds: int = 3) -> set[int]:
+def stop_matching(patterns: list[Pattern], rounds: int = 3) -> set[int]:
     """Stop everything matching ``patterns`` (and descendants), rescanning for processes
     started meanwhile (a raylet restarts workers). Returns what could not be stopped."""
     left: set[int] = set()
@@ -162,7 +165,8 @@ class RayHead:
     dashboard_port: int = field(default_factory=free_port)
     client_port: int = field(default_factory=free_port)
     agent_port: int = field(default_factory=free_port)
-    start_seconds: float = 0.0
+    command_seconds: float = 0.0  # until `ray start --head` returned
+    start_seconds: float = 0.0  # until the dashboard's job API answered
     log: str = ""
 
     @property
@@ -195,6 +199,7 @@ class RayHead:
         self.log = proc.stdout + proc.stderr
         if proc.returncode != 0:
             raise RuntimeError(f"ray start --head failed ({proc.returncode}):\n{self.log[-3000:]}")
+        self.command_seconds = time.time() - t0
         # `ray start` returns once the node runs; the job API can take a moment longer.
         wait_for(lambda: http_json(f"{self.dashboard}/api/version", self.token), 60, "Ray dashboard")
         self.start_seconds = time.time() - t0
@@ -211,14 +216,11 @@ class RayHead:
     def job(self, submission_id: str) -> dict:
         return http_json(f"{self.dashboard}/api/jobs/{submission_id}", self.token)
 
-    def patterns(self) -> list[str]:
-        # The temp root names every node process; the Ray client server only names the GCS port.
-        return [str(self.root) + "/", f"--address={self.node_ip()}:{self.gcs_port} "]
-
-    def node_ip(self) -> str:
-        # `ray start` replaces a loopback --node-ip-address with the machine's routable IP.
-        m = re.search(r"--address='([^']+):\d+'", self.log)
-        return m.group(1) if m else LOOPBACK
+    def patterns(self) -> list[Pattern]:
+        # Every node process names its --temp-dir (all under our root); the Ray client server
+        # only names the GCS port.
+        return [(f"{self.root}/h/",), (f"{self.root}/w/",),
+                ("ray.util.client.server", f":{self.gcs_port} ", f"--port={self.client_port}")]
 
     def stop(self) -> set[int]:
         return stop_matching(self.patterns())

@@ -58,3 +58,36 @@ def test_campaign_refuses_a_bad_study_before_running_any(tmp_path, capsys):
     out = tmp_path / "out"
     assert main([str(tmp_path / "campaign.yaml"), "--output", str(out)]) == 2
     assert "campaign study 'broken'" in capsys.readouterr().err and not out.exists()
+
+
+def test_axes_and_compute_matched_expand_into_studies(tmp_path):
+    from sptune.campaign import expand
+
+    studies = expand({"campaign": "c", "studies": [{
+        "spec": "s.yaml", "name": "b", "set": {"seed": 3},
+        "axes": {"model.n_layers": [1, 2]},
+        "compute_matched": {"total_epochs": 20, "spt_fractions": [0, 0.25]},
+    }]}, tmp_path / "campaign.yaml")
+    assert [s.name for s in studies] == ["b-n_layers1-spt0-ft20", "b-n_layers1-spt5-ft15",
+                                         "b-n_layers2-spt0-ft20", "b-n_layers2-spt5-ft15"]
+    assert studies[1].overrides == ("seed=3", "model.n_layers=1", "pretrain.epochs=5", "finetune.epochs=15")
+    assert all(s.spec_path == tmp_path / "s.yaml" for s in studies)
+
+
+def test_data_fractions_are_nested():
+    from sptune.tasks import TaskRequest, load_task
+
+    small = load_task(TaskRequest("digits", {"train_fraction": 0.25}))
+    large = load_task(TaskRequest("digits", {"train_fraction": 0.5}))
+    rows = {r.tobytes() for r in large.train.x}
+    assert len(small.train) == round(0.25 * 1258) and len(large.train) == round(0.5 * 1258)
+    assert all(r.tobytes() in rows for r in small.train.x)
+    assert (small.val.x == large.val.x).all()  # validation never shrinks
+
+
+def test_zero_spt_epochs_is_planned_without_a_tuner(repo_root, capsys):
+    from sptune.sweep import main
+
+    spec = f"{repo_root}/search_spaces/digits_quick.yaml"
+    assert main([spec, "--set", "pretrain.epochs=0", "--dry-run"]) == 0
+    assert "0 epochs: SPT variants start from an untrained" in capsys.readouterr().out

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -69,8 +70,8 @@ def cluster(repo_root):
     try:
         mlflow.launch()  # starts while the head starts
         head_s = head.start(num_cpus=2)
-        print(f"\n[cluster] Ray head up in {head_s:.1f}s (`ray start --head` until the job API answers); "
-              f"GCS {head.address}, dashboard {head.dashboard}")
+        print(f"\n[cluster] Ray head: `ray start --head` returned after {head.command_seconds:.1f}s, job API "
+              f"answered after {head_s:.1f}s; GCS {head.address}, dashboard {head.dashboard}")
         free = available_memory_gib()
         if free >= WORKER_MIN_FREE_GIB:
             worker_s, _ = start_worker(head, num_cpus=1)
@@ -88,32 +89,38 @@ def cluster(repo_root):
 
 
 class Launched:
-    """A CLI run in its own session, output to a file."""
+    """A CLI run in its own session, output to a file; a thread notes when it ends."""
 
     def __init__(self, name: str, cmd: list[str], cluster, timeout_s: float) -> None:
         self.name, self.cmd, self.log = name, cmd, cluster.root / f"{name}.log"
         self.t0 = time.time()
         self.deadline = self.t0 + timeout_s
+        self.ended: float | None = None
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, env=cluster.env, cwd=cluster.repo, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        self.timed_out = False
+        self._reaper = threading.Thread(target=self._reap, daemon=True)
+        self._reaper.start()
+
+    def _reap(self) -> None:
+        self.proc.wait()
+        self.ended = time.time()
 
     def wait(self) -> SimpleNamespace:
-        try:
-            self.proc.wait(timeout=max(1.0, self.deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.timed_out = True
+        self._reaper.join(timeout=max(0.0, self.deadline - time.time()))
+        timed_out = self.ended is None or self.ended > self.deadline
+        self.kill()
         out = self.log.read_text(errors="replace")
-        print(f"\n[cluster] {self.name}: exit {self.proc.returncode} after {time.time() - self.t0:.0f}s")
-        return SimpleNamespace(rc=self.proc.returncode, out=out, timed_out=self.timed_out)
+        took = (self.ended or time.time()) - self.t0
+        print(f"\n[cluster] {self.name}: {'TIMED OUT, killed' if timed_out else 'exit'} "
+              f"{self.proc.returncode} after {took:.0f}s")
+        return SimpleNamespace(rc=self.proc.returncode, out=out, timed_out=timed_out)
 
     def kill(self) -> None:
-        # SIGKILL: ray.init ignores SIGTERM while it retries a GCS connection.
+        # SIGKILL to the whole group: ray.init ignores SIGTERM while it retries a GCS connection.
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            self._reaper.join()
 
 
 def _sweep(*args: str) -> list[str]:
