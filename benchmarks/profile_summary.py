@@ -49,7 +49,7 @@ def parse(path: Path) -> list[tuple[str, str, int]]:
         if not count.isdigit():
             continue
         procs = PROCESS.findall(stack)
-        label = procs[-1][1] if procs else "?"
+        label = procs[-1][1] if procs else "driver"  # without --subprocesses only the driver is sampled
         out.append((label, stack, int(count)))
     return out
 
@@ -73,7 +73,7 @@ def activity(stack: str) -> str:
 
 def summarize(rows: list[tuple[str, str, int]]) -> dict[str, dict[str, int]]:
     root = rows[0][1].split(";")[0] if rows else ""
-    root_label = PROCESS.findall(root)[0][1] if PROCESS.findall(root) else ""
+    root_label = PROCESS.findall(root)[0][1] if PROCESS.findall(root) else "driver"
     table: dict[str, Counter] = {}
     for label, stack, n in rows:
         table.setdefault(process_kind(label, root_label), Counter())[activity(stack)] += n

@@ -89,38 +89,42 @@ def cluster(repo_root):
 
 
 class Launched:
-    """A CLI run in its own session, output to a file; a thread notes when it ends."""
+    """A CLI run in its own session, output to a file; a thread stops it at its deadline."""
 
     def __init__(self, name: str, cmd: list[str], cluster, timeout_s: float) -> None:
-        self.name, self.cmd, self.log = name, cmd, cluster.root / f"{name}.log"
+        self.name, self.log, self.timeout_s = name, cluster.root / f"{name}.log", timeout_s
         self.t0 = time.time()
-        self.deadline = self.t0 + timeout_s
-        self.ended: float | None = None
+        self.seconds: float | None = None
+        self.timed_out = False
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, env=cluster.env, cwd=cluster.repo, stdout=log,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        self._reaper = threading.Thread(target=self._reap, daemon=True)
-        self._reaper.start()
+        self._watcher = threading.Thread(target=self._watch, daemon=True)
+        self._watcher.start()
 
-    def _reap(self) -> None:
-        self.proc.wait()
-        self.ended = time.time()
+    def _watch(self) -> None:
+        try:
+            self.proc.wait(timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            self.timed_out = True
+            self.kill()
+        self.seconds = time.time() - self.t0
 
     def wait(self) -> SimpleNamespace:
-        self._reaper.join(timeout=max(0.0, self.deadline - time.time()))
-        timed_out = self.ended is None or self.ended > self.deadline
-        self.kill()
-        out = self.log.read_text(errors="replace")
-        took = (self.ended or time.time()) - self.t0
-        print(f"\n[cluster] {self.name}: {'TIMED OUT, killed' if timed_out else 'exit'} "
-              f"{self.proc.returncode} after {took:.0f}s")
-        return SimpleNamespace(rc=self.proc.returncode, out=out, timed_out=timed_out)
+        self._watcher.join()
+        print(f"\n[cluster] {self.name}: {'TIMED OUT, killed' if self.timed_out else 'exit'} "
+              f"{self.proc.returncode} after {self.seconds:.0f}s")
+        return SimpleNamespace(rc=self.proc.returncode, out=self.log.read_text(errors="replace"),
+                               timed_out=self.timed_out)
 
     def kill(self) -> None:
         # SIGKILL to the whole group: ray.init ignores SIGTERM while it retries a GCS connection.
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self._reaper.join()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
 
 
 def _sweep(*args: str) -> list[str]:

@@ -8,6 +8,7 @@ runs, and the test split read exactly once per selected checkpoint, after all Tu
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,18 @@ TINY = [
 ]
 
 
+SECRET = "sptune-test-secret-7f3a"
+
+
 @pytest.fixture(scope="module")
 def study(ray_session, repo_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("study") / "digits"
-    code = main([str(Path(repo_root) / "search_spaces" / "digits_quick.yaml"), "--output", str(out), *TINY])
+    # A credential in the environment must never reach MLflow (checked below).
+    os.environ["AWS_SECRET_ACCESS_KEY"] = SECRET
+    try:
+        code = main([str(Path(repo_root) / "search_spaces" / "digits_quick.yaml"), "--output", str(out), *TINY])
+    finally:
+        del os.environ["AWS_SECRET_ACCESS_KEY"]
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     client = MlflowClient(tracking_uri=results["mlflow"]["tracking_uri"])
@@ -53,7 +62,7 @@ def test_one_parent_and_a_child_per_trial(study):
     children = _children(runs, parent_id)
     assert len(children) == 2 + 3 + 3  # pretrain + scratch + spt trials
     stages = sorted((c.data.tags["sptune.stage"], c.data.tags["sptune.variant"]) for c in children)
-    assert stages.count(("pretrain", "spt")) == 2 and stages.count(("finetune", "scratch")) == 3
+    assert stages.count(("pretrain", "masked")) == 2 and stages.count(("finetune", "scratch")) == 3
     for child in children:
         params = child.data.params
         for key in ("lr", "batch_size", "seed", "variant", "stage", "model.d_model", "model.n_layers"):
@@ -125,3 +134,12 @@ def test_test_split_read_once_per_selected_checkpoint_after_all_tuners(study):
     last_tuner_end = max(stage["end"] for stage in results["timeline"])
     assert all(read["time"] >= last_tuner_end for read in reads)
     assert all(read["rows"] == 359 for read in reads)  # digits test split: 20 % of 1,797
+
+
+def test_no_credentials_or_environment_reach_mlflow(study):
+    _, _, client, runs = study
+    for run in runs:
+        fresh = client.get_run(run.info.run_id)
+        logged = {**fresh.data.params, **fresh.data.tags}
+        assert not any(SECRET in str(v) for v in logged.values()), run.info.run_name
+        assert not any(key.upper().startswith(("AWS_", "MLFLOW_TRACKING_PASSWORD")) for key in logged)
