@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from sptune.errors import SpecError, SptuneError
+from sptune.errors import RuntimeFailure, SpecError, SptuneError
 from sptune.plan import StudyPlan, build_plan, describe
 from sptune.spec import SweepSpec, load_spec, read_yaml
 from sptune.tasks import TaskRequest, check_task, load_task
@@ -114,6 +114,27 @@ def _quiet_ray() -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
+def _check_ray_address(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds: ray.init retries a GCS that does not answer for many minutes."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise SpecError("--address", f"'{address}' is not HOST:PORT", "pass the head's GCS address, e.g. 10.0.0.5:6379")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise RuntimeFailure(
+            f"--address {address}",
+            f"no Ray head answers there ({err.strerror or type(err).__name__})",
+            "start one with `ray start --head --port PORT` and pass the address it prints, or drop --address "
+            "(and RAY_ADDRESS) to run on a local Ray instance",
+        ) from None
+
+
 def _start_ray(address: str | None) -> bool:
     """Connect to (or start) Ray; True when this process started it and must stop it."""
     import ray
@@ -122,9 +143,19 @@ def _start_ray(address: str | None) -> bool:
         return False
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=False)
+        _check_ray_address(address)
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError) as err:  # e.g. token auth refused the connection
+            raise RuntimeFailure(
+                f"--address {address}",
+                f"could not join the Ray cluster ({str(err).splitlines()[0][:200]})",
+                "check the address; a cluster started with token auth needs RAY_AUTH_MODE=token and its token "
+                "(~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN) in this environment",
+            ) from err
     else:
-        # A local instance listens on loopback only.
+        # Ask Ray to use loopback for a local instance (the dashboard is off; Ray may still
+        # bind its GCS port on the machine's address, see docs/cluster.md).
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     return True
 
@@ -194,6 +225,7 @@ def run_study(
     from sptune.tracking import Tracker, default_tracking_uri, ui_command
 
     state = check_output_dir(args, spec, out)
+    plan = _fit_to_cluster(plan)
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(_spec_text(spec))
     # A campaign keeps one MLflow store for all its studies.
@@ -218,6 +250,18 @@ def run_study(
     print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
     print(f"MLflow UI: {ui_command(uri, store_dir, tracker.experiment_id)}")
     return out / "results.json"
+
+
+def _fit_to_cluster(plan: StudyPlan) -> StudyPlan:
+    """Concurrent trials from the connected cluster's CPUs (the plan was made before Ray started)."""
+    import dataclasses
+
+    import ray
+
+    from sptune.plan import concurrency
+
+    cpus = ray.cluster_resources().get("CPU")
+    return dataclasses.replace(plan, concurrency=concurrency(plan.spec, cpus)) if cpus else plan
 
 
 def _with_ray(args: argparse.Namespace, body) -> None:

@@ -254,7 +254,8 @@ def test_trials_ran_on_both_nodes(cluster, runs):
         pytest.skip("no second Ray node (not enough free memory)")
     for name in ("a", "b"):
         runs.launched[name].wait()
-    trials = [a for a in cluster.head.actors() if "Trainable" in a["class_name"]]
+    # Actors Tune created but stopped before placement have no node.
+    trials = [a for a in cluster.head.actors() if "Trainable" in a["class_name"] and a.get("node_id")]
     nodes = {a["node_id"] for a in trials}
     print(f"[cluster] {len(trials)} trial actors on {len(nodes)} node(s)")
-    assert cluster.worker.node_id in nodes and len(nodes) == 2
+    assert nodes == {n["node_id"] for n in cluster.head.nodes()}  # the head and the worker

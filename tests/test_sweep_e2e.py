@@ -143,3 +143,59 @@ def test_no_credentials_or_environment_reach_mlflow(study):
         logged = {**fresh.data.params, **fresh.data.tags}
         assert not any(SECRET in str(v) for v in logged.values()), run.info.run_name
         assert not any(key.upper().startswith(("AWS_", "MLFLOW_TRACKING_PASSWORD")) for key in logged)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
+    """A real `mlflow server` on the study's store, the printed runs URL in headless Chromium:
+    the page is the model-training runs table (not MLflow 3's GenAI overview)."""
+    import shutil
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from sptune.tracking import runs_url
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("chromium is not installed (the README's test command installs it)")
+    out, results, _, _ = study
+    port = _free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", results["mlflow"]["tracking_uri"],
+         "--default-artifact-root", str(out / "mlartifacts")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        url = runs_url(f"http://127.0.0.1:{port}", results["mlflow"]["experiment_id"])
+        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                 "--window-size=1400,900", "--virtual-time-budget=20000"]
+        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
+                             timeout=120).stdout
+        shot = tmp_path / "mlflow_runs.png"
+        subprocess.run([chromium, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+    _, _, _, runs = study
+    assert "Run Name" in dom  # the runs table's header: absent from the GenAI overview
+    assert f"<strong>{len(runs)}</strong> matching runs" in dom  # parent + every trial's child run
+    assert "Detect Issues" not in dom  # the GenAI overview page's marker
+    assert shot.stat().st_size > 20_000
