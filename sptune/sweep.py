@@ -57,8 +57,18 @@ def check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:
         )
 
 
+def _absolute_paths(spec: SweepSpec) -> None:
+    """Trials run in their own working directories (possibly on other nodes): file paths in
+    the spec are resolved against the directory the user ran the command from."""
+    if spec.language_model is not None:
+        spec.language_model.path = str(Path(spec.language_model.path).expanduser().resolve())
+    if spec.pretrain is not None and spec.pretrain.checkpoint:
+        spec.pretrain.checkpoint = str(Path(spec.pretrain.checkpoint).expanduser().resolve())
+
+
 def prepare(args: argparse.Namespace) -> tuple[SweepSpec, TaskSplits, StudyPlan]:
     spec = load_spec(args.spec, args.overrides)
+    _absolute_paths(spec)
     request = TaskRequest(spec.task.name, spec.task.options, spec.seed, resolve_data_dir(args.data_dir))
     check_task(request)
     data = load_task(request)

@@ -115,8 +115,8 @@ def generate_synthetic_imdb(
     seed: int = 0,
     n_train: int = 2000,
     n_test: int = 500,
-    min_chars: int = 150,
-    max_chars: int = 500,
+    min_chars: int = 80,
+    max_chars: int = 250,
     agree: float = 0.75,
 ) -> Path:
     """Write a small **synthetic** sentiment corpus as ``out_dir/aclImdb/{train,test}/{pos,neg}/<id>_<r>.txt``.
