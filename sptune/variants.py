@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 
 from sptune.models import Classifier, ModelConfig, encoder_state
+from sptune.spec import PRETRAINING_OF
 
 # A variant builder takes the classifier config and (optionally) an SPT checkpoint's
 # model state, and returns a ready-to-train model with requires_grad set.
@@ -103,20 +104,8 @@ BUILDERS: dict[str, Builder] = {
     "unfrozen_random": _language_model(pretrained=False, frozen=False),
 }
 LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
-# Which pretraining objective each variant's init comes from (None: no SPT checkpoint).
-PRETRAINING = {
-    "scratch": None,
-    "spt": "masked",
-    "spt_causal": "causal",
-    "qk_init": "masked",
-    "frozen_attn": None,
-    "frozen_attn_mlp": None,
-    "fpt_frozen": None,
-    "fpt_unfrozen": None,
-    "frozen_random": None,
-    "unfrozen_random": None,
-    "spt_cross": "masked",
-}
+# Which pretraining objective each variant's init comes from: one table, in the spec module.
+PRETRAINING = PRETRAINING_OF
 
 
 def build_model(

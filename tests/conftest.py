@@ -28,3 +28,12 @@ def ray_session():
 @pytest.fixture(scope="session")
 def repo_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def offline_data_env(tmp_path, monkeypatch):
+    """Data tests: a private cache, no hub, no user data directory."""
+    monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("SPTUNE_DATA_DIR", raising=False)

@@ -10,13 +10,7 @@ from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.bits import generate_bits_files
 
-
-@pytest.fixture(autouse=True)
-def offline_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("SPTUNE_DATA_DIR", raising=False)
+pytestmark = pytest.mark.usefixtures("offline_data_env")
 
 
 def load(task, data_dir=None, **options):

@@ -18,12 +18,7 @@ from sptune.tasks import TaskRequest, load_task
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def offline_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("SPTUNE_DATA_DIR", raising=False)
+pytestmark = pytest.mark.usefixtures("offline_data_env")
 
 
 def info_json(capsys, *args) -> dict:

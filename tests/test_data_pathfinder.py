@@ -25,12 +25,7 @@ from sptune.tasks.pathfinder import (
 EIGHT = np.ones((3, 3), dtype=int)
 
 
-@pytest.fixture(autouse=True)
-def offline_env(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.delenv("SPTUNE_DATA_DIR", raising=False)
+pytestmark = pytest.mark.usefixtures("offline_data_env")
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -57,3 +58,17 @@ class ReconstructionHead(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.proj(h)
+
+
+def classify(
+    encode: Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor],
+    head: ClassificationHead,
+    inputs: torch.Tensor,
+    key_padding: torch.Tensor | None,
+) -> torch.Tensor:
+    """Pooled encoding -> logits; paired inputs (B, 2, L[, C]) share the encoder."""
+    if not head.paired:
+        return head(encode(inputs, key_padding))
+    pad_a = key_padding[:, 0] if key_padding is not None else None
+    pad_b = key_padding[:, 1] if key_padding is not None else None
+    return head(encode(inputs[:, 0], pad_a), encode(inputs[:, 1], pad_b))

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from sptune.models.heads import ClassificationHead, pool
+from sptune.models.heads import ClassificationHead, classify, pool
 from sptune.models.model import ModelConfig
 
 # Parameters of a frozen backbone that still train (Lu et al.: norms and positions).
@@ -58,11 +58,7 @@ class LMClassifier(nn.Module):
         return pool(h, "mean" if self.cfg.pooling == "cls" else self.cfg.pooling, key_padding)
 
     def forward(self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None) -> torch.Tensor:
-        if not self.cfg.paired:
-            return self.head(self._encode(inputs, key_padding))
-        pad_a = key_padding[:, 0] if key_padding is not None else None
-        pad_b = key_padding[:, 1] if key_padding is not None else None
-        return self.head(self._encode(inputs[:, 0], pad_a), self._encode(inputs[:, 1], pad_b))
+        return classify(self._encode, self.head, inputs, key_padding)
 
 
 def freeze_backbone(model: LMClassifier) -> LMClassifier:
@@ -78,13 +74,19 @@ def check_language_model(path: str | Path, seq_len: int) -> None:
 
     path = Path(path)
     if not (path / "config.json").is_file():
-        raise DataError(str(path), "no Hugging Face checkpoint here (config.json missing)",
-                        "point language_model.path at a directory saved with model.save_pretrained()")
+        raise DataError(
+            str(path),
+            "no Hugging Face checkpoint here (config.json missing)",
+            "point language_model.path at a directory saved with model.save_pretrained()",
+        )
     config = _transformers().AutoConfig.from_pretrained(str(path), local_files_only=True)
     limit = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
     if limit is not None and seq_len > limit:
-        raise DataError(str(path), f"the model takes at most {limit} positions but the task has {seq_len}",
-                        "shorten the task's sequences (e.g. task.max_len) or use a model with more positions")
+        raise DataError(
+            str(path),
+            f"the model takes at most {limit} positions but the task has {seq_len}",
+            "shorten the task's sequences (e.g. task.max_len) or use a model with more positions",
+        )
 
 
 def make_tiny_gpt2(out_dir: str | Path, seed: int = 0) -> Path:
@@ -95,8 +97,9 @@ def make_tiny_gpt2(out_dir: str | Path, seed: int = 0) -> Path:
     """
     tf = _transformers()
     torch.manual_seed(seed)
-    config = tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=1024, vocab_size=256,
-                           bos_token_id=0, eos_token_id=0)
+    config = tf.GPT2Config(
+        n_embd=64, n_layer=2, n_head=4, n_positions=1024, vocab_size=256, bos_token_id=0, eos_token_id=0
+    )
     tf.GPT2Model(config).save_pretrained(str(out_dir))
     return Path(out_dir)
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from sptune.models.encoder import Encoder, EncoderConfig
-from sptune.models.heads import ClassificationHead, Pooling, ReconstructionHead, pool
+from sptune.models.heads import ClassificationHead, Pooling, ReconstructionHead, classify, pool
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,7 @@ class Classifier(nn.Module):
         return pool(h, self.cfg.pooling, padding)
 
     def forward(self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None) -> torch.Tensor:
-        if not self.cfg.paired:
-            return self.head(self._encode(inputs, key_padding))
-        # Paired inputs arrive as (B, 2, L[, C]); both documents share the encoder.
-        pad_a = key_padding[:, 0] if key_padding is not None else None
-        pad_b = key_padding[:, 1] if key_padding is not None else None
-        return self.head(self._encode(inputs[:, 0], pad_a), self._encode(inputs[:, 1], pad_b))
+        return classify(self._encode, self.head, inputs, key_padding)
 
 
 class Pretrainer(nn.Module):
