@@ -82,7 +82,33 @@ def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, An
     return {"trials": len(grid), "trial_epochs": sel.trial_epochs, "wall_s": wall,
             "selected_val_acc": sel.score, "selected_epoch": sel.epoch,
             "selected_config": {"lr": float(sel.config["lr"]), "batch_size": int(sel.config["batch_size"])},
-            "curve": best_so_far(recorder.events), "trial_table": trial_table(grid)}
+            "curve": best_so_far(recorder.events), "trial_table": trial_table(grid),
+            "val_acc_by_trial_epoch": per_trial(recorder.events)}
+
+
+def per_trial(events: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each trial's validation accuracy per epoch (what ASHA saw at its rungs)."""
+    out: dict[str, list[float]] = {}
+    for e in events:
+        out.setdefault(e["trial"], []).append(e["val_acc"])
+    return out
+
+
+def rung_diagnostics(grid_curves: dict[str, list[float]], grace: int) -> dict[str, Any]:
+    """How well accuracy at ASHA's first rung predicts a grid trial's final best accuracy.
+
+    Spearman rank correlation over the grid's trials, and the rank (1 = best) that the
+    grid's eventual winner had at the rung, where ASHA keeps the top 1/reduction_factor.
+    """
+    curves = [c for c in grid_curves.values() if len(c) >= grace]
+    at_rung = np.array([c[grace - 1] for c in curves])
+    final = np.array([max(c) for c in curves])
+    rank = lambda a: np.argsort(np.argsort(-a))  # noqa: E731  (0 = best; ties broken by order)
+    rho = float(np.corrcoef(rank(at_rung), rank(final))[0, 1]) if len(curves) > 2 else float("nan")
+    winner = int(np.argmax(final))
+    return {"grace_epoch": grace, "spearman_rung_vs_final": rho, "trials": len(curves),
+            "winner_rank_at_rung": int(rank(at_rung)[winner]) + 1,
+            "val_acc_at_rung": sorted(at_rung.tolist(), reverse=True)}
 
 
 def best_so_far(events: list[dict[str, Any]]) -> list[tuple[int, float]]:
@@ -125,7 +151,7 @@ def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
     return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val), "methods": results}
 
 
-def summarize(out: dict[str, Any]) -> dict[str, Any]:
+def summarize(out: dict[str, Any], grace: int) -> dict[str, Any]:
     m = out["methods"]
     grid, asha = m["grid"], m["optuna+asha"]
     gaps = {k: 100 * (grid["selected_val_acc"] - v["selected_val_acc"]) for k, v in m.items() if k != "grid"}
@@ -134,7 +160,8 @@ def summarize(out: dict[str, Any]) -> dict[str, Any]:
             "gap_pt_by_method": gaps, "epochs_fraction_by_method": fractions,
             "one_val_example_pt": 100 / out["val_rows"],
             "target_met": gaps["optuna+asha"] <= 0.5 and fractions["optuna+asha"] <= 1 / 3 + 1e-9,
-            "grid_best_val_acc": grid["selected_val_acc"], "asha_selected_val_acc": asha["selected_val_acc"]}
+            "grid_best_val_acc": grid["selected_val_acc"], "asha_selected_val_acc": asha["selected_val_acc"],
+            "rung": rung_diagnostics(grid["val_acc_by_trial_epoch"], grace)}
 
 
 def print_report(out: dict[str, Any], epochs: int) -> None:
@@ -153,6 +180,10 @@ def print_report(out: dict[str, Any], epochs: int) -> None:
     s = out["summary"]
     print(f"\nacc_gap_pt={s['acc_gap_pt']:.2f} (1 val example = {s['one_val_example_pt']:.2f} pt)  "
           f"epochs_fraction={s['epochs_fraction']:.3f}  target met: {s['target_met']}")
+    r = s["rung"]
+    print(f"grid trials: accuracy at epoch {r['grace_epoch']} (ASHA's first rung) vs final best, Spearman "
+          f"{r['spearman_rung_vs_final']:.2f}; the grid's winner ranked {r['winner_rank_at_rung']}/{r['trials']} "
+          "at that rung")
 
 
 def main() -> int:
@@ -179,7 +210,7 @@ def main() -> int:
     finally:
         bc.stop_ray()
     out = {**info, **out}
-    out["summary"] = summarize(out)
+    out["summary"] = summarize(out, args.grace)
     out.update({k: out["summary"][k] for k in ("acc_gap_pt", "epochs_fraction")})
     print_report(out, args.epochs)
     bc.write_json(args.json, out)

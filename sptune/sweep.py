@@ -339,6 +339,7 @@ def run_campaign(args: argparse.Namespace, raw: dict) -> int:
         for study, study_args, spec, data, plan in prepared:
             print(f"[sptune] campaign {raw['campaign']}: study {study.name}", flush=True)
             run_study(study_args, spec, data, plan, root / study.name, campaign_root=root)
+            _maybe_report(root / study.name)
 
     _with_ray(args, body)
     path = merge_results(root, studies, raw["campaign"])

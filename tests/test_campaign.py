@@ -40,7 +40,10 @@ def test_campaign_expands_axes_shares_spt_and_merges_rows(ray_session, tmp_path,
     # The data fraction does not change what SPT sees? It does: the fraction subsets the
     # training split, so each study pretrains on its own data -- two cache entries.
     assert len(list((out / "spt_cache").iterdir())) == 2
-    assert (out / "report.html").exists()
+    report = (out / "report.html").read_text()
+    # Studies sit side by side in the campaign report, never pooled into one column.
+    assert "digits · frac-train_fraction0.5" in report and "digits · frac-train_fraction1.0" in report
+    assert (out / "frac-train_fraction0.5" / "report.html").exists()
     # Identical pretraining is reused: a second campaign over a finetuning-only axis.
     (tmp_path / "campaign2.yaml").write_text(CAMPAIGN.replace("task.train_fraction: [0.5, 1.0]",
                                                               "finetune.weight_decay: [0.0, 0.1]"))

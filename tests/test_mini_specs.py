@@ -45,7 +45,7 @@ def synthetic_text(tmp_path_factory):
     from sptune.tasks.text import generate_synthetic_imdb
 
     root = tmp_path_factory.mktemp("synthetic_text")
-    generate_synthetic_imdb(root, seed=0, n_train=400, n_test=100)
+    generate_synthetic_imdb(root, seed=0, n_train=3000, n_test=100)  # text_lr carves 2,500 for val
     return root
 
 
@@ -56,8 +56,14 @@ def cifar_dir() -> Path | None:
     return None
 
 
+# Drawing Pathfinder images is slow (PathX: ~0.1 s each), so dry-runs draw fewer; the plan is the same.
+FEWER_IMAGES = ["--set", "task.gen_n=100"]
+
+
 def data_args(task: str, synthetic_text: Path) -> list[str]:
-    """--data-dir for the tasks that have no generator; skip when the data is absent."""
+    """--data-dir for the tasks that have no generator (skip when absent); smaller generated sets."""
+    if task in ("pathfinder", "pathx"):
+        return FEWER_IMAGES
     if task == "image":
         found = cifar_dir()
         if found is None:
@@ -139,7 +145,7 @@ def test_synthetic_text_is_labelled_and_labels_follow_sentiment(synthetic_text, 
             assert (votes > 0) == bool(label), path
     splits = load_task(TaskRequest("text", {"max_len": 128, "n_val": 50}, 0, synthetic_text))
     assert "SYNTHETIC" in splits.source
-    assert len(splits.train) == 350 and len(splits.val) == 50
+    assert len(splits.train) == 2950 and len(splits.val) == 50
 
 
 # ----------------------------------------------------------------------------- end to end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,29 @@ def _mlflow_trials(uri: str | None, parent: str | None,
                              f"{MISSING}"]
 
 
+def load_campaign(run_dir: Path, results: dict[str, Any]) -> ReportData:
+    """A campaign: each study read from its own directory; its task column is labelled with the
+    study name, so studies (ablation cells) sit side by side and are never pooled."""
+    rows: list[dict[str, Any]] = []
+    trials: list[Trial] = []
+    notes: list[str] = []
+    timeline: list[dict[str, Any]] = []
+    for name in results.get("studies") or {}:
+        part = load_data(run_dir / name)
+        rows += [{**r, "task": f"{r['task']} · {name}"} for r in part.rows]
+        trials += [dataclasses.replace(t, task=f"{t.task} · {name}") for t in part.trials]
+        notes += [f"{name}: {n}" for n in part.notes]
+        timeline += [{**t, "stage": f"{name}/{t['stage']}"} for t in part.timeline]
+    # Search spaces differ between studies: the LR-edge check falls back to the LRs each study tried.
+    return ReportData(name=str(results.get("campaign")), run_dir=run_dir, rows=rows, trials=trials, spec={},
+                      timeline=timeline, source=f"campaign {run_dir}", notes=notes)
+
+
 def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str | None = None) -> ReportData:
     """Read a study from its directory, or from MLflow alone given a tracking URI and parent run id."""
     results = _read_json(run_dir / "results.json") if (run_dir / "results.json").is_file() else {}
+    if "campaign" in results and not parent_run_id:
+        return load_campaign(run_dir, results)
     ml = results.get("mlflow") or {}
     uri = tracking_uri or resolve_tracking_uri(ml.get("tracking_uri"), run_dir)
     parent = parent_run_id or ml.get("parent_run_id")

@@ -102,11 +102,10 @@ def _synthetic_review(rng: random.Random, filler: list[str], label: int, n_chars
             words.append(rng.choice(lexicons[side]))
         else:
             words.append(rng.choice(filler))
-    # The label is the majority of the sentiment words actually drawn (ties: one more agreeing word).
-    votes = sum(1 if w in POSITIVE_WORDS else -1 for w in words if w in POSITIVE_WORDS + NEGATIVE_WORDS)
-    if votes == 0 or (votes > 0) != bool(label):
-        words.append(rng.choice(lexicons[label]))
-        words.insert(rng.randrange(len(words)), rng.choice(lexicons[label]))
+    # The label must be the majority of the sentiment words: add agreeing ones at random places until it is.
+    votes = sum(1 if w in lexicons[label] else -1 for w in words if w in POSITIVE_WORDS + NEGATIVE_WORDS)
+    for _ in range(max(0, 1 - votes)):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(lexicons[label]))
     return " ".join(words).capitalize() + "."
 
 
