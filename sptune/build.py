@@ -14,6 +14,7 @@ def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
         n_heads=model.n_heads,
         d_ff=model.d_ff,
         dropout=model.dropout,
+        attention_dropout=model.attention_dropout,
         positions=model.positions,
         max_len=info.seq_len,
         input_kind=info.input_kind,

@@ -116,6 +116,7 @@ class ModelSpec(Strict):
     n_heads: int = 4
     d_ff: int = 128
     dropout: float = 0.1
+    attention_dropout: float = 0.0  # > 0 disables the fast fused attention kernels
     positions: Literal["rotary", "learned", "none"] = "learned"
     pooling: Literal["mean", "max", "last", "cls"] = "max"
 
@@ -378,6 +379,8 @@ def check_semantics(spec: SweepSpec) -> None:
         raise SpecError("model.positions", "rotary positions need an even head size", "use an even d_model / n_heads")
     if not 0 <= m.dropout < 1:
         raise SpecError("model.dropout", f"must be in [0, 1) (got {m.dropout})", "use e.g. 0.1")
+    if not 0 <= m.attention_dropout < 1:
+        raise SpecError("model.attention_dropout", f"must be in [0, 1) (got {m.attention_dropout})", "use 0.0")
     if m.family == "ssm":
         _positive("model.ssm_state", m.ssm_state)
         attention_only = [

@@ -155,6 +155,7 @@ class PretrainLoop(EpochLoop):
         cfg: OptimConfig,
     ) -> None:
         self.objective = objective
+        torch.manual_seed(cfg.seed)  # before building: the initial weights are part of the seed's run
         model = Pretrainer(encoder_cfg, obj.output_dim(info, objective.loss))
         super().__init__(model, info, _unpair(train), _unpair(val), cfg)
         # Validation masks are fixed (seeded) so val loss is comparable across epochs;
@@ -201,7 +202,10 @@ class FinetuneLoop(EpochLoop):
         cfg: OptimConfig,
         model: Classifier | None = None,
     ) -> None:
-        super().__init__(model or Classifier(model_cfg), info, train, val, cfg)
+        if model is None:
+            torch.manual_seed(cfg.seed)  # before building: the initial weights are part of the seed's run
+            model = Classifier(model_cfg)
+        super().__init__(model, info, train, val, cfg)
         self.loss_fn = nn.CrossEntropyLoss()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:

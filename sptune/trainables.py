@@ -133,6 +133,8 @@ class FinetuneTrainable(_EpochTrainable):
             self.spec.model, self.data.info, causal=self.spec.variant_objective(variant) == "causal"
         )
         lm = self.spec.language_model
+        # Seed before building: a reused actor must not carry RNG state into the next trial's init.
+        torch.manual_seed(int(config.get("seed", self.spec.seed)))
         model = build_model(kind, cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
         epochs = self.spec.variant_epochs(variant)

@@ -213,3 +213,20 @@ def test_relative_model_paths_are_resolved_for_trials(tiny_gpt2, tmp_path, monke
     args = argparse.Namespace(spec=str(spec), overrides=[], data_dir=None)
     resolved, _, _ = prepare(args)
     assert resolved.language_model.path == str(tmp_path / "lm")
+
+
+def test_same_seed_same_initial_weights_whatever_ran_before():
+    """A reused Ray actor must not carry RNG state into the next trial's initialisation."""
+    from sptune.tasks.base import ArraySplit
+    from sptune.train import FinetuneLoop, OptimConfig
+
+    split = ArraySplit(torch.randint(0, 17, (8, 64)).numpy().astype("uint8"), torch.zeros(8).long().numpy())
+    cfg = classifier_config(SPEC, INFO)
+
+    def first_weight() -> torch.Tensor:
+        loop = FinetuneLoop(cfg, INFO, split, split, OptimConfig(lr=1e-3, batch_size=4, epochs=1, seed=0))
+        return loop.model.encoder.embed.weight.detach().clone()
+
+    a = first_weight()
+    torch.rand(1000)  # anything consuming the global RNG in between
+    assert torch.equal(a, first_weight())
