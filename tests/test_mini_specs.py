@@ -100,9 +100,15 @@ def test_lr_specs_sweep_each_variant_over_1e5_to_1e2(path):
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_spec_dry_runs(path, offline, synthetic_text, capsys):
+def test_spec_dry_runs(path, offline, synthetic_text, capsys, tmp_path):
     spec = load_spec(path)
-    assert main([str(path), "--dry-run", *data_args(spec.task.name, synthetic_text)]) == 0
+    extra = []
+    if spec.language_model is not None:  # FPT specs: a tiny local GPT-2 stands in for the real one
+        pytest.importorskip("transformers")
+        from sptune.models.lm import make_tiny_gpt2
+
+        extra = ["--set", f"language_model.path={make_tiny_gpt2(tmp_path / 'gpt2')}"]
+    assert main([str(path), "--dry-run", *data_args(spec.task.name, synthetic_text), *extra]) == 0
     out = capsys.readouterr().out
     assert f"Study '{spec.name}'" in out and "Stages" in out
 

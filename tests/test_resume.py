@@ -76,7 +76,7 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
     state = json.loads((interrupted / "study_state.json").read_text())
     assert "pretrain" in state["stages"] and "finetune-scratch" not in state["stages"]
     assert not (interrupted / "test_reads.jsonl").exists()
-    pretrain_checkpoint = state["stages"]["pretrain"]["selection"]["checkpoint_path"]
+    pretrain_checkpoint = state["stages"]["pretrain"]["selections"][0]["checkpoint_path"]
 
     assert main([_spec(repo_root), "--output", str(interrupted), "--resume", *TINY]) == 0
     timeline.append(f"{time.time():.1f} resumed study finished")
