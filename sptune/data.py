@@ -306,6 +306,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         shape = {"resolution": args.resolution, "contour_length": args.contour_length}
         extra = {k: v for k, v in shape.items() if v is not None}
         written = generate_pathfinder(out, args.seed, n, **extra).directory
+    elif args.kind == "text":
+        from sptune.tasks.text import generate_synthetic_imdb
+
+        # SYNTHETIC reviews in the aclImdb layout (offline smoke runs; not IMDb, and labelled so).
+        sizes = {"n_train": counts.get("n_train", 2000), "n_test": counts.get("n_test", 500)}
+        written = generate_synthetic_imdb(out, args.seed, **sizes)
     elif args.kind == "retrieval":
         from sptune.tasks.retrieval import generate_retrieval
 
@@ -338,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--json", action="store_true", help="print one JSON object")
         p.set_defaults(func=func)
     g = sub.add_parser("generate", help="write an offline dataset in the official layout")
-    g.add_argument("kind", choices=["listops", "pathfinder", "retrieval", "bits"])
+    g.add_argument("kind", choices=["listops", "pathfinder", "retrieval", "bits", "text"])
     g.add_argument("--out", required=True)
     g.add_argument("--seed", type=int, default=0)
     for flag in ("--n-train", "--n-val", "--n-test", "--n", "--min-len", "--max-len", "--max-depth",

@@ -79,3 +79,11 @@ def test_module_entry_point_runs(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["splits"] == {"train": 800, "val": 100, "test": 100}
+
+
+def test_generate_text_writes_a_synthetic_aclimdb_that_reads_back(tmp_path):
+    from sptune.tasks import TaskRequest, load_task
+
+    assert main(["generate", "text", "--out", str(tmp_path), "--seed", "1", "--n-train", "40", "--n-test", "20"]) == 0
+    splits = load_task(TaskRequest("text", {"n_val": 8, "max_len": 64}, 0, tmp_path))
+    assert len(splits.train) == 32 and len(splits.val) == 8 and "SYNTHETIC" in splits.source.upper()
