@@ -65,14 +65,14 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
 
 
 def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, Any]:
-    from sptune.plan import build_plan
+    from sptune.plan import TunerPlan, build_plan
     from sptune.selection import select_best
     from sptune.tuners import build_tuner
 
     plan = build_plan(spec, task.info, cluster_cpus=2)
     stage = plan.finetune_stages()[0]
     recorder = EpochRecorder()
-    tuner = build_tuner(plan, stage, task, storage / method.replace("+", "_"), [recorder])
+    tuner = build_tuner(plan, TunerPlan(stage.name, (stage,)), task, storage / method.replace("+", "_"), [recorder])
     print(f"[{method}] {stage.n_trials} trials x <= {stage.epochs} epochs ({stage.searcher}, "
           f"{spec.scheduler.type}) ...", flush=True)
     start = time.perf_counter()

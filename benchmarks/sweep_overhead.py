@@ -1,19 +1,21 @@
 """A whole sptune sweep (Ray Tune + MLflow) vs the SAME trials run by hand with sptune.train's loops.
 
-The sweep is digits_quick with a reduced budget and a FIFO scheduler, so every trial runs all
-its epochs and the plain arm can replay exactly the configs the sweep ran (read back from
-``ray_results/*/params.json``): the same stages in the same order (pretrain, then one finetune
-stage per variant, the spt variant starting from the plain arm's own validation-best SPT
-state), the same epochs, the same validation each epoch, and the same single test evaluation
-of each selected model at the end.
+The sweep is digits_quick (both variants, 3-seed re-runs) with a reduced budget and a FIFO
+scheduler, so every trial runs all its epochs and the plain arm can replay exactly the configs
+the sweep ran (read back from ``ray_results/*/params.json``): the same Tuners in the same order
+(pretrain; one finetune Tuner for both variants, the spt variant starting from the plain arm's
+own validation-best SPT state; one Tuner of seed re-runs), the same epochs, the same validation
+each epoch, selection per variant, and the same single test evaluation of each selected model
+at the end.
 
 Fairness (same cores, same threads per trial, in both arms):
   serial    sptune with resources.max_concurrent=1 (1 thread per trial) vs one process, 1 thread.
   parallel  sptune with 2 concurrent trials x 1 thread vs a 2-process pool (1 thread each) with the
             same stage barriers.
 Ray start/stop and the pool's start are timed separately and left out of both walls.
-``overhead_fraction`` = (sptune wall - plain wall) / plain wall, for the serial layout
-(``layouts.parallel.overhead_fraction`` for the other).
+``overhead_fraction`` = (sptune wall - plain wall) / plain wall, for the serial layout at the
+largest --epochs (every run is under ``runs``). Two sizes separate the fixed cost per study from
+the cost per trial-epoch (``fixed_cost_fit``).
 
     python benchmarks/sweep_overhead.py --json benchmarks/results/sweep_overhead.json
 """
@@ -187,36 +189,42 @@ def run_plain(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
 
 
 def _plain_study(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
+    """Tuner by Tuner as the sweep ran them; within a Tuner, selection per variant, as the sweep does."""
     start = time.perf_counter()
-    spt_state, selected, trial_s, scores = None, [], [], {}
+    spt_state, trial_s, scores = None, [], {}
+    tested: dict[str, list[dict]] = {"finetune": [], "seed": []}
     for jobs in stages:
         results = _run_stage(jobs, spt_state, pool)
         trial_s += [r["seconds"] for r in results]
-        pick = min if jobs[0].stage == "pretrain" else max
-        best = pick(results, key=lambda r: r["score"])
-        scores[f"{jobs[0].stage}-{jobs[0].variant}"] = best["score"]
-        if jobs[0].stage == "pretrain":
-            spt_state = best["state"]
-        else:
-            selected.append(best["state"])
-    test_acc = _test_accuracy(selected)
+        stage = jobs[0].stage
+        for variant in dict.fromkeys(j.variant for j in jobs):
+            mine = [r for j, r in zip(jobs, results, strict=True) if j.variant == variant]
+            best = (min if stage == "pretrain" else max)(mine, key=lambda r: r["score"])
+            scores[f"{stage}-{variant}"] = best["score"]
+            if stage == "pretrain":
+                spt_state = best["state"]
+            else:  # seed re-runs: every seed's validation-best model is tested
+                tested[stage] += [r["state"] for r in mine] if stage == "seed" else [best["state"]]
+    # With seed re-runs the sweep tests each seed's model, not the search winners themselves.
+    test_acc = _test_accuracy(tested["seed"] or tested["finetune"])
     return {"wall_s": time.perf_counter() - start, "trial_seconds": trial_s, "selected_scores": scores,
             "test_acc": test_acc}
 
 
 # ------------------------------------------------------------------ driver
 
-def run_layout(name: str, data: dict[str, Any], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+def run_layout(name: str, epochs: int, data: dict[str, Any], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     concurrent = LAYOUTS[name]
-    sets = sweep_overrides(data, args.epochs, args.pretrain_trials, args.trials, concurrent)
+    sets = sweep_overrides(data, epochs, args.pretrain_trials, args.trials, concurrent)
     from sptune.spec import apply_override
 
     edited = copy.deepcopy(data)
     for s in sets:
         apply_override(edited, s)
-    spec_path = bc.write_spec(edited, tmp / name)
-    out = tmp / name / "study"
-    print(f"[{name}] sptune sweep: {concurrent} concurrent trial(s) x 1 thread ...", flush=True)
+    spec_path = bc.write_spec(edited, tmp / f"{name}-{epochs}")
+    out = tmp / f"{name}-{epochs}" / "study"
+    print(f"[{name}, {epochs} epochs per trial] sptune sweep: {concurrent} concurrent trial(s) x 1 thread ...",
+          flush=True)
     sptune = run_sptune(spec_path, args.data_dir, out)
     order = [t["stage"] for t in json.loads((out / "results.json").read_text())["timeline"]]
     stages, in_trial = sweep_trials(out, order)
@@ -269,37 +277,53 @@ def main() -> int:
     ap.add_argument("--spec", default=str(bc.SPECS / "digits_quick.yaml"))
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="extra spec overrides")
     ap.add_argument("--data-dir")
-    ap.add_argument("--epochs", type=int, default=4, help="epochs of every trial (pretrain and finetune)")
+    ap.add_argument("--epochs", type=int, nargs="+", default=[4, 12],
+                    help="epochs of every trial (pretrain and finetune); one sweep per value")
     ap.add_argument("--pretrain-trials", type=int, default=2)
     ap.add_argument("--trials", type=int, default=2, help="finetune trials per variant")
-    ap.add_argument("--layouts", default="serial,parallel", help="comma list of: serial, parallel")
+    ap.add_argument("--layouts", default="serial", help="comma list of: serial, parallel")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     bc.quiet_env()
     data = bc.spec_dict(args.spec, args.overrides)
     info = {"machine": bc.machine(), "spec": args.spec, "overrides": args.overrides, "epochs": args.epochs,
             "pretrain_trials": args.pretrain_trials, "finetune_trials_per_variant": args.trials}
-    layouts = {}
+    runs = {}
     with bc.temp_dir("sweep") as tmp:
-        for name in args.layouts.split(","):
-            layouts[name] = run_layout(name, data, args, Path(tmp))
-    first = layouts.get("serial") or next(iter(layouts.values()))
-    out = {**info, "overhead_fraction": first["overhead_fraction"], "ray_start_s": first["ray_start_s"],
-           "layouts": layouts}
-    _print(layouts)
+        for epochs in args.epochs:
+            for name in args.layouts.split(","):
+                runs[f"{name}@{epochs}"] = run_layout(name, epochs, data, args, Path(tmp))
+    headline = max(runs, key=lambda k: (k.startswith("serial"), int(k.split("@")[1])))
+    out = {**info, "overhead_fraction": runs[headline]["overhead_fraction"], "headline_run": headline,
+           "ray_start_s": runs[headline]["ray_start_s"], "runs": runs, "fixed_cost_fit": _fit(runs)}
+    _print(runs, out["fixed_cost_fit"])
     bc.write_json(args.json, out)
     return 0
 
 
-def _print(layouts: dict[str, dict]) -> None:
+def _fit(runs: dict[str, dict]) -> dict[str, float] | None:
+    """Overhead seconds = fixed + per_epoch x trial-epochs, from the smallest and largest serial sweeps."""
+    serial = sorted((r["trial_epochs"], r["sptune_wall_s"] - r["plain_wall_s"]) for k, r in runs.items()
+                    if k.startswith("serial@"))
+    if len(serial) < 2 or serial[0][0] == serial[-1][0]:
+        return None
+    (e1, o1), (e2, o2) = serial[0], serial[-1]
+    per_epoch = (o2 - o1) / (e2 - e1)
+    return {"fixed_s": o1 - per_epoch * e1, "per_trial_epoch_s": per_epoch}
+
+
+def _print(runs: dict[str, dict], fit: dict[str, float] | None) -> None:
     rows = [(name, r["trials"], r["trial_epochs"], r["plain_wall_s"], r["sptune_wall_s"],
              f"{100 * r['overhead_fraction']:+.1f}%", f"{100 * r['cpu_overhead_fraction']:+.1f}%", r["in_trial_ratio"],
-             r["ray_start_s"]) for name, r in layouts.items()]
-    bc.print_table(["layout", "trials", "epochs", "plain s", "sptune s", "overhead", "CPU-s overhead", "in-trial x",
+             r["ray_start_s"]) for name, r in runs.items()]
+    bc.print_table(["run", "trials", "epochs", "plain s", "sptune s", "overhead", "CPU-s overhead", "in-trial x",
                     "ray start s"], rows)
-    for name, r in layouts.items():
+    for name, r in runs.items():
         cpu = ", ".join(f"{k}: {v:.1f}s" for k, v in r["sptune_cpu_s_by_process"].items())
-        print(f"  {name} sptune CPU seconds by process: {cpu}")
+        gaps = ", ".join(f"{k} {v['wall_s'] - v['in_trial_s']:.1f}s" for k, v in r["sptune_stage_seconds"].items())
+        print(f"  {name} sptune CPU seconds by process: {cpu}\n  {name} Tuner wall outside trials: {gaps}")
+    if fit:
+        print(f"  overhead = {fit['fixed_s']:.1f}s fixed + {1000 * fit['per_trial_epoch_s']:.0f} ms per trial-epoch")
 
 
 if __name__ == "__main__":

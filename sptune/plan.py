@@ -24,7 +24,7 @@ class StagePlan:
     searcher: str  # "grid" | "optuna" | "random"
     static: dict[str, Any] = field(default_factory=dict)
     pretrain_stage: str | None = None  # finetune stages: whose checkpoint initialises them
-    fixed_trials: int | None = None  # seed re-runs: one trial per seed
+    fixed_configs: tuple[dict[str, Any], ...] | None = None  # seed re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
     source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
 
@@ -32,8 +32,8 @@ class StagePlan:
     def n_trials(self) -> int:
         if self.reuse_checkpoint is not None or (self.stage == "pretrain" and self.epochs == 0):
             return 0
-        if self.fixed_trials is not None:
-            return self.fixed_trials
+        if self.fixed_configs is not None:
+            return len(self.fixed_configs)
         return self.search.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
 
     @property
@@ -43,6 +43,35 @@ class StagePlan:
         if self.stage == "seed":
             return f"seeds-{self.variant}"
         return f"finetune-{self.variant}"
+
+
+@dataclass(frozen=True)
+class TunerPlan:
+    """One Tuner: its experiment directory under the storage path and the stages it runs
+    together (all variants' searches share one Tuner; each keeps its own searcher and ASHA)."""
+
+    name: str
+    stages: tuple[StagePlan, ...]
+
+    @property
+    def kind(self) -> str:
+        return self.stages[0].stage
+
+    @property
+    def metric(self) -> str:
+        return self.stages[0].metric
+
+    @property
+    def mode(self) -> str:
+        return self.stages[0].mode
+
+    @property
+    def epochs(self) -> int:
+        return max(st.epochs for st in self.stages)
+
+    @property
+    def n_trials(self) -> int:
+        return sum(st.n_trials for st in self.stages)
 
 
 @dataclass(frozen=True)
@@ -142,7 +171,8 @@ def describe(plan: StudyPlan) -> str:
         ),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
-        "Stages (one Tuner each, run in order):",
+        "Stages (each pretraining objective its own Tuner, then ONE Tuner for all variants' searches, "
+        "each variant with its own searcher and early stopping):",
     ]
     total_trials = total_epochs = 0
     for st in plan.stages:

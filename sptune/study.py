@@ -1,4 +1,5 @@
-"""Runs a planned study: pretrain Tuner, one finetune Tuner per variant, selection,
+"""Runs a planned study: a pretrain Tuner per objective, one finetune Tuner for all variants
+(each its own search), one Tuner of seed re-runs, selection per variant,
 the single test evaluation per selected checkpoint, results and tracking.
 
 Progress is saved to ``study_state.json`` after every stage, so ``--resume`` skips
@@ -9,17 +10,16 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from sptune import spt_cache, test_guard
 from sptune.checkpoints import checkpoint_dir
 from sptune.evaluate import test_accuracy
-from sptune.plan import StagePlan, StudyPlan
+from sptune.plan import StagePlan, StudyPlan, TunerPlan
 from sptune.results import add_deltas, markdown_table, summarize, summary_table, write_results
 from sptune.selection import Selection, select_best, select_each
-from sptune.spec import ParamSpace, SearchSpec
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import build_tuner, restore_tuner
@@ -97,39 +97,64 @@ class Study:
         return self.plan.source_data.get(stage.name, self.data)
 
     def run_stage(self, stage: StagePlan, spt_checkpoint: str | None = None) -> Selection:
-        return self._run(stage, spt_checkpoint)[0]
+        """One stage in a Tuner of its own (pretraining)."""
+        spt = {stage.variant: spt_checkpoint} if spt_checkpoint else None
+        return self._run(TunerPlan(stage.name, (stage,)), spt)[stage.variant][0]
 
-    def _run(self, stage: StagePlan, spt_checkpoint: str | None, each: bool = False) -> list[Selection]:
-        done = self.state["stages"].get(stage.name)
-        if done:
-            print(f"[sptune] {stage.name}: already finished, reusing its selection", flush=True)
-            return [Selection(**d) for d in done["selections"]]
-        experiment_dir = f"{self.storage.rstrip('/')}/{stage.name}"
-        start = time.time()
+    def _finished(self, group: TunerPlan) -> dict[str, list[Selection]] | None:
+        recorded = [self.state["stages"].get(st.name) for st in group.stages]
+        if not all(recorded):
+            return None
+        print(f"[sptune] {group.name}: already finished, reusing its selections", flush=True)
+        pairs = zip(group.stages, recorded, strict=True)
+        return {st.variant: [Selection(**d) for d in r["selections"]] for st, r in pairs}
+
+    def _tuner(self, group: TunerPlan, spt: dict[str, str] | None) -> Any:
+        experiment_dir = f"{self.storage.rstrip('/')}/{group.name}"
+        data = self._data_for(group.stages[0])
         if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
-            print(f"[sptune] {stage.name}: resuming the interrupted Tuner ...", flush=True)
-            tuner = restore_tuner(experiment_dir, self.plan, stage, self._data_for(stage), spt_checkpoint)
-        else:
-            logger = TrialRunLogger(self.tracker, stage.stage, stage.variant, self._static_params(stage))
-            tuner = build_tuner(self.plan, stage, self._data_for(stage), self.storage, [logger], spt_checkpoint)
-            print(f"[sptune] {stage.name}: {stage.n_trials} trials ({stage.searcher}) ...", flush=True)
-        grid = tuner.fit()
-        selections = select_each(grid, stage) if each else [select_best(grid, stage)]
+            print(f"[sptune] {group.name}: resuming the interrupted Tuner ...", flush=True)
+            return restore_tuner(experiment_dir, self.plan, group, data, spt)
+        logger = TrialRunLogger(self.tracker, {st.variant: self._static_params(st) for st in group.stages})
+        parts = ", ".join(f"{st.variant} {st.n_trials} ({st.searcher})" for st in group.stages)
+        print(f"[sptune] {group.name}: {group.n_trials} trials: {parts} ...", flush=True)
+        return build_tuner(self.plan, group, data, self.storage, [logger], spt)
+
+    def _run(self, group: TunerPlan, spt: dict[str, str] | None, each: bool = False) -> dict[str, list[Selection]]:
+        """Run (or resume, or reuse) one Tuner; select per variant; record it all in the state."""
+        done = self._finished(group)
+        if done is not None:
+            return done
+        start = time.time()
+        grid = self._tuner(group, spt).fit()
         runs = self.tracker.children()
-        run_ids = [runs.get(sel.trial_id) for sel in selections]
-        for run_id, sel in zip(run_ids, selections, strict=True):
-            self._mark_selected(run_id, sel)
-        self.state["timeline"].append({"stage": stage.name, "start": start, "end": time.time(), "trials": len(grid)})
-        self.state["stages"][stage.name] = {"selections": [asdict(s) for s in selections], "run_ids": run_ids}
+        picked: dict[str, list[Selection]] = {}
+        for stage in group.stages:
+            results = [r for r in grid if (r.config or {}).get("variant") == stage.variant]
+            picked[stage.variant] = select_each(results, stage) if each else [select_best(results, stage)]
+        for stage in group.stages:
+            selections = picked[stage.variant]
+            run_ids = [runs.get(sel.trial_id) for sel in selections]
+            for run_id, sel in zip(run_ids, selections, strict=True):
+                self._mark_selected(run_id, sel)
+            self.state["stages"][stage.name] = {"selections": [asdict(s) for s in selections], "run_ids": run_ids}
+            self._print_selections(stage, selections, start)
+        self.state["timeline"].append(
+            {"stage": group.name, "variants": [st.variant for st in group.stages], "start": start,
+             "end": time.time(), "trials": len(grid)}
+        )
         self._save_state()
+        return picked
+
+    @staticmethod
+    def _print_selections(stage: StagePlan, selections: list[Selection], start: float) -> None:
         for sel in selections:
             print(
                 f"[sptune] {stage.name}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
                 f"(lr={sel.config['lr']:.3g}, batch={sel.config['batch_size']}, seed={sel.config.get('seed')}) "
-                f"in {time.time() - start:.0f}s",
+                f"after {time.time() - start:.0f}s",
                 flush=True,
             )
-        return selections
 
     def _mark_selected(self, run_id: str | None, sel: Selection) -> None:
         if run_id is None:
@@ -145,12 +170,15 @@ class Study:
             return self.state["rows"]
         # Each pretraining objective runs once; every variant and seed that needs it reuses it.
         checkpoints = {st.name: self._pretrained(st) for st in self.plan.pretrain_stages()}
-        selections: list[tuple[StagePlan, Selection]] = []
-        for st in self.plan.finetune_stages():
-            spt = checkpoints.get(st.pretrain_stage) if st.pretrain_stage else None
-            best = self.run_stage(st, spt)
-            chosen = self._seed_reruns(st, best, spt) if self.plan.spec.seeds > 1 else [best]
-            selections += [(st, sel) for sel in chosen]
+        searches = self.plan.finetune_stages()
+        spt = {st.variant: checkpoints[st.pretrain_stage] for st in searches if st.pretrain_stage}
+        best = self._run(TunerPlan("finetune", tuple(searches)), spt)
+        if self.plan.spec.seeds > 1:
+            reruns = tuple(self._seed_rerun(st, best[st.variant][0]) for st in searches)
+            chosen = self._run(TunerPlan("seeds", reruns), spt, each=True)
+        else:
+            chosen = best
+        selections = [(st, sel) for st in searches for sel in chosen[st.variant]]
         rows = self.final_evaluation(selections)
         self.state["rows"] = rows
         self._save_state()
@@ -190,30 +218,11 @@ class Study:
         print(f"[sptune] {stage.name}: 0 epochs, SPT variants start from an untrained encoder", flush=True)
         return folder
 
-    def _seed_reruns(self, st: StagePlan, best: Selection, spt: str | None) -> list[Selection]:
-        """Re-train the variant's selected config with N seeds (no early stopping)."""
-        from ray import tune
-
-        fixed = SearchSpec(
-            lr=ParamSpace(type="choice", values=[best.config["lr"]]),
-            batch_size=ParamSpace(type="choice", values=[best.config["batch_size"]]),
-        )
+    def _seed_rerun(self, st: StagePlan, best: Selection) -> StagePlan:
+        """The variant's selected config, re-trained with N seeds to the end (no early stopping)."""
         seeds = [self.plan.spec.seed + i for i in range(self.plan.spec.seeds)]
-        rerun = StagePlan(
-            "seed",
-            st.variant,
-            st.kind,
-            fixed,
-            1,
-            st.epochs,
-            "val_acc",
-            "max",
-            "grid",
-            static={"seed": tune.grid_search(seeds)},
-            pretrain_stage=st.pretrain_stage,
-            fixed_trials=len(seeds),
-        )
-        return self._run(rerun, spt, each=True)
+        configs = tuple({"lr": best.config["lr"], "batch_size": best.config["batch_size"], "seed": s} for s in seeds)
+        return replace(st, stage="seed", num_samples=1, searcher="grid", fixed_configs=configs)
 
     def final_evaluation(self, selections: list[tuple[StagePlan, Selection]]) -> list[dict[str, Any]]:
         """The only place the test split is read: once per selected checkpoint."""

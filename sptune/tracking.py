@@ -124,11 +124,10 @@ def _finite(value: Any) -> bool:
 class TrialRunLogger(tune.Callback):
     """Creates a child run per trial and logs per-epoch metrics, from the driver."""
 
-    def __init__(self, tracker: Tracker, stage: str, variant: str, static_params: dict[str, Any]) -> None:
+    def __init__(self, tracker: Tracker, static_params: dict[str, dict[str, Any]]) -> None:
         self.tracker = tracker
         self.client = tracker.client
-        self.stage, self.variant = stage, variant
-        self.static_params = static_params
+        self.static_params = static_params  # variant -> params logged on each of its trials' runs
         self.run_ids: dict[str, str] = {}
         self.last_result: dict[str, dict] = {}
         self._known = tracker.children()
@@ -155,17 +154,18 @@ class TrialRunLogger(tune.Callback):
             return self.run_ids[trial_id]
         run_id = self._known.get(trial_id)
         if run_id is None:
+            # One Tuner runs several variants: each trial's config says which stage and variant it is.
+            stage, variant = trial.config["stage"], trial.config["variant"]
             tags = {
                 "mlflow.parentRunId": self.tracker.parent_run_id,
                 TRIAL_TAG: trial_id,
-                "sptune.stage": self.stage,
-                "sptune.variant": self.variant,
+                "sptune.stage": stage,
+                "sptune.variant": variant,
             }
-            run = self.client.create_run(
-                self.tracker.experiment_id, run_name=f"{self.stage}-{self.variant}-{trial_id}", tags=tags
-            )
+            name = f"{stage}-{variant}-{trial_id}"
+            run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
-            params = {**self.static_params, **{k: v for k, v in trial.config.items()}}
+            params = {**self.static_params.get(variant, {}), **dict(trial.config)}
             self.tracker.log_params(run_id, params)
         else:
             self.client.update_run(run_id, status="RUNNING")

@@ -81,7 +81,9 @@ class _EpochTrainable(tune.Trainable):
         if score > self.best_score:
             self.best_score, self.best_epoch = score, metrics["epoch"]
         best = self.best_score if self.higher_is_better else -self.best_score
-        return {**metrics, "diverged": 0, "best_" + self.score_key: best, "best_epoch": self.best_epoch}
+        # Variants sharing a Tuner may train for different numbers of epochs.
+        done = metrics["epoch"] >= self.max_epochs
+        return {**metrics, "diverged": 0, "best_" + self.score_key: best, "best_epoch": self.best_epoch, "done": done}
 
     def _worst(self) -> float:
         return -math.inf if self.higher_is_better else math.inf
@@ -118,6 +120,7 @@ class PretrainTrainable(_EpochTrainable):
             self.data.val,
             _optim_config(config, self.spec, p.epochs, p.weight_decay),
         )
+        self.max_epochs = p.epochs
         self._start_tracking()
 
 
@@ -127,7 +130,8 @@ class FinetuneTrainable(_EpochTrainable):
     def _build(self, config: dict) -> None:
         variant = config["variant"]
         kind = self.spec.variant_kind(variant)
-        spt_dir = self.extra.get("spt_checkpoint")
+        # One Tuner trains every variant: each finds its own SPT checkpoint (spt_cross: another task's).
+        spt_dir = self.extra.get("spt_checkpoints", {}).get(variant)
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
         cfg = classifier_config(
             self.spec.model, self.data.info, causal=self.spec.variant_objective(variant) == "causal"
@@ -137,7 +141,7 @@ class FinetuneTrainable(_EpochTrainable):
         torch.manual_seed(int(config.get("seed", self.spec.seed)))
         model = build_model(kind, cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
-        epochs = self.spec.variant_epochs(variant)
+        epochs = self.max_epochs = self.spec.variant_epochs(variant)
         weight_decay = self.spec.finetune.weight_decay
         self.loop = FinetuneLoop(
             cfg,

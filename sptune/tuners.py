@@ -1,4 +1,5 @@
-"""One Ray Tune Tuner per stage: search space, searcher, ASHA, checkpoints, callbacks."""
+"""Ray Tune Tuners: one per pretraining objective, one for all variants' searches, one for
+the seed re-runs; per-variant searchers and ASHA, checkpoints, callbacks."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-from ray.tune.search import ConcurrencyLimiter
+from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.plan import StagePlan, StudyPlan
+from sptune.plan import StagePlan, StudyPlan, TunerPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
 from sptune.trainables import FinetuneTrainable, PretrainTrainable
+from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
 
 
 def _domain(name: str, p: ParamSpace) -> Any:
@@ -21,19 +23,22 @@ def _domain(name: str, p: ParamSpace) -> Any:
         return tune.loguniform(p.low, p.high)
     if p.type == "uniform":
         return tune.uniform(p.low, p.high)
-    values = [cast(v) for v in p.values]
-    return tune.grid_search(values) if p.type == "grid" else tune.choice(values)
+    return tune.choice([cast(v) for v in p.values])
 
 
-def param_space(stage: StagePlan, seed: int) -> dict[str, Any]:
-    space = {name: _domain(name, p) for name, p in stage.search.items()}
-    return {**space, "stage": stage.stage, "variant": stage.variant, "seed": seed, **stage.static}
+def _grids(stage: StagePlan) -> dict[str, list]:
+    cast = {"batch_size": int}
+    return {n: [cast.get(n, float)(v) for v in p.values] for n, p in stage.search.items() if p.type == "grid"}
 
 
-def _scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
+def fixed_params(stage: StagePlan, seed: int) -> dict[str, Any]:
+    """What every trial of a stage carries besides the searched values."""
+    return {"stage": stage.stage, "variant": stage.variant, "seed": seed, **stage.static}
+
+
+def _stage_scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
     s = plan.spec.scheduler
     if s.type == "asha" and stage.stage != "seed":  # seed re-runs train to the end
-        # A scheduler per Tuner: ASHA compares trials of this variant only.
         return ASHAScheduler(
             time_attr="training_iteration",
             max_t=stage.epochs,
@@ -51,21 +56,41 @@ def _tpe_sampler(seed: int, n_trials: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
 
 
-def _search_alg(plan: StudyPlan, stage: StagePlan) -> Any:
+def _stage_searcher(plan: StudyPlan, stage: StagePlan) -> Searcher:
+    seed = plan.spec.seed
+    if stage.fixed_configs is not None:
+        return FixedConfigs(list(stage.fixed_configs))
+    space = {name: _domain(name, p) for name, p in stage.search.items() if p.type != "grid"}
     if stage.searcher == "grid":
-        return None  # Ray's BasicVariantGenerator expands grid_search
-    if stage.searcher == "optuna":
-        alg = OptunaSearch(sampler=_tpe_sampler(plan.spec.seed, stage.n_trials))
-    else:
-        from ray.tune.search.basic_variant import BasicVariantGenerator
+        return FixedConfigs(grid_configs(space, _grids(stage), stage.num_samples, seed))
+    if stage.searcher == "random":
+        return RandomConfigs(space, seed)
+    optuna = OptunaSearch(
+        OptunaSearch.convert_search_space(space),
+        metric=stage.metric,
+        mode=stage.mode,
+        sampler=_tpe_sampler(seed, stage.n_trials),
+    )
+    # Per variant, so TPE sees results before it proposes far ahead of them.
+    return ConcurrencyLimiter(optuna, max_concurrent=plan.concurrency)
 
-        return BasicVariantGenerator(random_state=plan.spec.seed, max_concurrent=plan.concurrency)
-    return ConcurrencyLimiter(alg, max_concurrent=plan.concurrency)
+
+def search_and_schedule(plan: StudyPlan, group: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
+    """Each variant its own searcher and its own scheduler, inside the group's one Tuner."""
+    stages = {st.variant: st for st in group.stages}
+    searcher = VariantSearcher(
+        {v: _stage_searcher(plan, st) for v, st in stages.items()},
+        {v: st.n_trials for v, st in stages.items()},
+        {v: fixed_params(st, plan.spec.seed) for v, st in stages.items()},
+    )
+    return searcher, VariantScheduler({v: _stage_scheduler(plan, st) for v, st in stages.items()})
 
 
-def make_trainable(plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_checkpoint: str | None = None) -> Any:
-    cls = PretrainTrainable if stage.stage == "pretrain" else FinetuneTrainable  # "seed" re-runs finetune
-    extra = {"spt_checkpoint": spt_checkpoint} if spt_checkpoint else {}
+def make_trainable(
+    plan: StudyPlan, group: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
+) -> Any:
+    cls = PretrainTrainable if group.kind == "pretrain" else FinetuneTrainable  # "seed" re-runs finetune
+    extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
     res = plan.spec.resources
     # with_parameters puts the (test-free) data in Ray's object store once, not per trial.
     return tune.with_resources(
@@ -75,45 +100,46 @@ def make_trainable(plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_chec
 
 
 def restore_tuner(
-    path: str, plan: StudyPlan, stage: StagePlan, data: TaskSplits, spt_checkpoint: str | None = None
+    path: str, plan: StudyPlan, group: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
 ) -> tune.Tuner:
-    """Continue an interrupted stage: finished trials stay, unfinished ones resume from
-    their last checkpoint, errored ones too. (ASHA's rung state is not restored by Ray.)"""
+    """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
+    last checkpoint, errored ones too; each variant's searcher continues from its saved
+    state. (ASHA's rung state is not restored by Ray.)"""
     return tune.Tuner.restore(
-        path, trainable=make_trainable(plan, stage, data, spt_checkpoint), resume_unfinished=True, resume_errored=True
+        path, trainable=make_trainable(plan, group, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
     )
 
 
 def build_tuner(
     plan: StudyPlan,
-    stage: StagePlan,
+    group: TunerPlan,
     data: TaskSplits,
     storage: str,
     callbacks: list,
-    spt_checkpoint: str | None = None,
+    spt_checkpoints: dict[str, str] | None = None,
 ) -> tune.Tuner:
+    searcher, scheduler = search_and_schedule(plan, group)
     return tune.Tuner(
-        make_trainable(plan, stage, data, spt_checkpoint),
-        param_space=param_space(stage, plan.spec.seed),
+        make_trainable(plan, group, data, spt_checkpoints),
         tune_config=tune.TuneConfig(
-            metric=stage.metric,
-            mode=stage.mode,
-            scheduler=_scheduler(plan, stage),
-            search_alg=_search_alg(plan, stage),
-            num_samples=stage.num_samples,
-            # Grids need Tune's own limit; searchers are wrapped in a ConcurrencyLimiter.
-            max_concurrent_trials=plan.concurrency if stage.searcher == "grid" else None,
+            metric=group.metric,
+            mode=group.mode,
+            scheduler=scheduler,
+            search_alg=searcher,
+            num_samples=group.n_trials,
+            max_concurrent_trials=plan.concurrency,
+            # One actor per concurrent slot, reused by every trial of every variant in the group.
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name=stage.name,
+            name=group.name,
             storage_path=storage,
             callbacks=callbacks,
-            stop={"training_iteration": stage.epochs},
+            stop={"training_iteration": group.epochs},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=1,  # the best by the stage metric (Ray also keeps the latest for restore)
-                checkpoint_score_attribute=stage.metric,
-                checkpoint_score_order=stage.mode,
+                checkpoint_score_attribute=group.metric,
+                checkpoint_score_order=group.mode,
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),

@@ -15,10 +15,13 @@ from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
 
+# FIFO: Ray does not restore ASHA's rung state, so after a resume ASHA may stop different trials,
+# report different final accuracies to Optuna and change its later proposals (documented in the
+# README). With FIFO every decision is restored, so the resumed study must match exactly.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "seeds=1",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "seeds=1",
 ]
 
 
@@ -54,7 +57,7 @@ def _kill_mid_finetune(out: Path, cmd: list[str], env: dict) -> list[str]:
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
-            if list((out / "ray_results" / "finetune-scratch").glob("*/checkpoint_*")):
+            if list((out / "ray_results" / "finetune").glob("*/checkpoint_*")):
                 break
             time.sleep(0.05)
         else:

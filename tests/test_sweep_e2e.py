@@ -1,7 +1,7 @@
 """A whole digits study through real Ray Tune and a real MLflow SQLite store.
 
-One small sweep, shared by the assertions below: parent/child runs, one Tuner per
-variant, validation-based selection of trial and epoch, test_acc only on selected
+One small sweep, shared by the assertions below: parent/child runs, one Tuner for all
+variants (each its own search), validation-based selection of trial and epoch, test_acc only on selected
 runs, and the test split read exactly once per selected checkpoint, after all Tuners.
 """
 
@@ -70,10 +70,18 @@ def test_one_parent_and_a_child_per_trial(study):
         assert child.info.status == "FINISHED"
 
 
-def test_one_tuner_per_variant(study):
-    out, _, _, _ = study
+def test_one_tuner_for_all_variants_each_with_its_own_search(study):
+    out, _, _, runs = study
     tuners = sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir())
-    assert tuners == ["finetune-scratch", "finetune-spt", "pretrain"]
+    assert tuners == ["finetune", "pretrain"]
+    by_variant: dict[str, list[dict]] = {}
+    for result in (out / "ray_results" / "finetune").glob("*/result.json"):
+        first = json.loads(result.read_text().splitlines()[0])
+        by_variant.setdefault(first["config"]["variant"], []).append(first)
+    # Each variant got exactly its own trial budget from its own searcher ...
+    assert {v: len(r) for v, r in by_variant.items()} == {"scratch": 3, "spt": 3}
+    # ... and the Tuner's reused actors (2 concurrent slots) trained all 6 trials of both variants.
+    assert len({r["pid"] for rs in by_variant.values() for r in rs}) <= 2
 
 
 def test_per_epoch_metrics_and_best_summary_are_logged(study):

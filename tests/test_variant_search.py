@@ -1,0 +1,93 @@
+"""Several variants in one Tuner: each keeps its own searcher, budget and early stopping."""
+
+from __future__ import annotations
+
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler
+from ray.tune.search import Searcher
+from ray.tune.search.optuna import OptunaSearch
+
+from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
+
+SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}
+
+
+def _searcher(budgets: dict[str, int]) -> VariantSearcher:
+    parts = {
+        "scratch": OptunaSearch(OptunaSearch.convert_search_space(SPACE), metric="val_acc", mode="max", seed=0),
+        "spt": FixedConfigs([{"lr": 1e-3}, {"lr": 2e-3}, {"lr": 3e-3}]),
+    }
+    fixed = {name: {"stage": "finetune", "variant": name, "seed": 0} for name in parts}
+    return VariantSearcher({n: parts[n] for n in budgets}, budgets, fixed)
+
+
+def test_round_robin_within_each_variants_own_budget():
+    searcher = _searcher({"scratch": 2, "spt": 3})
+    configs = [searcher.suggest(f"t{i}") for i in range(6)]
+    assert [c["variant"] for c in configs[:5]] == ["scratch", "spt", "scratch", "spt", "spt"]
+    assert configs[5] == Searcher.FINISHED
+    assert [c["lr"] for c in configs[:5] if c["variant"] == "spt"] == [1e-3, 2e-3, 3e-3]
+    assert all(c["stage"] == "finetune" and c["seed"] == 0 for c in configs[:5])
+
+
+def test_results_reach_only_the_searcher_that_proposed_the_trial():
+    searcher = _searcher({"scratch": 3, "spt": 1})
+    first = searcher.suggest("a")
+    searcher.suggest("b")  # spt
+    searcher.on_trial_complete("a", {"val_acc": 0.9, **first})
+    optuna = searcher.searchers["scratch"]
+    completed = [t for t in optuna._ot_study.trials if t.state.name == "COMPLETE"]
+    assert [t.value for t in completed] == [0.9]
+
+
+def test_fixed_and_random_searchers_accept_results():
+    # Tune reports every finished trial to the searcher that proposed it.
+    for searcher in (FixedConfigs([{"lr": 1e-3}]), RandomConfigs(dict(SPACE), 0)):
+        searcher.on_trial_complete("t", {"val_acc": 0.5}, error=False)
+        searcher.on_trial_complete("u", None, error=True)
+
+
+def test_a_given_config_keeps_its_own_seed():
+    searcher = VariantSearcher({"spt": FixedConfigs([{"lr": 1e-3, "seed": 7}])}, {"spt": 1},
+                               {"spt": {"stage": "seed", "variant": "spt", "seed": 0}})
+    assert searcher.suggest("x")["seed"] == 7
+
+
+def test_state_survives_save_and_restore(tmp_path):
+    searcher = _searcher({"scratch": 2, "spt": 3})
+    before = [searcher.suggest(f"t{i}") for i in range(3)]
+    searcher.save(str(tmp_path / "state.pkl"))
+    restored = _searcher({"scratch": 2, "spt": 3})
+    restored.restore(str(tmp_path / "state.pkl"))
+    assert restored.suggested == {"scratch": 2, "spt": 1} and restored.owner == searcher.owner
+    rest = [restored.suggest(f"u{i}") for i in range(3)]
+    assert [c["lr"] for c in rest[:2]] == [2e-3, 3e-3] and rest[2] == Searcher.FINISHED
+    assert before[0]["variant"] == "scratch"
+
+
+def test_grid_configs_cover_every_combination_per_repeat():
+    configs = grid_configs({"lr": tune.loguniform(1e-4, 1e-2)}, {"batch_size": [32, 64]}, repeats=2, seed=0)
+    assert [c["batch_size"] for c in configs] == [32, 64, 32, 64]
+    assert all(1e-4 <= c["lr"] <= 1e-2 for c in configs) and len({c["lr"] for c in configs}) == 4
+
+
+def test_random_configs_are_seeded():
+    a = [RandomConfigs(dict(SPACE), 3).suggest(str(i)) for i in range(1)]
+    b = [RandomConfigs(dict(SPACE), 3).suggest(str(i)) for i in range(1)]
+    assert a == b and 1e-4 <= a[0]["lr"] <= 1e-2
+
+
+class _Trial:
+    def __init__(self, trial_id: str, variant: str) -> None:
+        self.trial_id, self.config = trial_id, {"variant": variant}
+
+
+def test_scheduler_routes_each_trial_to_its_variants_asha():
+    schedulers = {v: ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1) for v in ("a", "b")}
+    scheduler = VariantScheduler(schedulers)
+    assert scheduler.set_search_properties("val_acc", "max")
+    trials = [_Trial("a1", "a"), _Trial("b1", "b")]
+    for t in trials:
+        scheduler.on_trial_add(None, t)
+    assert "a1" in str(schedulers["a"]._trial_info) and "b1" not in str(schedulers["a"]._trial_info)
+    assert "b1" in str(schedulers["b"]._trial_info)
