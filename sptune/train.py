@@ -23,6 +23,11 @@ from sptune.tasks.base import ArraySplit, TaskInfo
 EVAL_BATCH = 256
 
 
+# Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
+# most this many steps of compute before it stops.
+DIVERGENCE_CHECK_STEPS = 32
+
+
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -87,8 +92,6 @@ class EpochLoop:
         return list(order.to(self.device).split(self.cfg.batch_size))
 
     def _step(self, loss: torch.Tensor) -> None:
-        if not torch.isfinite(loss):
-            raise Diverged(f"loss became {loss.item()} at epoch {self.epoch + 1}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.grad_clip > 0:
@@ -98,17 +101,27 @@ class EpochLoop:
 
     def train_epoch(self) -> dict[str, float]:
         self.model.train()
-        start, total, n = time.perf_counter(), 0.0, 0
-        for idx in self._batches():
+        start, n = time.perf_counter(), 0
+        # The loss sum stays on the device: reading it every step would stall a GPU once per step.
+        total = torch.zeros((), device=self.device)
+        for step, idx in enumerate(self._batches(), start=1):
             with autocast(self.device, self.cfg.precision):
                 loss = self.batch_loss(self.train_x[idx], self.train_y[idx])
             self._step(loss)
-            total += float(loss.detach()) * len(idx)
+            total += loss.detach().float() * len(idx)
             n += len(idx)
             self.tokens_seen += idx.numel() * self.info.seq_len
+            if step % DIVERGENCE_CHECK_STEPS == 0:
+                self._check_finite(total)
+        self._check_finite(total)
         self.epoch += 1
-        metrics = {"loss": total / max(n, 1), "epoch": self.epoch, "epoch_seconds": time.perf_counter() - start}
+        metrics = {"loss": float(total) / max(n, 1), "epoch": self.epoch, "epoch_seconds": time.perf_counter() - start}
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
+
+    def _check_finite(self, loss_sum: torch.Tensor) -> None:
+        # One host sync per check; a NaN/inf anywhere in the sum stops the trial.
+        if not torch.isfinite(loss_sum):
+            raise Diverged(f"loss became {float(loss_sum)} at epoch {self.epoch + 1}")
 
     def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
