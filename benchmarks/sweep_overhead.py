@@ -139,7 +139,10 @@ def _loop(job: Job, spt_state: dict | None) -> Any:
         p = spec.pretrain
         return PretrainLoop(encoder_config(spec.model, data.info), PretrainObjective(p.objective, p.mask_ratio, p.loss),
                             data.info, data.train, data.val, _optim(job, spec, p.weight_decay))
+    import torch
+
     cfg = classifier_config(spec.model, data.info)
+    torch.manual_seed(job.seed)  # as FinetuneTrainable does: the same initial weights as the sweep's trial
     model = build_model(spec.variant_kind(job.variant), cfg, spt_state)
     optim = _optim(job, spec, spec.finetune.weight_decay)
     return FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
@@ -315,9 +318,10 @@ def main() -> int:
 
 
 def _fit(runs: dict[str, dict]) -> dict[str, float] | None:
-    """Overhead seconds = fixed + per_epoch x trial-epochs, from the smallest and largest serial sweeps."""
-    serial = sorted((r["trial_epochs"], r["sptune_wall_s"] - r["plain_wall_s"]) for k, r in runs.items()
-                    if k.startswith("serial@"))
+    """Overhead outside the trials (seconds) = fixed + per_epoch x trial-epochs, from the smallest and
+    largest serial sweeps; in-trial speed drift between the arms is left out (see above)."""
+    serial = sorted((r["trial_epochs"], r["overhead_outside_trials_fraction"] * r["plain_wall_s"])
+                    for k, r in runs.items() if k.startswith("serial@"))
     if len(serial) < 2 or serial[0][0] == serial[-1][0]:
         return None
     (e1, o1), (e2, o2) = serial[0], serial[-1]

@@ -8,6 +8,8 @@
              cost every Tuner pays (actor start, Tune setup/teardown, MLflow runs)
   per_step   Tune's cost per reported epoch with a no-op step: no checkpoint, a checkpoint per
              epoch (as sptune does), and a checkpoint plus an MLflow log_batch per epoch
+  per_trial  Tune's cost per extra trial on a reused actor (1 no-op epoch each), alone and with
+             sptune's MLflow TrialRunLogger (child run, params, metrics, status per trial)
   epoch      one digits finetune epoch with sptune.train's loop (1 thread), for scale
 
 From these it prints the fixed cost of a study with T Tuners and the training time a sweep needs
@@ -95,6 +97,9 @@ class NoOp(tune.Trainable):
     def load_checkpoint(self, checkpoint: str) -> None:
         pass
 
+    def reset_config(self, new_config: dict) -> bool:
+        return True  # let Tune reuse the actor, as sptune's trainables do
+
 
 class MlflowEpochLogger(tune.Callback):
     """The write sptune's TrialRunLogger makes per epoch: one log_batch of ~8 metrics to SQLite."""
@@ -133,6 +138,36 @@ def per_step_costs(steps: int) -> dict[str, float]:
     return results
 
 
+def per_trial_costs(trials: int) -> dict[str, float]:
+    """Seconds per extra trial (1 epoch, no checkpoint, one reused actor): Tune alone, and with
+    sptune's own MLflow logger (a child run with its params per trial, metrics, status)."""
+    from sptune.tracking import Tracker, TrialRunLogger
+
+    def fit(n: int, mlflow: bool) -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            callbacks = []
+            if mlflow:
+                tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "trials", Path(tmp))
+                tracker.start_parent("trials", {})
+                callbacks = [TrialRunLogger(tracker, {"scratch": {f"model.p{i}": i for i in range(12)}})]
+            lrs = tune.grid_search([1e-3 * (i + 1) for i in range(n)])
+            space = {"stage": "finetune", "variant": "scratch", "lr": lrs}
+            tuner = tune.Tuner(
+                tune.with_resources(NoOp, {"cpu": 1}), param_space=space,
+                tune_config=tune.TuneConfig(metric="val_acc", mode="max", max_concurrent_trials=1, reuse_actors=True),
+                run_config=tune.RunConfig(storage_path=tmp, stop={"training_iteration": 1}, callbacks=callbacks,
+                                          verbose=0))
+            start = time.perf_counter()
+            tuner.fit()
+            return time.perf_counter() - start
+
+    out = {}
+    for label, mlflow in (("Tune", False), ("Tune + sptune MLflow logger", True)):
+        one, many = fit(1, mlflow), fit(trials, mlflow)
+        out[label] = (many - one) / (trials - 1)
+    return out
+
+
 def digits_epoch_seconds() -> float:
     import torch
 
@@ -155,6 +190,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--trials", type=int, default=16, help="trials in the per-trial measurement")
     ap.add_argument("--tuners", type=int, default=3, help="Tuners in the study the summary is for")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -166,6 +202,7 @@ def main() -> int:
     try:
         tuners = tuner_fixed_cost(args.repeats)
         steps = per_step_costs(args.steps)
+        per_trial = per_trial_costs(args.trials)
     finally:
         bc.stop_ray()
     fixed = statistics.median(t["fixed_s"] for t in tuners[1:] or tuners)  # the first also warms Ray up
@@ -175,13 +212,14 @@ def main() -> int:
     margin = 0.05 * epoch - per_epoch
     break_even = study_fixed / margin * epoch if margin > 0 else float("inf")
     out = {**info, "imports_s": imports, "actor_start_imports_s": sum(imports.values()), "tuner_runs": tuners,
-           "tuner_fixed_s": fixed, "per_step_s": steps, "digits_epoch_s": epoch,
+           "tuner_fixed_s": fixed, "per_step_s": steps, "per_trial_s": per_trial, "digits_epoch_s": epoch,
            "per_epoch_overhead_fraction": per_epoch / epoch, "study_fixed_s": study_fixed,
            "training_s_for_5pct": break_even}
     bc.print_table(["fresh process", "seconds"], list(imports.items()) + [("total", sum(imports.values()))])
     bc.print_table(["Tuner (1 trial x 1 digits epoch)", "fit s", "in-trial s", "fixed s"],
                    [(f"run {i + 1}", t["fit_wall_s"], t["in_trial_s"], t["fixed_s"]) for i, t in enumerate(tuners)])
     bc.print_table(["per reported epoch", "ms"], [(k, 1000 * v) for k, v in steps.items()])
+    bc.print_table(["per extra trial (reused actor)", "ms"], [(k, 1000 * v) for k, v in per_trial.items()])
     print(f"digits epoch {epoch:.3f}s: per-epoch overhead {100 * per_epoch / epoch:.2f} %; fixed cost per Tuner "
           f"{fixed:.2f}s, {args.tuners} Tuners {study_fixed:.1f}s -> overhead <= 5 % once a sweep trains "
           f">= {break_even:.0f}s")
