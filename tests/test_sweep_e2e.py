@@ -20,6 +20,7 @@ TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "seeds=1",
+    "--set", "variants.spt.epochs=3",  # variants sharing a Tuner keep their own epoch budgets
 ]
 
 
@@ -75,9 +76,13 @@ def test_one_tuner_for_all_variants_each_with_its_own_search(study):
     tuners = sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir())
     assert tuners == ["finetune", "pretrain"]
     by_variant: dict[str, list[dict]] = {}
+    epochs: dict[str, list[int]] = {}
     for result in (out / "ray_results" / "finetune").glob("*/result.json"):
-        first = json.loads(result.read_text().splitlines()[0])
-        by_variant.setdefault(first["config"]["variant"], []).append(first)
+        lines = [json.loads(line) for line in result.read_text().splitlines()]
+        by_variant.setdefault(lines[0]["config"]["variant"], []).append(lines[0])
+        epochs.setdefault(lines[0]["config"]["variant"], []).append(lines[-1]["training_iteration"])
+    # Each variant's own epoch budget (ASHA never stops the first trial to reach a rung).
+    assert max(epochs["scratch"]) == 4 and max(epochs["spt"]) == 3
     # Each variant got exactly its own trial budget from its own searcher ...
     assert {v: len(r) for v, r in by_variant.items()} == {"scratch": 3, "spt": 3}
     # ... and the Tuner's reused actors (2 concurrent slots) trained all 6 trials of both variants.
