@@ -165,7 +165,7 @@ def describe(plan: StudyPlan) -> str:
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
         f"Scheduler: {s.scheduler.type}"
         + (
-            f" (grace {s.scheduler.grace_period} epochs, reduction {s.scheduler.reduction_factor:g}, per Tuner)"
+            f" (grace {s.scheduler.grace_period} epochs, reduction {s.scheduler.reduction_factor:g}, per variant)"
             if s.scheduler.type == "asha"
             else ""
         ),
