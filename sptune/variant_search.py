@@ -1,6 +1,6 @@
 """Several variants in one Tuner, each with its own search and its own early stopping.
 
-Starting a Tune actor costs ~2.5 s of CPU (importing torch and Ray Tune, then torch._dynamo
+Starting a Tune actor costs ~2.9 s (importing torch and Ray Tune, then torch._dynamo
 on the first optimizer), and an actor lives only as long as its Tuner. One Tuner per variant
 paid that again for every variant and every seed stage (benchmarks/sweep_overhead.py). In one
 shared Tuner the reused actors train every variant, while each variant keeps what makes the
@@ -58,7 +58,7 @@ def grid_configs(space: dict[str, Any], grids: dict[str, list], repeats: int, se
     configs = []
     for _ in range(repeats):
         for values in itertools.product(*(grids[n] for n in names)):
-            drawn = {name: d.sample(random_state=rng) for name, d in space.items() if name not in grids}
+            drawn = {name: d.sample(random_state=rng) for name, d in space.items()}
             configs.append({**drawn, **dict(zip(names, values, strict=True))})
     return configs
 
