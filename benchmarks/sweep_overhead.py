@@ -171,14 +171,14 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     """The single test read of each selected model, as the sweep's final evaluation does."""
     import torch
 
-    from sptune import test_guard
+    from sptune import holdout
     from sptune.build import classifier_config
     from sptune.models import Classifier
     from sptune.train import evaluate
 
     spec, data = _WORKER["spec"], _WORKER["data"]
     accs = []
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = data.test
         for state in states:
             model = Classifier(classifier_config(spec.model, data.info))

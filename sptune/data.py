@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.errors import DataError, SptuneError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 
@@ -133,10 +133,10 @@ def preparing() -> Iterator[None]:
 @contextmanager
 def _unsealed_for_conversion() -> Iterator[None]:
     # Entering final_evaluation() inside an open one would re-seal the outer block on exit.
-    if test_guard._unsealed():
+    if holdout._unsealed():
         yield
         return
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         yield
 
 
@@ -260,7 +260,7 @@ def task_info(request: Any) -> dict[str, Any]:
     splits = _load(request)
     # `info` is an inspection command: it counts rows and label frequencies of the test split
     # and computes no model metric, so opening the seal here cannot leak into a selection.
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = splits.test
     parts = {"train": splits.train, "val": splits.val, "test": test}
     info = splits.info

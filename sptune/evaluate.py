@@ -13,7 +13,7 @@ from sptune.train import evaluate
 from sptune.variants import build_for_evaluation
 
 
-def test_accuracy(
+def accuracy_on_test(
     spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit, variant: str
 ) -> tuple[float, float]:
     """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
@@ -27,4 +27,3 @@ def test_accuracy(
     return evaluate(model, info, x, y, device, spec.training.precision)
 
 
-test_accuracy.__test__ = False  # a library function, not a pytest test

@@ -197,14 +197,14 @@ def describe(plan: StudyPlan) -> str:
         )
         total_trials += st.n_trials
         total_epochs += st.n_trials * st.epochs
-    if s.seeds > 1:
-        reruns = s.seeds * len(plan.finetune_stages())
+    if s.rerun_seeds > 1:
+        reruns = s.rerun_seeds * len(plan.finetune_stages())
         lines.append(
-            f"  seeds: each variant's selected config re-trained with {s.seeds} seeds ({reruns} trials, "
+            f"  seeds: each variant's selected config re-trained with {s.rerun_seeds} seeds ({reruns} trials, "
             "no early stopping), each tested once"
         )
         total_trials += reruns
-        total_epochs += sum(s.seeds * st.epochs for st in plan.finetune_stages())
+        total_epochs += sum(s.rerun_seeds * st.epochs for st in plan.finetune_stages())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
     return "\n".join(lines)

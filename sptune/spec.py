@@ -189,7 +189,7 @@ class SweepSpec(Strict):
     name: str
     seed: int = 0
     max_failures: int = 0  # retries per trial that raises (Ray Tune FailureConfig)
-    seeds: int = 1  # >1: each variant's selected config is re-trained with this many seeds
+    rerun_seeds: int = 1  # >1: each variant's selected config is re-trained with this many seeds
     task: TaskSpec
     model: ModelSpec = Field(default_factory=ModelSpec)
     pretrain: PretrainSpec | None = None
@@ -297,7 +297,18 @@ _FIX_BY_TYPE = {
 }
 
 
+# Keys renamed since an earlier release: old key -> new key (a spec using the old one is refused).
+RENAMED_KEYS = {"seeds": "rerun_seeds"}
+
+
+def _refuse_renamed(data: dict[str, Any]) -> None:
+    for old, new in RENAMED_KEYS.items():
+        if old in data:
+            raise SpecError(old, f"'{old}' was renamed to '{new}'", f"write {new}: {data[old]!r} instead")
+
+
 def from_dict(data: dict[str, Any]) -> SweepSpec:
+    _refuse_renamed(data)
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as err:
@@ -431,8 +442,8 @@ def check_semantics(spec: SweepSpec) -> None:
             "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)",
         )
     _check_scheduler(spec)
-    if spec.seeds < 1:
-        raise SpecError("seeds", f"must be >= 1 (got {spec.seeds})", "use 1 (no re-training) or e.g. 3")
+    if spec.rerun_seeds < 1:
+        raise SpecError("rerun_seeds", f"must be >= 1 (got {spec.rerun_seeds})", "use 1 (no re-training) or e.g. 3")
     if spec.max_failures < 0:
         raise SpecError("max_failures", f"must be >= 0 (got {spec.max_failures})", "use 0 for no retries")
     r = spec.resources

@@ -14,9 +14,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from sptune import spt_cache, test_guard
+from sptune import holdout, spt_cache
 from sptune.checkpoints import checkpoint_dir
-from sptune.evaluate import test_accuracy
+from sptune.evaluate import accuracy_on_test
 from sptune.plan import StagePlan, StudyPlan, TunerPlan
 from sptune.results import add_deltas, markdown_table, summarize, summary_table, write_results
 from sptune.selection import Selection, select_best, select_each
@@ -173,7 +173,7 @@ class Study:
         searches = self.plan.finetune_stages()
         spt = {st.variant: checkpoints[st.pretrain_stage] for st in searches if st.pretrain_stage}
         best = self._run(TunerPlan("finetune", tuple(searches)), spt)
-        if self.plan.spec.seeds > 1:
+        if self.plan.spec.rerun_seeds > 1:
             reruns = tuple(self._seed_rerun(st, best[st.variant][0]) for st in searches)
             chosen = self._run(TunerPlan("seeds", reruns), spt, each=True)
         else:
@@ -220,17 +220,17 @@ class Study:
 
     def _seed_rerun(self, st: StagePlan, best: Selection) -> StagePlan:
         """The variant's selected config, re-trained with N seeds to the end (no early stopping)."""
-        seeds = [self.plan.spec.seed + i for i in range(self.plan.spec.seeds)]
+        seeds = [self.plan.spec.seed + i for i in range(self.plan.spec.rerun_seeds)]
         configs = tuple({"lr": best.config["lr"], "batch_size": best.config["batch_size"], "seed": s} for s in seeds)
         return replace(st, stage="seed", num_samples=1, searcher="grid", fixed_configs=configs)
 
     def final_evaluation(self, selections: list[tuple[StagePlan, Selection]]) -> list[dict[str, Any]]:
         """The only place the test split is read: once per selected checkpoint."""
         rows = []
-        with test_guard.final_evaluation(self.out / "test_reads.jsonl"):
+        with holdout.final_evaluation(self.out / "test_reads.jsonl"):
             for stage, sel in selections:
                 test = self.data.test
-                loss, acc = test_accuracy(self.plan.spec, self.plan.info, sel.checkpoint_path, test, sel.variant)
+                loss, acc = accuracy_on_test(self.plan.spec, self.plan.info, sel.checkpoint_path, test, sel.variant)
                 rows.append(self._row(stage, sel, loss, acc))
         add_deltas(rows)
         for row in rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.bits import generate_bits_files
@@ -43,7 +43,7 @@ def test_bit_xor_label_is_the_xor_as_a_number_and_inputs_never_repeat():
     splits = load("bit_xor")
     info = splits.info
     assert info.num_classes == 32 and info.seq_len == 11
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = splits.test
     seen = set()
     for part in (splits.train, splits.val, test):
@@ -63,7 +63,7 @@ def test_generation_is_seeded_and_test_is_sealed():
     a, b = load("bit_memory", n_train=50), load("bit_memory", n_train=50)
     c = load("bit_memory", n_train=50, data_seed=1)
     assert np.array_equal(a.train.x, b.train.x) and not np.array_equal(a.train.x, c.train.x)
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = a.test
 
 
@@ -75,7 +75,7 @@ def test_files_written_by_generate_read_back_identically(tmp_path):
         assert from_files.source.endswith("bits")
         assert np.array_equal(from_files.train.x, in_memory.train.x)
         assert np.array_equal(from_files.val.y, in_memory.val.y)
-        with test_guard.final_evaluation():
+        with holdout.final_evaluation():
             assert np.array_equal(from_files.test.x, in_memory.test.x)
 
 

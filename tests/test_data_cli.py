@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.data import main
 from sptune.tasks import TaskRequest, load_task
 
@@ -59,9 +59,9 @@ def test_prepare_caches_arrays_that_later_loads_memory_map(tmp_path, capsys):
     splits = load_task(request)
     assert "[prepared:" in splits.source and isinstance(splits.train.x, np.memmap)
     assert json.loads((directory / "vocab.json").read_text()) == list(splits.info.vocab)
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         assert len(splits.test) == 5
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 
@@ -52,9 +52,9 @@ def test_batches_are_read_as_lra_grayscale(tmp_path):
     got = {(row.tobytes(), int(y)) for row, y in zip(splits.train.x, splits.train.y, strict=True)}
     assert got <= {(row.tobytes(), int(y)) for row, y in zip(every, labels, strict=True)}
     assert "cifar-10-batches-py" in splits.source
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = splits.test
     assert np.array_equal(test.x, gray(written["test_batch"][b"data"]))
 
@@ -63,7 +63,7 @@ def test_corrupt_test_batch_only_fails_at_final_evaluation(tmp_path):
     root, _ = write_batches(tmp_path)
     (root / "cifar-10-batches-py" / "test_batch").write_bytes(b"not a pickle")
     splits = load(root)
-    with test_guard.final_evaluation(), pytest.raises(DataError, match="test_batch"):
+    with holdout.final_evaluation(), pytest.raises(DataError, match="test_batch"):
         _ = splits.test
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import data, test_guard
+from sptune import data, holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.listops import generate_listops, tree_to_string
@@ -183,12 +183,12 @@ def test_test_split_sealed_and_read_lazily(tmp_path):
     test_file = root / "listops" / "basic_test.tsv"
     test_file.write_text("garbage without header\n")  # proves load() never opens it
     splits = load(root)
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation(), pytest.raises(DataError, match="basic_test.tsv"):
+    with holdout.final_evaluation(), pytest.raises(DataError, match="basic_test.tsv"):
         _ = splits.test
     write_official(root)
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = splits.test
     assert list(test.y) == [2, 8]
 
@@ -231,7 +231,7 @@ def test_offline_default_generates_once_into_the_cache(tmp_path):
     assert str(tmp_path / "cache" / "generated") in first.source
     assert len(first.train) == 60 and len(first.val) == 10 and first.info.seq_len < 60
     assert np.array_equal(first.train.x, second.train.x)
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         assert len(first.test) == 10
     with pytest.raises(DataError, match="generate is false"):
         load(None, generate=False)

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 from scipy import ndimage
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.pathfinder import (
@@ -131,9 +131,9 @@ def test_reader_split_sizes_and_row_major_pixels(tmp_path):
     for row, label in zip(x, splits.train.y, strict=True):
         i = int(np.flatnonzero(row[:32])[0])  # row 0 holds the marker value i + 1 at column i
         assert row[i] == i + 1 and label == i % 2
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         assert len(splits.test) == 2
     again = load(tmp_path)
     assert np.array_equal(again.train.x, x)  # fixed split seed
@@ -150,7 +150,7 @@ def test_unreadable_and_empty_images_are_skipped_and_counted(tmp_path):
     splits = load(tmp_path)
     assert skipped_images("pathfinder") == {"train": 3, "val": 0}
     assert "train 3, val 0" in splits.source
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         test = splits.test
     assert skipped_images("pathfinder") == {"train": 3, "val": 0, "test": 1}
     assert (len(splits.train), len(splits.val), len(test)) == (13, 2, 1)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import test_guard
+from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.retrieval import generate_retrieval
@@ -48,9 +48,9 @@ def test_imdb_bytes_labels_and_validation_from_train(tmp_path):
     assert all(t.startswith("pos") == bool(y) for t, y in zip(texts, labels, strict=True))
     assert splits.train.x.dtype.kind == "i" and splits.info.seq_len == len("pos review 0 café<br />".encode())
     assert set(splits.train.y[:4]) == {0, 1}, "train order is shuffled, so max_train keeps both labels"
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         assert len(splits.test) == 6
 
 
@@ -106,7 +106,7 @@ def test_retrieval_pairs_shape_and_bytes(tmp_path):
     assert x.shape == (3, 2, longest) and x.dtype.kind == "i"
     assert decode(x[1, 1]) == "Machine translation of idioms, naïvely."
     assert list(splits.train.y) == [1, 0, 1]
-    with test_guard.final_evaluation():
+    with holdout.final_evaluation():
         assert splits.test.x.shape == (2, 2, longest)
 
 
@@ -136,9 +136,9 @@ def test_retrieval_test_file_not_opened_before_final_evaluation(tmp_path):
     root = write_aan(tmp_path)
     (root / "aan" / "new_aan_pairs.test.tsv").write_text("only\ttwo fields\n")
     splits = load("retrieval", root)
-    with pytest.raises(test_guard.TestSplitSealed):
+    with pytest.raises(holdout.SealedSplitError):
         _ = splits.test
-    with test_guard.final_evaluation(), pytest.raises(DataError, match=r"test\.tsv:1"):
+    with holdout.final_evaluation(), pytest.raises(DataError, match=r"test\.tsv:1"):
         _ = splits.test
 
 

@@ -5,7 +5,7 @@ Two studies, two seeds each:
 - "narrow": spt searched a too-narrow grid (1e-4 … 1e-3) and its accuracy still rises at 1e-3 (best on the edge);
   scratch wins at low LRs, spt at high ones (ranking flip); one scratch trial diverged.
 - "bracketed" (control, two tasks): both variants on the same 5-point grid, optimum in the middle, spt ahead
-  everywhere; as the study does with `seeds: N`, one LR search, then the selected config re-trained per seed.
+  everywhere; as the study does with `rerun_seeds: N`, one LR search, then the selected config re-trained per seed.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from sptune.sweep import main
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "seeds=1",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
     "--set", "variants.spt.epochs=3",  # variants sharing a Tuner keep their own epoch budgets
 ]
 

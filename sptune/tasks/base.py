@@ -1,7 +1,7 @@
 """The data contract every task honours.
 
 A task produces `TaskSplits`: train and validation arrays in memory, and the test
-split behind `test_guard`, which refuses to read it before the final evaluation.
+split behind `holdout`, which refuses to read it before the final evaluation.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from sptune import test_guard
+from sptune import holdout
 
 InputKind = Literal["tokens", "continuous"]
 
@@ -58,7 +58,7 @@ class TaskInfo:
 
 @dataclass
 class TaskSplits:
-    """Train/val in memory; test only through the guard (see `sptune.test_guard`)."""
+    """Train/val in memory; test only through the guard (see `sptune.holdout`)."""
 
     info: TaskInfo
     train: ArraySplit
@@ -68,9 +68,9 @@ class TaskSplits:
 
     @property
     def test(self) -> ArraySplit:
-        test_guard.check_allowed(self.info.name)
+        holdout.check_allowed(self.info.name)
         split = self._load_test()
-        test_guard.record_read(self.info.name, len(split))
+        holdout.record_read(self.info.name, len(split))
         return split
 
     def without_test(self) -> TaskSplits:
@@ -79,7 +79,7 @@ class TaskSplits:
 
 
 def _no_test_in_trials() -> ArraySplit:
-    raise test_guard.TestSplitSealed("trials never receive the test split")
+    raise holdout.SealedSplitError("trials never receive the test split")
 
 
 def seeded_permutation(n: int, seed: int) -> np.ndarray:

@@ -19,10 +19,8 @@ from pathlib import Path
 _state = threading.local()
 
 
-class TestSplitSealed(RuntimeError):
+class SealedSplitError(RuntimeError):
     """The test split was requested outside the final evaluation."""
-
-    __test__ = False  # not a pytest test class
 
 
 def _unsealed() -> bool:
@@ -47,9 +45,9 @@ def final_evaluation(audit_path: str | os.PathLike | None = None) -> Iterator[No
 
 def check_allowed(task: str) -> None:
     if not _unsealed():
-        raise TestSplitSealed(
+        raise SealedSplitError(
             f"the test split of task '{task}' was requested before the final evaluation; "
-            "only sptune.test_guard.final_evaluation() may read it"
+            "only sptune.holdout.final_evaluation() may read it"
         )
 
 
