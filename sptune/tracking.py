@@ -35,10 +35,6 @@ EPOCH_METRICS = (
 )
 
 
-def default_tracking_uri(output_dir: Path) -> str:
-    return f"sqlite:///{(output_dir / 'mlflow.db').resolve()}"
-
-
 def runs_url(base_url: str, experiment_id: str) -> str:
     """The experiment's runs table in MLflow's model-training view (not the GenAI overview)."""
     return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
@@ -217,22 +213,3 @@ class TrialRunLogger(tune.Callback):
         elif status == "FINISHED":
             self.client.set_tag(run_id, "sptune.status", "finished")
         self.client.set_terminated(run_id, status=status)
-
-
-def check_reachable(uri: str, timeout: float = 5.0) -> None:
-    """Fail fast (before anything starts) when an HTTP tracking server does not answer."""
-    if not uri.startswith(("http://", "https://")):
-        return
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
-            return
-    except (urllib.error.URLError, OSError) as err:
-        raise RuntimeFailure(
-            f"--tracking-uri {uri}",
-            f"MLflow tracking server is not reachable ({getattr(err, 'reason', err)})",
-            "start it with `mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///mlflow.db` "
-            "or drop --tracking-uri to use the embedded SQLite store",
-        ) from err

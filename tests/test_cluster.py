@@ -218,7 +218,7 @@ def test_unreachable_address_is_a_clear_error(cluster, runs):
     res = runs.launched["c"].wait()
     assert not res.timed_out, (
         f"sptune still waited on a dead --address after {FAIL_FAST_S}s (ray.init retries a GCS connection for "
-        "many minutes): sptune.sweep._start_ray must check the address first\n" + res.out[-2000:])
+        "many minutes): sptune.preflight must check the address first\n" + res.out[-2000:])
     assert res.rc != 0
     assert "Traceback" not in res.out, res.out[-4000:]
     assert "sptune: error:" in res.out and "--address" in res.out and runs.dead in res.out, res.out[-2000:]

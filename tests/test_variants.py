@@ -200,18 +200,16 @@ def test_spt_cross_pointing_at_a_missing_task(tmp_path, capsys):
 
 def test_relative_model_paths_are_resolved_for_trials(tiny_gpt2, tmp_path, monkeypatch):
     """Trials run in their own directories: a relative language_model.path must be made absolute."""
-    import argparse
     import shutil
 
-    from sptune.sweep import prepare
+    from sptune.preflight.inputs import load_inputs
 
     monkeypatch.chdir(tmp_path)
     shutil.copytree(tiny_gpt2, tmp_path / "lm")
     spec = tmp_path / "f.yaml"
     spec.write_text("name: f\ntask: {name: digits}\nlanguage_model: {path: lm}\nvariants:\n  fpt_frozen:\n"
                     "    search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [32]}}\n")
-    args = argparse.Namespace(spec=str(spec), overrides=[], data_dir=None)
-    resolved, _, _ = prepare(args)
+    resolved = load_inputs(spec, (), data_dir=None).spec
     assert resolved.language_model.path == str(tmp_path / "lm")
 
 

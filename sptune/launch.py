@@ -1,0 +1,88 @@
+"""Runs what the preflight made ready: Ray up, one MLflow parent run per study, the study,
+its report; a campaign runs its studies one after another and merges their results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sptune import ray_session
+from sptune.plan import describe
+from sptune.preflight import ReadyCampaign, ReadyStudy
+from sptune.preflight.outputs import resolved_spec_text
+
+
+def run(ready: ReadyStudy | ReadyCampaign) -> Path:
+    """Run a study or a campaign; returns its results.json."""
+    try:
+        ray_session.ensure_running()
+        if isinstance(ready, ReadyStudy):
+            results = run_study(ready)
+        else:
+            results = _run_campaign(ready)
+    finally:
+        ray_session.release()
+    write_report(results.parent)
+    return results
+
+
+def _run_campaign(campaign: ReadyCampaign) -> Path:
+    from sptune.campaign import merge_results
+
+    for study in campaign.studies:
+        print(f"[sptune] campaign {campaign.name}: study {study.run_name}", flush=True)
+        run_study(study)
+        write_report(study.output_dir)
+    path = merge_results(campaign.root, list(campaign.members), campaign.name)
+    print(f"Campaign results: {path}")
+    return path
+
+
+def run_study(ready: ReadyStudy) -> Path:
+    """One study into its output directory (Ray already running); returns its results.json."""
+    from sptune.study import Study
+    from sptune.tracking import Tracker, ui_command
+
+    out = ready.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
+    target = ready.tracking
+    tracker = Tracker(target.uri, target.experiment, target.store_dir)
+    print(describe(ready.plan), flush=True)
+    parent_params = {"spec": str(ready.spec_path), "task": ready.spec.task.name, "seed": ready.spec.seed,
+                     "output_dir": str(out.resolve())}
+    try:
+        tracker.start_parent(ready.run_name, parent_params, existing_run_id=_parent_run_id(ready))
+        Study(ready.plan, ready.data, out, tracker, resume=ready.resume_state is not None, storage=ready.storage,
+              spt_cache_dir=ready.spt_cache_dir).run()
+        tracker.finish("FINISHED")
+    except BaseException:
+        tracker.finish("FAILED")
+        raise
+    print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
+    print(f"MLflow UI: {ui_command(target.uri, target.store_dir, tracker.experiment_id)}")
+    return out / "results.json"
+
+
+def _parent_run_id(ready: ReadyStudy) -> str | None:
+    state = ready.resume_state
+    if state is None:
+        return None
+    return state.get("parent_run_id") if isinstance(state, dict) else state.parent_run_id  # TEMP until typed state
+
+
+def write_report(out: Path) -> None:
+    """The HTML fairness report next to the results (see sptune.report).
+
+    The study's results are already safe on disk and in MLflow: a report failure is
+    reported, with the command to retry, but does not fail the study."""
+    from sptune.report import build_report
+
+    try:
+        print(f"Report: {build_report(out)}")
+    except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
+        print(
+            f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "
+            f"retry with `python -m sptune.report {out}`",
+            file=sys.stderr,
+        )

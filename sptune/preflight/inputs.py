@@ -1,0 +1,93 @@
+"""A spec checked against the data it names: the spec, its task's splits and the plan.
+
+This is what `--dry-run` prints; nothing here starts Ray, touches MLflow or writes a file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sptune.errors import SpecError, SptuneError
+from sptune.plan import StudyPlan, build_plan
+from sptune.spec import SweepSpec, load_spec
+from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks.base import TaskInfo, TaskSplits
+from sptune.tasks.registry import resolve_data_dir
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    spec: SweepSpec
+    data: TaskSplits
+    plan: StudyPlan
+
+
+def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | None) -> StudyInputs:
+    spec = load_spec(spec_path, list(overrides))
+    _absolute_paths(spec)
+    data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
+    _check_given_models(spec, data.info)
+    summary = (
+        f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
+        "test split sealed until the final evaluation"
+    )
+    sources = _load_source_tasks(spec, data_dir)
+    return StudyInputs(spec, data, build_plan(spec, data.info, data_summary=summary, source_data=sources))
+
+
+def _absolute_paths(spec: SweepSpec) -> None:
+    """Trials run in their own working directories (possibly on other nodes): file paths in
+    the spec are resolved against the directory the user ran the command from."""
+    if spec.language_model is not None:
+        spec.language_model.path = str(Path(spec.language_model.path).expanduser().resolve())
+    if spec.pretrain is not None and spec.pretrain.checkpoint:
+        spec.pretrain.checkpoint = str(Path(spec.pretrain.checkpoint).expanduser().resolve())
+
+
+def _load_checked(spec: SweepSpec, task: str, options: dict, data_dir: str | None) -> TaskSplits:
+    request = TaskRequest(task, options, spec.seed, resolve_data_dir(data_dir))
+    check_task(request)
+    data = load_task(request)
+    _check_spec_against_task(spec, data.info)
+    return data
+
+
+def _check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:
+    p = spec.pretrain
+    if p is not None and spec.needs_pretraining() and info.input_kind == "tokens" and p.loss != "ce":
+        raise SpecError(
+            "pretrain.loss", f"task '{info.name}' has token inputs; '{p.loss}' needs continuous values", "use loss: ce"
+        )
+
+
+def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:
+    """A given SPT checkpoint or language model must load and fit, or nothing starts."""
+    if spec.pretrain is not None and spec.pretrain.checkpoint:
+        from sptune.build import encoder_config
+        from sptune.checkpoints import check_spt_checkpoint
+        from sptune.models import Encoder
+
+        check_spt_checkpoint(spec.pretrain.checkpoint, Encoder(encoder_config(spec.model, info)))
+    if spec.language_model is not None:
+        from sptune.models.lm import check_language_model
+
+        check_language_model(spec.language_model.path, info.seq_len)
+
+
+def _load_source_tasks(spec: SweepSpec, data_dir: str | None) -> dict[str, TaskSplits]:
+    """spt_cross: the other tasks to pretrain on, checked and loaded like the study's own."""
+    loaded: dict[str, TaskSplits] = {}
+    for source in spec.pretraining_sources():
+        if source.task is None:
+            continue
+        where = next(
+            f"variants.{v}.source_task"
+            for v in spec.variants
+            if (s := spec.variant_source(v)) is not None and s.stage_name == source.stage_name
+        )
+        try:
+            loaded[source.stage_name] = _load_checked(spec, source.task.name, source.task.options, data_dir)
+        except SptuneError as err:
+            raise type(err)(f"{where} ({err.where})", err.problem, err.fix) from None
+    return loaded

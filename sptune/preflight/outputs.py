@@ -1,0 +1,48 @@
+"""Where a study writes: a fresh output directory, or the same study's directory on --resume."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sptune.errors import SpecError
+from sptune.spec import SweepSpec
+
+
+def resolved_spec_text(spec: SweepSpec) -> str:
+    """The spec as resolved (defaults and overrides applied): saved as OUTPUT/spec.yaml, and
+    compared on --resume so a study is never continued under a different spec."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+
+
+def default_output_dir(name: str) -> Path:
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -> Any:
+    """None for a new study; the saved study state when resuming (a new study needs a fresh
+    directory, --resume needs the same study's directory and the same spec)."""
+    from sptune.study import read_state
+
+    state = read_state(out) if out.exists() else None
+    if not resume:
+        if state is not None:
+            raise SpecError(
+                f"--output {out}", "this directory already holds a study",
+                "pass --resume to continue it, or choose a new --output",
+            )
+        return None
+    if not explicit or state is None:
+        raise SpecError(
+            f"--output {out}", "no interrupted study to resume here (no study_state.json)",
+            "pass --output DIR of the study to continue",
+        )
+    if (out / "spec.yaml").read_text() != resolved_spec_text(spec):
+        raise SpecError(
+            f"{out / 'spec.yaml'}", "the spec differs from the one the study started with",
+            "resume with the same spec and --set overrides, or start a new study in a new --output",
+        )
+    return state

@@ -1,0 +1,148 @@
+"""From command-line options to a ready study (or campaign of studies), checking everything
+on the way; the order runs from cheap to slow: spec and data, output directories, the
+tracking server, then the Ray cluster."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sptune import ray_session
+from sptune.campaign import CampaignStudy, expand, is_campaign
+from sptune.errors import SptuneError
+from sptune.plan import StudyPlan, concurrency
+from sptune.preflight.inputs import StudyInputs, load_inputs
+from sptune.preflight.options import RunOptions
+from sptune.preflight.outputs import check_output_dir, default_output_dir
+from sptune.preflight.services import check_ray_head, check_storage_for_nodes, check_tracking_server, ray_address
+from sptune.preflight.spec_file import read_spec_file
+from sptune.spec import SweepSpec
+from sptune.tasks.base import TaskSplits
+
+
+@dataclass(frozen=True)
+class PlannedStudy:
+    """One study's checked inputs; `member` is its entry in a campaign (None for a lone study)."""
+
+    inputs: StudyInputs
+    member: CampaignStudy | None = None
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """What --dry-run prints: every study's plan, nothing started or written."""
+
+    studies: tuple[PlannedStudy, ...]
+    campaign: str | None = None
+
+
+@dataclass(frozen=True)
+class TrackingTarget:
+    uri: str
+    experiment: str
+    store_dir: Path  # where an embedded SQLite store and its artifacts live
+
+
+@dataclass(frozen=True)
+class ReadyStudy:
+    spec_path: Path
+    spec: SweepSpec
+    data: TaskSplits
+    plan: StudyPlan
+    output_dir: Path
+    run_name: str  # the MLflow parent run's name
+    tracking: TrackingTarget
+    resume_state: Any | None  # the interrupted study's saved state (None: a new study)
+    storage: str | None  # Tune storage path or URI; None: OUTPUT/ray_results
+    spt_cache_dir: Path | None  # campaigns share SPT checkpoints between studies
+
+
+@dataclass(frozen=True)
+class ReadyCampaign:
+    name: str
+    root: Path
+    studies: tuple[ReadyStudy, ...]
+    members: tuple[CampaignStudy, ...]
+
+
+def prepare_inputs(options: RunOptions) -> PlannedRun:
+    """The spec file (or campaign), every study's spec, data and plan."""
+    raw = read_spec_file(options.spec_path)
+    if not is_campaign(raw):
+        return PlannedRun((PlannedStudy(load_inputs(options.spec_path, options.overrides, options.data_dir)),))
+    planned = []
+    for member in expand(raw, options.spec_path):
+        try:
+            inputs = load_inputs(member.spec_path, (*member.overrides, *options.overrides), options.data_dir)
+        except SptuneError as err:
+            where = f"campaign study '{member.name}' ({member.spec_path.name}): {err.where}"
+            raise type(err)(where, err.problem, err.fix) from None
+        planned.append(PlannedStudy(inputs, member))
+    return PlannedRun(tuple(planned), campaign=raw["campaign"])
+
+
+def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
+    planned = prepare_inputs(options)
+    address = ray_address(options.address)
+    if address:
+        check_ray_head(address)
+    name = planned.campaign or planned.studies[0].inputs.spec.name
+    root = options.output or default_output_dir(name)
+    studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
+    for uri in dict.fromkeys(s.tracking.uri for s in studies):
+        check_tracking_server(uri)
+    cpus = _connect_cluster(address, options.storage)
+    studies = [dataclasses.replace(s, plan=_fit(s.plan, cpus)) for s in studies]
+    if planned.campaign is None:
+        return studies[0]
+    members = tuple(p.member for p in planned.studies)
+    return ReadyCampaign(planned.campaign, root, tuple(studies), members)
+
+
+def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_campaign: bool) -> ReadyStudy:
+    spec, member = planned.inputs.spec, planned.member
+    out = root / member.name if in_campaign else root
+    state = check_output_dir(out, spec, options.resume, explicit=options.output is not None)
+    store_dir = root  # a campaign keeps one MLflow store for all its studies
+    uri = _saved(state, "tracking_uri") or options.tracking_uri or spec.tracking.uri
+    uri = uri or f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
+    storage = options.storage
+    if storage is not None and in_campaign:
+        storage = f"{storage.rstrip('/')}/{member.name}"
+    return ReadyStudy(
+        spec_path=member.spec_path if member else options.spec_path,
+        spec=spec,
+        data=planned.inputs.data,
+        plan=planned.inputs.plan,
+        output_dir=out,
+        run_name=member.name if in_campaign else spec.name,
+        tracking=TrackingTarget(uri, spec.tracking.experiment or f"sptune-{spec.name}", store_dir),
+        resume_state=state,
+        storage=storage,
+        spt_cache_dir=root / "spt_cache" if in_campaign else None,
+    )
+
+
+def _saved(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, dict) else getattr(state, key, None)  # TEMP until typed state
+
+
+def _connect_cluster(address: str | None, storage: str | None) -> float | None:
+    """Join the cluster (if one is named, or the caller already runs Ray) and check it can hold
+    the study; the CPUs it offers size the concurrency. A local instance starts later."""
+    if address and not ray_session.is_connected():
+        ray_session.join(address)
+    if not ray_session.is_connected():
+        return None
+    try:
+        check_storage_for_nodes(storage, ray_session.alive_nodes())
+    except SptuneError:
+        ray_session.release()
+        raise
+    return ray_session.cluster_cpus()
+
+
+def _fit(plan: StudyPlan, cpus: float | None) -> StudyPlan:
+    return dataclasses.replace(plan, concurrency=concurrency(plan.spec, cpus)) if cpus else plan
