@@ -24,11 +24,10 @@ from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tasks.cache import ensure_generated
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.sources import (
-    find_split_files,
+    SplitFileLayout,
     generator_options,
     generator_params,
     load_split_files,
-    no_data_dir_error,
     will_generate,
 )
 
@@ -146,15 +145,8 @@ def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:
 
 
 def generate_listops(
-    out_dir: str | Path,
-    seed: int,
-    n_train: int,
-    n_val: int,
-    n_test: int,
-    min_len: int = 500,
-    max_len: int = 2000,
-    max_depth: int = 10,
-    max_args: int = 10,
+    out_dir: str | Path, seed: int, n_train: int, n_val: int, n_test: int,
+    min_len: int = 500, max_len: int = 2000, max_depth: int = 10, max_args: int = 10,
 ) -> Path:
     """Write ``out_dir/listops/basic_{train,val,test}.tsv`` (LRA layout, no duplicates across splits)."""
     rng = random.Random(seed)
@@ -218,33 +210,25 @@ def encode(tokens: list[list[str]], vocab: tuple[str, ...], seq_len: int, path: 
 
 
 # ----------------------------------------------------------------------------- task
-def find_files(data_dir: Path) -> dict[str, Path]:
-    """The three split files under ``data_dir``; DataError naming the first missing one."""
-    return find_split_files(
-        data_dir, FOLDERS, SPLIT_FILES, "ListOps split file not found",
-        "pass --data-dir DIR holding listops/basic_{train,val,test}.tsv from the LRA release, or "
-        "write one with `python -m sptune.data generate listops --out DIR`, or leave --data-dir "
-        "unset (task option generate: true) to use a small generated set",
-    )
+LAYOUT = SplitFileLayout(
+    "listops", FOLDERS, SPLIT_FILES, "ListOps split file not found", "listops/basic_{train,val,test}.tsv"
+)
 
 
-def resolve_files(request: TaskRequest) -> dict[str, Path]:
-    if request.data_dir is not None:
-        return find_files(request.data_dir)
-    if not request.option("generate"):
-        raise no_data_dir_error(
-            "listops", "pass --data-dir DIR holding listops/basic_{train,val,test}.tsv, or set generate: true"
-        )
+def _generate_into_cache(request: TaskRequest) -> Path:
     params = generator_params(request, GENERATOR_KNOBS)
     key = {"v": GENERATOR_VERSION, **params}
-    folder = ensure_generated("listops", key, lambda d: generate_listops(d, **params))
-    return find_files(folder)
+    return ensure_generated("listops", key, lambda d: generate_listops(d, **params))
+
+
+def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
+    return LAYOUT.resolve(request, lambda: _generate_into_cache(request))
 
 
 def check_available(request: TaskRequest) -> None:
     if will_generate(request):
         return  # generated on first load
-    files = resolve_files(request)
+    files, _ = resolve_files(request)
     with files["train"].open() as f:
         if f.readline().strip() != HEADER:
             raise DataError(str(files["train"]), "line 1 is not the header 'Source<TAB>Target'",
@@ -271,8 +255,8 @@ def _build(files: dict[str, Path], max_len: int, source: str) -> TaskSplits:
 
 
 def load(request: TaskRequest) -> TaskSplits:
-    generated = request.data_dir is None
-    return load_split_files("listops", request, resolve_files(request), generated, _build)
+    files, generated = resolve_files(request)
+    return load_split_files("listops", request, files, generated, _build)
 
 
 register(

@@ -136,9 +136,7 @@ def resolve_root(task: str, request: TaskRequest) -> tuple[Path, bool]:
     if request.data_dir is not None:
         return request.data_dir / f"pathfinder{resolution}" / folder_name(cl), False
     if not request.option("generate"):
-        raise no_data_dir_error(
-            task, f"pass --data-dir DIR holding pathfinder{resolution}/{folder_name(cl)}/, or set generate: true"
-        )
+        raise no_data_dir_error(task, f"pathfinder{resolution}/{folder_name(cl)}/")
     params = {"seed": int(request.option("gen_seed")), "n": int(request.option("gen_n")),
               "resolution": resolution, "contour_length": cl}
     folder = ensure_generated(f"pathfinder{resolution}", {"v": GENERATOR_VERSION, **params},

@@ -22,11 +22,10 @@ from sptune.tasks.base import ArraySplit, TaskSplits
 from sptune.tasks.cache import ensure_generated
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.sources import (
-    find_split_files,
+    SplitFileLayout,
     generator_options,
     generator_params,
     load_split_files,
-    no_data_dir_error,
     will_generate,
 )
 from sptune.tasks.text import byte_info, encode_bytes
@@ -102,14 +101,8 @@ def _document(rng: random.Random, filler: list[str], keywords: list[str], n_char
 
 
 def generate_retrieval(
-    out_dir: str | Path,
-    seed: int,
-    n_train: int,
-    n_val: int,
-    n_test: int,
-    min_chars: int = 100,
-    max_chars: int = 400,
-    n_topics: int = 8,
+    out_dir: str | Path, seed: int, n_train: int, n_val: int, n_test: int,
+    min_chars: int = 100, max_chars: int = 400, n_topics: int = 8,
 ) -> Path:
     """Write ``out_dir/aan/new_aan_pairs.{train,eval,test}.tsv``: label 1 iff both documents share a topic.
 
@@ -141,22 +134,13 @@ def generate_retrieval(
 
 
 # ----------------------------------------------------------------------------- task
-def find_files(data_dir: Path) -> dict[str, Path]:
-    return find_split_files(
-        data_dir, FOLDERS, SPLIT_FILES, "AAN retrieval split file not found",
-        "pass --data-dir DIR holding aan/new_aan_pairs.{train,eval,test}.tsv from the LRA release, "
-        "or write a synthetic one with `python -m sptune.data generate retrieval --out DIR`, or "
-        "leave --data-dir unset (task option generate: true) to use a small generated set",
-    )
+LAYOUT = SplitFileLayout(
+    "retrieval", FOLDERS, SPLIT_FILES, "AAN retrieval split file not found",
+    "aan/new_aan_pairs.{train,eval,test}.tsv", written="a synthetic one",
+)
 
 
-def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
-    if request.data_dir is not None:
-        return find_files(request.data_dir), False
-    if not request.option("generate"):
-        raise no_data_dir_error(
-            "retrieval", "pass --data-dir DIR holding aan/new_aan_pairs.{train,eval,test}.tsv, or set generate: true"
-        )
+def _generate_into_cache(request: TaskRequest) -> Path:
     params = generator_params(request, GEN_OPTIONS)
     if params["min_chars"] > params["max_chars"] or params["min_chars"] < 1 or params["n_topics"] < 2:
         raise DataError(
@@ -165,9 +149,12 @@ def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
             f"{params['max_chars']}, {params['n_topics']})",
             "fix the gen_* options",
         )
-    folder = ensure_generated("retrieval", {"v": GENERATOR_VERSION, **params},
-                              lambda d: generate_retrieval(d, **params))
-    return find_files(folder), True
+    return ensure_generated("retrieval", {"v": GENERATOR_VERSION, **params},
+                            lambda d: generate_retrieval(d, **params))
+
+
+def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
+    return LAYOUT.resolve(request, lambda: _generate_into_cache(request))
 
 
 def _build(files: dict[str, Path], max_len: int, source: str) -> TaskSplits:

@@ -7,7 +7,8 @@ read it back with the same reader. The pieces they share live here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def will_generate(request: TaskRequest) -> bool:
     return request.data_dir is None and bool(request.option("generate"))
 
 
-def no_data_dir_error(task: str, fix: str) -> DataError:
+def no_data_dir_error(task: str, holding: str) -> DataError:
+    """Neither data nor permission to generate them; ``holding`` names what ``--data-dir`` should hold."""
+    fix = f"pass --data-dir DIR holding {holding}, or set generate: true"
     return DataError(f"task {task}", "no --data-dir given and option generate is false", fix)
 
 
@@ -51,19 +54,41 @@ def source_label(folder: Path, generated: bool) -> str:
     return f"{'generated ' if generated else ''}{folder}"
 
 
-def find_split_files(
-    data_dir: Path, folders: Sequence[str], names: Mapping[str, str], problem: str, fix: str
-) -> dict[str, Path]:
-    """split -> file under the first of ``folders`` found in ``data_dir`` (else the first one).
+@dataclass(frozen=True)
+class SplitFileLayout:
+    """Where a task's official train/val/test files sit, and how to name them when one is missing."""
 
-    A missing file is a DataError naming it. Only stats are made: the test file stays unopened.
-    """
-    folder = next((data_dir / f for f in folders if (data_dir / f).is_dir()), data_dir / folders[0])
-    files = {split: folder / name for split, name in names.items()}
-    for path in files.values():
-        if not path.is_file():
-            raise DataError(str(path), problem, fix)
-    return files
+    task: str  # also the ``python -m sptune.data generate`` kind that writes the layout
+    folders: tuple[str, ...]  # under the data dir: our folder name first, then the release's
+    names: Mapping[str, str]  # split -> file name
+    missing: str  # the problem reported for an absent file
+    pattern: str  # the files as the fix names them, e.g. "listops/basic_{train,val,test}.tsv"
+    written: str = "one"  # what ``generate`` writes, as the fix calls it
+
+    def find(self, data_dir: Path) -> dict[str, Path]:
+        """split -> file under the first of ``folders`` found in ``data_dir`` (else the first one).
+
+        Only stats are made, so the test file stays unopened; a missing file is a DataError naming it.
+        """
+        folder = next((data_dir / f for f in self.folders if (data_dir / f).is_dir()), data_dir / self.folders[0])
+        files = {split: folder / name for split, name in self.names.items()}
+        fix = (
+            f"pass --data-dir DIR holding {self.pattern} from the LRA release, or write {self.written} with "
+            f"`python -m sptune.data generate {self.task} --out DIR`, or leave --data-dir unset "
+            "(task option generate: true) to use a small generated set"
+        )
+        for path in files.values():
+            if not path.is_file():
+                raise DataError(str(path), self.missing, fix)
+        return files
+
+    def resolve(self, request: TaskRequest, generate: Callable[[], Path]) -> tuple[dict[str, Path], bool]:
+        """The files in ``--data-dir``, else in the folder ``generate()`` fills; and whether generated."""
+        if request.data_dir is not None:
+            return self.find(request.data_dir), False
+        if not request.option("generate"):
+            raise no_data_dir_error(self.task, self.pattern)
+        return self.find(generate()), True
 
 
 def load_split_files(

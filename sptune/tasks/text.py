@@ -232,12 +232,7 @@ def check_available(request: TaskRequest) -> None:
                 raise _missing(folder, "IMDb review folder holds no *.txt files")
 
 
-register(
-    TaskDef(
-        name="text",
-        description="LRA Text: IMDb sentiment, byte level (2 classes); aclImdb/ in --data-dir or the HF hub",
-        defaults={"max_len": 1024, "n_val": 2500, "max_train": None},
-        load=load,
-        check_available=check_available,
-    )
-)
+register(TaskDef(
+    name="text", description="LRA Text: IMDb sentiment, byte level (2 classes); aclImdb/ in --data-dir or the HF hub",
+    defaults={"max_len": 1024, "n_val": 2500, "max_train": None}, load=load, check_available=check_available,
+))
