@@ -30,7 +30,7 @@ from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, ge
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.skipped import record_skipped, reset_skipped, skipped_counts
-from sptune.tasks.sources import no_data_dir_error, source_label, will_generate
+from sptune.tasks.sources import generator_params, no_data_dir_error, source_label, will_generate
 
 SPLIT_SEED = 2718  # fixed: every study sees the same 80/10/10 split
 TRAIN_FRACTION, VAL_FRACTION = 0.8, 0.1
@@ -137,8 +137,7 @@ def resolve_root(task: str, request: TaskRequest) -> tuple[Path, bool]:
         return request.data_dir / f"pathfinder{resolution}" / folder_name(cl), False
     if not request.option("generate"):
         raise no_data_dir_error(task, f"pathfinder{resolution}/{folder_name(cl)}/")
-    params = {"seed": int(request.option("gen_seed")), "n": int(request.option("gen_n")),
-              "resolution": resolution, "contour_length": cl}
+    params = {**generator_params(request, ["n"]), "resolution": resolution, "contour_length": cl}
     folder = ensure_generated(f"pathfinder{resolution}", {"v": GENERATOR_VERSION, **params},
                               lambda d: generate_pathfinder(d, **params))
     return folder / f"pathfinder{resolution}" / folder_name(cl), True
