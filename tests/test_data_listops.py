@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import data, holdout
+from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.listops import generate_listops, tree_to_string
+from sptune.tasks.prepared import preparing
 
 OPS = {"[MIN", "[MAX", "[MED", "[SM"}
 
@@ -165,7 +166,7 @@ def test_vocabulary_identical_for_pretraining_and_finetuning_loads(tmp_path):
     finetune = load(root, max_train=2)  # a finetune spec may subsample: ids must not move
     assert pretrain.info.vocab == finetune.info.vocab
     assert np.array_equal(pretrain.train.x[:2], finetune.train.x)
-    with data.preparing():
+    with preparing():
         prepared = load(root)
     assert prepared.info.vocab == pretrain.info.vocab
     directory = Path(prepared.source.split("[prepared: ")[1].rstrip("]"))

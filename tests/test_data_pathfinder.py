@@ -13,14 +13,8 @@ from scipy import ndimage
 from sptune import holdout
 from sptune.errors import DataError
 from sptune.tasks import TaskRequest, check_task, load_task
-from sptune.tasks.pathfinder import (
-    default_params,
-    generate_pathfinder,
-    read_metadata,
-    render_sample,
-    skipped_images,
-    split_rows,
-)
+from sptune.tasks.pathfinder import read_metadata, skipped_images, split_rows
+from sptune.tasks.pathfinder_generator import default_params, generate_pathfinder, render_sample
 
 EIGHT = np.ones((3, 3), dtype=int)
 

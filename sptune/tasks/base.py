@@ -73,6 +73,32 @@ class TaskSplits:
         holdout.record_read(self.info.name, len(split))
         return split
 
+    def replace(
+        self,
+        *,
+        info: TaskInfo | None = None,
+        train: ArraySplit | None = None,
+        val: ArraySplit | None = None,
+        source: str | None = None,
+        map_test: Callable[[ArraySplit], ArraySplit] | None = None,
+    ) -> TaskSplits:
+        """A copy with the given parts swapped in.
+
+        The test split cannot be handed over as an array (that would read it before the final
+        evaluation), so ``map_test`` is applied to it when it is read, still behind the seal.
+        """
+        load_test = self._load_test
+        if map_test is not None:
+            unmapped = load_test
+            load_test = lambda: map_test(unmapped())  # noqa: E731
+        return TaskSplits(
+            info if info is not None else self.info,
+            train if train is not None else self.train,
+            val if val is not None else self.val,
+            load_test,
+            source if source is not None else self.source,
+        )
+
     def without_test(self) -> TaskSplits:
         """A copy whose test split cannot be read at all (shipped to trials)."""
         return TaskSplits(self.info, self.train, self.val, _no_test_in_trials, self.source)

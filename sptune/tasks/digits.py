@@ -35,10 +35,10 @@ def load(request: TaskRequest) -> TaskSplits:
     n_val = int(round(len(y) * VAL_FRACTION))
     train, val = carve_validation(x[trainval_idx], y[trainval_idx], n_val, SPLIT_SEED + 1)
     info = TaskInfo(name="digits", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
-    return TaskSplits(info, train, val, _load_test, source="sklearn.datasets.load_digits")
+    return TaskSplits(info, train, val, _read_test, source="sklearn.datasets.load_digits")
 
 
-def _load_test() -> ArraySplit:
+def _read_test() -> ArraySplit:
     x, y = _all_digits()
     _, test_idx = _split_indices(len(y))
     return ArraySplit(x[test_idx], y[test_idx])
@@ -48,12 +48,7 @@ def check_available(request: TaskRequest) -> None:
     """Bundled with scikit-learn: always available."""
 
 
-register(
-    TaskDef(
-        name="digits",
-        description="UCI handwritten digits bundled with scikit-learn (8x8 -> 64 pixels, 10 classes)",
-        defaults={},
-        load=load,
-        check_available=check_available,
-    )
-)
+register(TaskDef(
+    name="digits", description="UCI handwritten digits bundled with scikit-learn (8x8 -> 64 pixels, 10 classes)",
+    defaults={}, load=load, check_available=check_available,
+))

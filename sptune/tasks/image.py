@@ -186,12 +186,7 @@ def load(request: TaskRequest) -> TaskSplits:
     return TaskSplits(info, train, val, lambda: ArraySplit(*_read_split(request, "test")), source=source)
 
 
-register(
-    TaskDef(
-        name="image",
-        description="CIFAR-10 grayscale (LRA Image), 1,024 pixels, 45k/5k/10k",
-        defaults={"resolution": 32, "n_val": 5000, "max_train": None},
-        load=load,
-        check_available=check_available,
-    )
-)
+register(TaskDef(
+    name="image", description="CIFAR-10 grayscale (LRA Image), 1,024 pixels, 45k/5k/10k",
+    defaults={"resolution": 32, "n_val": 5000, "max_train": None}, load=load, check_available=check_available,
+))

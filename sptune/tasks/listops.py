@@ -18,10 +18,18 @@ from pathlib import Path
 
 import numpy as np
 
-from sptune.data import cached_splits, capped_len, ensure_generated, file_fingerprint, limit_train, pad_rows
 from sptune.errors import DataError
+from sptune.tasks.arrays import capped_len, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+from sptune.tasks.cache import ensure_generated
 from sptune.tasks.registry import TaskDef, TaskRequest, register
+from sptune.tasks.sources import (
+    SplitFileLayout,
+    generator_options,
+    generator_params,
+    load_split_files,
+    will_generate,
+)
 
 SPECIALS = ("<pad>", "<mask>", "<cls>", "<eos>")
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
@@ -31,6 +39,8 @@ SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basi
 FOLDERS = ("listops", "listops-1000")  # our layout first, then the LRA tarball's folder name
 HEADER = "Source\tTarget"
 GENERATOR_VERSION = 1
+# Generator arguments exposed as task options gen_<name>, besides the seed.
+GENERATOR_KNOBS = ("n_train", "n_val", "n_test", "min_len", "max_len", "max_depth", "max_args")
 
 # A node is a digit (leaf) or (operator, [children]).
 Node = int | tuple[str, list["Node"]]
@@ -135,15 +145,8 @@ def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:
 
 
 def generate_listops(
-    out_dir: str | Path,
-    seed: int,
-    n_train: int,
-    n_val: int,
-    n_test: int,
-    min_len: int = 500,
-    max_len: int = 2000,
-    max_depth: int = 10,
-    max_args: int = 10,
+    out_dir: str | Path, seed: int, n_train: int, n_val: int, n_test: int,
+    min_len: int = 500, max_len: int = 2000, max_depth: int = 10, max_args: int = 10,
 ) -> Path:
     """Write ``out_dir/listops/basic_{train,val,test}.tsv`` (LRA layout, no duplicates across splits)."""
     rng = random.Random(seed)
@@ -207,47 +210,25 @@ def encode(tokens: list[list[str]], vocab: tuple[str, ...], seq_len: int, path: 
 
 
 # ----------------------------------------------------------------------------- task
-def find_files(data_dir: Path) -> dict[str, Path]:
-    """The three split files under ``data_dir``; DataError naming the first missing one."""
-    folder = next((data_dir / f for f in FOLDERS if (data_dir / f).is_dir()), data_dir / FOLDERS[0])
-    files = {split: folder / name for split, name in SPLIT_FILES.items()}
-    for path in files.values():
-        if not path.is_file():  # a stat, not an open: the test file stays untouched
-            raise DataError(
-                str(path),
-                "ListOps split file not found",
-                "pass --data-dir DIR holding listops/basic_{train,val,test}.tsv from the LRA release, or "
-                "write one with `python -m sptune.data generate listops --out DIR`, or leave --data-dir "
-                "unset (task option generate: true) to use a small generated set",
-            )
-    return files
+LAYOUT = SplitFileLayout(
+    "listops", FOLDERS, SPLIT_FILES, "ListOps split file not found", "listops/basic_{train,val,test}.tsv"
+)
 
 
-def _generator_params(request: TaskRequest) -> dict:
-    keys = ("n_train", "n_val", "n_test", "min_len", "max_len", "max_depth", "max_args")
-    params = {k: int(request.option(f"gen_{k}")) for k in keys}
-    return {"seed": int(request.option("gen_seed")), **params}
-
-
-def resolve_files(request: TaskRequest) -> dict[str, Path]:
-    if request.data_dir is not None:
-        return find_files(request.data_dir)
-    if not request.option("generate"):
-        raise DataError(
-            "task listops",
-            "no --data-dir given and option generate is false",
-            "pass --data-dir DIR holding listops/basic_{train,val,test}.tsv, or set generate: true",
-        )
-    params = _generator_params(request)
+def _generate_into_cache(request: TaskRequest) -> Path:
+    params = generator_params(request, GENERATOR_KNOBS)
     key = {"v": GENERATOR_VERSION, **params}
-    folder = ensure_generated("listops", key, lambda d: generate_listops(d, **params))
-    return find_files(folder)
+    return ensure_generated("listops", key, lambda d: generate_listops(d, **params))
+
+
+def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
+    return LAYOUT.resolve(request, lambda: _generate_into_cache(request))
 
 
 def check_available(request: TaskRequest) -> None:
-    if request.data_dir is None and request.option("generate"):
+    if will_generate(request):
         return  # generated on first load
-    files = resolve_files(request)
+    files, _ = resolve_files(request)
     with files["train"].open() as f:
         if f.readline().strip() != HEADER:
             raise DataError(str(files["train"]), "line 1 is not the header 'Source<TAB>Target'",
@@ -274,32 +255,16 @@ def _build(files: dict[str, Path], max_len: int, source: str) -> TaskSplits:
 
 
 def load(request: TaskRequest) -> TaskSplits:
-    files = resolve_files(request)
-    max_len = int(request.option("max_len"))
-    generated = request.data_dir is None
-    source = f"{'generated ' if generated else ''}{files['train'].parent}"
-    key = {"files": file_fingerprint(files.values()), "max_len": max_len}
-    splits = cached_splits("listops", key, lambda: _build(files, max_len, source))
-    return limit_train(splits, request.option("max_train"))
+    files, generated = resolve_files(request)
+    return load_split_files("listops", request, files, generated, _build)
 
 
 register(
     TaskDef(
         name="listops",
         description="LRA ListOps (nested list operations, 10 classes); generated offline without --data-dir",
-        defaults={
-            "max_len": 2000,
-            "max_train": None,
-            "generate": True,
-            "gen_seed": 0,
-            "gen_n_train": 2000,
-            "gen_n_val": 300,
-            "gen_n_test": 300,
-            "gen_min_len": 50,
-            "gen_max_len": 300,
-            "gen_max_depth": 6,
-            "gen_max_args": 10,
-        },
+        defaults={"max_len": 2000, "max_train": None,
+                  **generator_options(min_len=50, max_len=300, max_depth=6, max_args=10)},
         load=load,
         check_available=check_available,
     )

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from sptune.errors import SpecError
-from sptune.tasks.base import ArraySplit, TaskSplits
+from sptune.tasks.arrays import compact_splits, nested_subset
+from sptune.tasks.base import TaskSplits
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,6 @@ def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
 
 # Options every task accepts, handled here rather than by each task.
 COMMON_OPTIONS = {"train_fraction": 1.0}
-FRACTION_SEED = 2024
 
 
 def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
@@ -95,33 +93,9 @@ def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
     return TaskRequest(request.name, {**task.defaults, **options}, request.seed, request.data_dir)
 
 
-def nested_subset(splits: TaskSplits, fraction: float) -> TaskSplits:
-    """The first ``fraction`` of a fixed permutation of the training rows: a smaller
-    fraction is always contained in a larger one (nested data-fraction ablations)."""
-    if fraction >= 1.0:
-        return splits
-    order = np.random.default_rng(FRACTION_SEED).permutation(len(splits.train))
-    keep = np.sort(order[: max(1, int(round(fraction * len(order))))])
-    train = ArraySplit(splits.train.x[keep], splits.train.y[keep])
-    return TaskSplits(splits.info, train, splits.val, splits._load_test, splits.source)
-
-
-def compact(split: ArraySplit) -> ArraySplit:
-    """Token ids in the smallest integer type that holds them (full AAN retrieval is
-    9.4 GB as int64, 2.4 GB as int16); the model widens each batch to int64 anyway."""
-    x = split.x
-    if x.dtype.kind in "iu" and x.dtype.itemsize > 2 and x.size and x.min() >= 0:
-        if x.max() < np.iinfo(np.int16).max:
-            x = x.astype(np.int16)
-    return ArraySplit(x, split.y)
-
-
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
-    splits = task.load(_full_request(task, request))
-    load_test = splits._load_test
-    splits = TaskSplits(splits.info, compact(splits.train), compact(splits.val),
-                        lambda: compact(load_test()), splits.source)
+    splits = compact_splits(task.load(_full_request(task, request)))
     return nested_subset(splits, float(request.options.get("train_fraction", 1.0)))
 
 

@@ -16,10 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from sptune.data import cached_splits, capped_len, ensure_generated, file_fingerprint, limit_train, pad_rows
 from sptune.errors import DataError
+from sptune.tasks.arrays import capped_len, pad_rows
 from sptune.tasks.base import ArraySplit, TaskSplits
+from sptune.tasks.cache import ensure_generated
 from sptune.tasks.registry import TaskDef, TaskRequest, register
+from sptune.tasks.sources import (
+    SplitFileLayout,
+    generator_options,
+    generator_params,
+    load_split_files,
+    will_generate,
+)
 from sptune.tasks.text import byte_info, encode_bytes
 
 SPLIT_FILES = {
@@ -93,14 +101,8 @@ def _document(rng: random.Random, filler: list[str], keywords: list[str], n_char
 
 
 def generate_retrieval(
-    out_dir: str | Path,
-    seed: int,
-    n_train: int,
-    n_val: int,
-    n_test: int,
-    min_chars: int = 100,
-    max_chars: int = 400,
-    n_topics: int = 8,
+    out_dir: str | Path, seed: int, n_train: int, n_val: int, n_test: int,
+    min_chars: int = 100, max_chars: int = 400, n_topics: int = 8,
 ) -> Path:
     """Write ``out_dir/aan/new_aan_pairs.{train,eval,test}.tsv``: label 1 iff both documents share a topic.
 
@@ -132,32 +134,14 @@ def generate_retrieval(
 
 
 # ----------------------------------------------------------------------------- task
-def find_files(data_dir: Path) -> dict[str, Path]:
-    folder = next((data_dir / f for f in FOLDERS if (data_dir / f).is_dir()), data_dir / FOLDERS[0])
-    files = {split: folder / name for split, name in SPLIT_FILES.items()}
-    for path in files.values():
-        if not path.is_file():  # a stat, not an open: the test file stays untouched
-            raise DataError(
-                str(path),
-                "AAN retrieval split file not found",
-                "pass --data-dir DIR holding aan/new_aan_pairs.{train,eval,test}.tsv from the LRA release, "
-                "or write a synthetic one with `python -m sptune.data generate retrieval --out DIR`, or "
-                "leave --data-dir unset (task option generate: true) to use a small generated set",
-            )
-    return files
+LAYOUT = SplitFileLayout(
+    "retrieval", FOLDERS, SPLIT_FILES, "AAN retrieval split file not found",
+    "aan/new_aan_pairs.{train,eval,test}.tsv", written="a synthetic one",
+)
 
 
-def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
-    if request.data_dir is not None:
-        return find_files(request.data_dir), False
-    if not request.option("generate"):
-        raise DataError(
-            "task retrieval",
-            "no --data-dir given and option generate is false",
-            "pass --data-dir DIR holding aan/new_aan_pairs.{train,eval,test}.tsv, or set generate: true",
-        )
-    params = {"seed": int(request.option("gen_seed"))}
-    params.update({k: int(request.option(f"gen_{k}")) for k in GEN_OPTIONS})
+def _generate_into_cache(request: TaskRequest) -> Path:
+    params = generator_params(request, GEN_OPTIONS)
     if params["min_chars"] > params["max_chars"] or params["min_chars"] < 1 or params["n_topics"] < 2:
         raise DataError(
             "task retrieval (generator options)",
@@ -165,9 +149,12 @@ def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
             f"{params['max_chars']}, {params['n_topics']})",
             "fix the gen_* options",
         )
-    folder = ensure_generated("retrieval", {"v": GENERATOR_VERSION, **params},
-                              lambda d: generate_retrieval(d, **params))
-    return find_files(folder), True
+    return ensure_generated("retrieval", {"v": GENERATOR_VERSION, **params},
+                            lambda d: generate_retrieval(d, **params))
+
+
+def resolve_files(request: TaskRequest) -> tuple[dict[str, Path], bool]:
+    return LAYOUT.resolve(request, lambda: _generate_into_cache(request))
 
 
 def _build(files: dict[str, Path], max_len: int, source: str) -> TaskSplits:
@@ -180,15 +167,11 @@ def _build(files: dict[str, Path], max_len: int, source: str) -> TaskSplits:
 
 def load(request: TaskRequest) -> TaskSplits:
     files, generated = resolve_files(request)
-    max_len = int(request.option("max_len"))
-    source = f"{'generated ' if generated else ''}{files['train'].parent}"
-    key = {"files": file_fingerprint(files.values()), "max_len": max_len}
-    splits = cached_splits("retrieval", key, lambda: _build(files, max_len, source))
-    return limit_train(splits, request.option("max_train"))
+    return load_split_files("retrieval", request, files, generated, _build)
 
 
 def check_available(request: TaskRequest) -> None:
-    if request.data_dir is None and request.option("generate"):
+    if will_generate(request):
         return  # generated on first load
     files, _ = resolve_files(request)
     with files["train"].open(encoding="utf-8", errors="replace") as f:
@@ -203,18 +186,8 @@ register(
         name="retrieval",
         description="LRA Retrieval (AAN citation pairs), byte level, paired; synthetic offline set without "
         "--data-dir",
-        defaults={
-            "max_len": 4000,
-            "max_train": None,
-            "generate": True,
-            "gen_seed": 0,
-            "gen_n_train": 2000,
-            "gen_n_val": 300,
-            "gen_n_test": 300,
-            "gen_min_chars": 100,
-            "gen_max_chars": 400,
-            "gen_n_topics": 8,
-        },
+        defaults={"max_len": 4000, "max_train": None,
+                  **generator_options(min_chars=100, max_chars=400, n_topics=8)},
         load=load,
         check_available=check_available,
     )

@@ -19,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sptune.data import cached_splits, capped_len, file_fingerprint, limit_train, pad_rows
 from sptune.errors import DataError
+from sptune.tasks.arrays import capped_len, limit_train, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation, seeded_permutation
+from sptune.tasks.cache import file_fingerprint
+from sptune.tasks.prepared import cached_splits
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 SPECIALS = ("<pad>", "<mask>", "<cls>", "<eos>")
@@ -230,12 +232,7 @@ def check_available(request: TaskRequest) -> None:
                 raise _missing(folder, "IMDb review folder holds no *.txt files")
 
 
-register(
-    TaskDef(
-        name="text",
-        description="LRA Text: IMDb sentiment, byte level (2 classes); aclImdb/ in --data-dir or the HF hub",
-        defaults={"max_len": 1024, "n_val": 2500, "max_train": None},
-        load=load,
-        check_available=check_available,
-    )
-)
+register(TaskDef(
+    name="text", description="LRA Text: IMDb sentiment, byte level (2 classes); aclImdb/ in --data-dir or the HF hub",
+    defaults={"max_len": 1024, "n_val": 2500, "max_train": None}, load=load, check_available=check_available,
+))
