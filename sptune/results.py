@@ -1,4 +1,5 @@
-"""results.json (the contract other tools read) and results.md."""
+"""results.json (the contract other tools read) and results.md (its only writer); the statistics are
+``sptune.stats``, shared with the report."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from sptune import stats
+from sptune.stats import DEFAULT_BASELINE, Summary
 
+DELTA_COLUMN = "delta_test_vs_baseline"
 COLUMNS = (
     "variant",
     "seed",
@@ -16,63 +19,76 @@ COLUMNS = (
     "best_epoch",
     "val_acc",
     "test_acc",
-    "delta_test_vs_scratch",
+    DELTA_COLUMN,
     "trials",
 )
-BOOTSTRAP_SAMPLES = 10_000
 
 
-def add_deltas(rows: list[dict[str, Any]]) -> None:
-    """Δ test accuracy vs the scratch run of the same seed (paired), when there is one."""
-    scratch = {r["seed"]: r["test_acc"] for r in rows if r["kind"] == "scratch"}
+def add_deltas(rows: list[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> None:
+    """Per row: Δ test accuracy vs the baseline variant's run with the same seed; None for the baseline's own
+    rows, and when the baseline has no run with that seed (or no variant is named ``baseline``)."""
+    base = {r["seed"]: r["test_acc"] for r in rows if r["variant"] == baseline}
     for r in rows:
-        base = scratch.get(r["seed"])
-        r["delta_test_vs_scratch"] = None if base is None else r["test_acc"] - base
+        base_acc = None if r["variant"] == baseline else base.get(r["seed"])
+        r[DELTA_COLUMN] = None if base_acc is None else r["test_acc"] - base_acc
 
 
-def bootstrap_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of the mean (a single value gives a zero-width interval)."""
-    data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, len(data), size=(BOOTSTRAP_SAMPLES, len(data)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+def _by_variant(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["variant"], []).append(r)
+    return out
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per variant: mean, std and 95 % bootstrap CI of test accuracy and of Δ vs scratch over seeds."""
+def summarize(rows: list[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> dict[str, dict[str, Any]]:
+    """Per variant: test accuracy over seeds (``test_acc_mean``, ``_std``, ``_ci95``, ``_ci_method``, ``_n``),
+    the mean validation accuracy, and, except for the baseline itself, Δ test vs the baseline (``delta_*``)."""
+    groups = _by_variant(rows)
+    base = stats.baseline_variant(groups, baseline)
+    base_test = stats.values_by_seed(groups[base], "test_acc") if base else {}
     summary: dict[str, dict[str, Any]] = {}
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        mine = [r for r in rows if r["variant"] == variant]
-        acc = [r["test_acc"] for r in mine]
-        stats = {
-            "seeds": len(mine),
-            "test_acc_mean": float(np.mean(acc)),
-            "test_acc_std": float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0,
-            "test_acc_ci95": bootstrap_ci(acc),
-            "val_acc_mean": float(np.mean([r["val_acc"] for r in mine])),
-        }
-        deltas = [r["delta_test_vs_scratch"] for r in mine if r["delta_test_vs_scratch"] is not None]
-        if deltas:
-            stats.update({"delta_mean": float(np.mean(deltas)), "delta_ci95": bootstrap_ci(deltas)})
-        summary[variant] = stats
+    for variant, mine in groups.items():
+        test = stats.values_by_seed(mine, "test_acc")
+        val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
+        entry = {"seeds": len(mine), **_fields("test_acc", stats.summarize(list(test.values()))),
+                 "val_acc_mean": val.mean if val else None}
+        if base is not None and variant != base:
+            entry["delta_vs"] = base
+            entry.update(_fields("delta", stats.paired_delta(test, base_test)))
+        summary[variant] = entry
     return summary
 
 
-def summary_table(summary: dict[str, dict[str, Any]]) -> str:
-    lines = ["| variant | seeds | test acc mean ± std | 95 % CI | Δ vs scratch (95 % CI) |", "|---|---|---|---|---|"]
-    for variant, s in summary.items():
-        low, high = s["test_acc_ci95"]
-        delta = (
-            f"{s['delta_mean']:+.4f} ({s['delta_ci95'][0]:+.4f}, {s['delta_ci95'][1]:+.4f})"
-            if "delta_mean" in s
-            else "-"
-        )
-        lines.append(
-            f"| {variant} | {s['seeds']} | {s['test_acc_mean']:.4f} ± {s['test_acc_std']:.4f} | "
-            f"[{low:.4f}, {high:.4f}] | {delta} |"
-        )
-    return "\n".join(lines)
+def _fields(prefix: str, s: Summary | None) -> dict[str, Any]:
+    return s.to_fields(prefix) if s else {f"{prefix}_mean": None}
+
+
+def _fraction(x: float) -> str:
+    return f"{x:.4f}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.4f}"
+
+
+def _delta_cell(entry: dict[str, Any], baseline: str, variant: str) -> str:
+    delta = Summary.from_fields(entry, "delta")
+    if delta is None:
+        return "baseline" if variant == baseline else "-"
+    return f"{_signed(delta.mean)} {stats.interval_text(delta, _signed)}"
+
+
+def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> str:
+    """Per variant: mean ± std, the 95 % interval (saying which, with n) and Δ vs the baseline; then the rules."""
+    lines = [f"| variant | seeds | test acc mean ± std | 95 % interval of the mean | Δ test vs {baseline} |",
+             "|---|---|---|---|---|"]
+    for variant, entry in summary.items():
+        test = Summary.from_fields(entry, "test_acc")
+        spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
+        interval = "-" if test is None else stats.interval_text(test, _fraction)
+        lines.append(f"| {variant} | {entry['seeds']} | {spread} | {interval} | "
+                     f"{_delta_cell(entry, baseline, variant)} |")
+    return "\n".join(lines + ["", stats.INTERVAL_RULE, stats.delta_rule(summary, baseline)])
 
 
 def _cell(key: str, value: Any) -> str:
@@ -80,10 +96,10 @@ def _cell(key: str, value: Any) -> str:
         return "-"
     if key == "lr":
         return f"{value:.3g}"
-    if key == "delta_test_vs_scratch":
-        return f"{value:+.4f}"
+    if key == DELTA_COLUMN:
+        return _signed(value)
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return _fraction(value)
     return str(value)
 
 
@@ -94,16 +110,19 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join([head, sep, *body])
 
 
-def write_results(output_dir: Path, study: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+def write_results(output_dir: Path, study: dict[str, Any], rows: list[dict[str, Any]],
+                  baseline: str = DEFAULT_BASELINE) -> tuple[Path, Path]:
+    """results.json ({**study, baseline, rows}) and results.md; ``study["summary"]`` from ``summarize`` with the
+    same ``baseline``. The report reads the baseline back from results.json."""
     json_path = output_dir / "results.json"
-    json_path.write_text(json.dumps({**study, "rows": rows}, indent=2, default=str))
+    json_path.write_text(json.dumps({**study, "baseline": baseline, "rows": rows}, indent=2, default=str))
     md_path = output_dir / "results.md"
     md = [
         f"# {study['study']} — task {study['task']}",
         "",
         markdown_table(rows),
         "",
-        summary_table(study["summary"]),
+        summary_table(study["summary"], baseline),
         "",
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
     ]

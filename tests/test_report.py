@@ -31,7 +31,7 @@ from sptune.report import build_report
 from sptune.report.cli import main
 from sptune.report.figures import asha_rungs
 from sptune.report.flags import edge_side
-from sptune.report.stats import bootstrap_ci, paired_delta
+from sptune.stats import paired_delta
 
 CHROMIUM = "/usr/bin/chromium"
 TASK = "digits"
@@ -224,10 +224,12 @@ def test_no_flags_for_well_bracketed_control(reports):
 def test_table_aggregates_seeds_and_pairs_deltas(reports):
     page = reports["control"].read_text()
     assert '<table class="results">' in page and "n=2 seeds" in page and "paired by seed" in page
-    assert "95% CI" in page and "<th>digits</th><th>image</th>" in page  # tasks as columns, as in the papers
-    md = (reports["control"].parent / "results.md").read_text()
+    assert "(95 % t-interval, n = 2)" in page and "<th>digits</th><th>image</th>" in page  # tasks as columns
+    md = (reports["control"].parent / "report.md").read_text()
     assert "| variant | digits | image |" in md
-    assert "| spt | 93.20 ± 0.28 (n=2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] | 63.20 ± 0.28 (n=2)<br>Δ +4.00" in md
+    # Two seeds: t(0.975, 1) = 12.71 times the standard error 0.20 pt; the per-seed Δ does not vary.
+    assert ("| spt | 93.20 ± 0.28 [90.66, 95.74] (95 % t-interval, n = 2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] "
+            "(95 % t-interval, paired by seed, n = 2) | 63.20 ± 0.28 [60.66, 65.74] (95 % t-interval, n = 2)") in md
     csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[2].startswith("digits,spt,spt,2,0;1,0.932")
 
@@ -256,8 +258,9 @@ def test_cli_from_run_id_and_bad_target(reports, tmp_path, capsys):
     assert 'data-flag="lr-edge"' in out.read_text()
     # MLflow alone (no results.json anywhere): rows rebuilt from the selected seed re-runs.
     alone = build_report(tmp_path / "alone", tracking_uri=ml["tracking_uri"], parent_run_id=ml["parent_run_id"])
-    md = (alone.parent / "results.md").read_text()
-    assert "| spt | 93.20 ± 0.28 (n=2)<br>Δ +4.00" in md and "| variant | digits | image |" in md
+    md = (alone.parent / "report.md").read_text()
+    assert "| spt | 93.20 ± 0.28 [90.66, 95.74] (95 % t-interval, n = 2)<br>Δ +4.00" in md
+    assert "| variant | digits | image |" in md
     assert main([str(tmp_path / "nowhere")]) == 2
     assert "neither a study output directory nor an MLflow run id" in capsys.readouterr().err
 
@@ -274,8 +277,6 @@ def test_edge_rules_for_ranges_and_tried_lrs():
 def test_rungs_and_statistics():
     assert asha_rungs({"scheduler": {"type": "asha", "grace_period": 5, "reduction_factor": 2}}, 20, []) == [5, 10, 20]
     assert asha_rungs({}, 20, [5, 20, 5, 10]) == [5, 10, 20]
-    lo, hi = bootstrap_ci([0.90, 0.92, 0.94])
-    assert 0.90 <= lo < 0.92 < hi <= 0.94
     d = paired_delta({"0": 0.95, "1": 0.97}, {"0": 0.90, "1": 0.93})
     assert d.paired and d.mean == pytest.approx(0.045)
     assert paired_delta({"0": 0.95}, {"1": 0.90}).paired is False

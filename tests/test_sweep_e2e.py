@@ -135,7 +135,8 @@ def test_results_contract(study):
             assert row[key] is not None, key
         assert 0.0 <= row["test_acc"] <= 1.0 and row["task"] == "digits"
     scratch, spt = results["rows"]
-    assert spt["delta_test_vs_scratch"] == pytest.approx(spt["test_acc"] - scratch["test_acc"])
+    assert results["baseline"] == "scratch" and scratch["delta_test_vs_baseline"] is None
+    assert spt["delta_test_vs_baseline"] == pytest.approx(spt["test_acc"] - scratch["test_acc"])
     assert "| spt |" in (out / "results.md").read_text()
 
 

@@ -2,13 +2,15 @@
 
 Reads results.json (the contract) and the study's MLflow child runs through ``MlflowClient`` in this
 (driver) process, and writes a self-contained ``report.html`` (inline CSS and SVG, no scripts, no network)
-plus ``results.md`` and ``results.csv`` next to it. The flags implement DESIGN.md §1 "Fair sweeps": a best
-LR on the edge of its search, rankings that flip across LRs, unequal completed trials, divergence, and
-compute spent per variant (SPT pretraining attributed to the variants initialised from it).
+plus ``report.md`` and ``results.csv`` next to it (``results.md`` is the study's own; the report never
+rewrites it). The flags implement DESIGN.md §1 "Fair sweeps": a best LR on the edge of its search, rankings
+that flip across LRs, unequal completed trials, divergence, and compute spent per variant (SPT pretraining
+attributed to the variants initialised from it).
 
 Modules, in the order the data flows: ``gather`` (with ``store`` and ``mlflow_runs``) reads a study into the
-``records``; ``stats`` aggregates seeds; ``lr_search`` and ``compute`` feed the ``flags``; ``figures`` (drawn
-with ``svg``), ``page`` and ``tables`` write the outputs; ``build`` runs it all and ``cli`` is the command line.
+``records``; ``cells`` aggregates seeds with ``sptune.stats`` (the statistics results.json uses too);
+``lr_search`` and ``compute`` feed the ``flags``; ``figures`` (drawn with ``svg``), ``page`` and ``tables``
+write the outputs; ``build`` runs it all and ``cli`` is the command line.
 """
 
 from sptune.report.build import build_report

@@ -15,6 +15,7 @@ from sptune.errors import SptuneError
 from sptune.report.build import build_report
 from sptune.report.records import ReportError
 from sptune.report.store import sqlite_path, unreachable
+from sptune.report.tables import REPORT_MD
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -82,5 +83,5 @@ def main(argv: list[str] | None = None) -> int:
     except SptuneError as err:
         print(f"sptune.report: error: {err}", file=sys.stderr)
         return err.exit_code
-    print(f"Report: {path}\nTables: {path.parent / 'results.md'} and {path.parent / 'results.csv'}")
+    print(f"Report: {path}\nTables: {path.parent / REPORT_MD} and {path.parent / 'results.csv'}")
     return 0

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sptune.report.cells import Cell
 from sptune.report.lr_search import CurvePoint, describe_space, lr_curves, lr_space, space_bounds
 from sptune.report.records import RERUN, SEARCH, ReportData, Trial, as_float
-from sptune.report.stats import Cell
 from sptune.report.svg import LegendItem, Plot, log_ticks, nice_ticks
 from sptune.report.text import esc, fmt_lr
 

@@ -12,6 +12,7 @@ import yaml
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import ReportData, ReportError, Trial
 from sptune.report.store import resolve_tracking_uri, unreachable
+from sptune.stats import DEFAULT_BASELINE
 
 MISSING = "figures and trial-level flags are missing."
 
@@ -71,15 +72,31 @@ def load_campaign(run_dir: Path, results: dict[str, Any]) -> ReportData:
     trials: list[Trial] = []
     notes: list[str] = []
     timeline: list[dict[str, Any]] = []
+    baselines: dict[str, str] = {}
     for name in results.get("studies") or {}:
         part = load_data(run_dir / name)
+        baselines[name] = part.baseline
         rows += [{**r, "task": f"{r['task']} · {name}"} for r in part.rows]
         trials += [dataclasses.replace(t, task=f"{t.task} · {name}") for t in part.trials]
         notes += [f"{name}: {n}" for n in part.notes]
         timeline += [{**t, "stage": f"{name}/{t['stage']}"} for t in part.timeline]
     # Search spaces differ between studies: the LR-edge check falls back to the LRs each study tried.
     return ReportData(name=str(results.get("campaign")), run_dir=run_dir, rows=rows, trials=trials, spec={},
-                      timeline=timeline, source=f"campaign {run_dir}", notes=notes)
+                      timeline=timeline, source=f"campaign {run_dir}", notes=notes + _baseline_note(baselines),
+                      baseline=_campaign_baseline(baselines))
+
+
+def _campaign_baseline(baselines: dict[str, str]) -> str:
+    # One baseline for the whole page; studies that name different ones fall back to the default (and say so).
+    names = set(baselines.values())
+    return names.pop() if len(names) == 1 else DEFAULT_BASELINE
+
+
+def _baseline_note(baselines: dict[str, str]) -> list[str]:
+    if len(set(baselines.values())) <= 1:
+        return []
+    named = ", ".join(f"{study}: {b}" for study, b in baselines.items())
+    return [f"The studies name different baselines ({named}); Δ is shown vs {DEFAULT_BASELINE!r}."]
 
 
 def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str | None = None) -> ReportData:
@@ -98,4 +115,4 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / "results.json")
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
                       spec=_read_spec(run_dir), timeline=list(results.get("timeline") or []), source=source,
-                      notes=notes)
+                      notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE))

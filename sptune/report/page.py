@@ -5,49 +5,47 @@ from __future__ import annotations
 import re
 import time
 
+from sptune.report.cells import Cell
 from sptune.report.figures import figures_html, variant_colors
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
 from sptune.report.records import ReportData, seed_key
-from sptune.report.stats import Cell
 from sptune.report.style import CSS
 from sptune.report.tables import detail_rows
-from sptune.report.text import ci_text, esc, mean_std
+from sptune.report.text import esc, interval_pct, mean_std
+from sptune.stats import INTERVAL_RULE, delta_rule
 
 FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
 
 
 def _delta_html(cell: Cell) -> str:
     d = cell.delta
-    how = "paired by seed" if d.paired else "unpaired"
     tone = "pos" if d.mean > 0 else "neg" if d.mean < 0 else ""
-    extra = " · ".join(x for x in (ci_text(d.ci, signed=True), how) if x)
     return (f'<div class="delta {tone}">Δ vs {esc(cell.baseline)} {esc(mean_std(d, signed=True))} pts</div>'
-            f'<div class="sub">{esc(extra)}</div>')
+            f'<div class="sub">{esc(interval_pct(d, signed=True))}</div>')
 
 
-def _cell_html(cell: Cell | None) -> str:
+def _cell_html(cell: Cell | None, baseline: str) -> str:
     if cell is None or cell.test_summary is None:
         return '<td class="sub">—</td>'
     s = cell.test_summary
     sub = [f"n={s.n} seed{'s' if s.n > 1 else ''}"]
     if cell.val_summary:
         sub.append(f"val {mean_std(cell.val_summary)}")
-    if s.ci:
-        sub.append(ci_text(s.ci))
+    sub.append(interval_pct(s))
     out = f'<div class="acc">{esc(mean_std(s))}</div><div class="sub">{esc(" · ".join(sub))}</div>'
     if cell.delta is not None:
         out += _delta_html(cell)
-    elif cell.kind == "scratch":
+    elif cell.variant == baseline:
         out += '<div class="sub">baseline</div>'
     return f"<td>{out}</td>"
 
 
 def results_table_html(cells: dict[tuple[str, str], Cell], tasks: list[str], variants: list[str],
-                       kinds: dict[str, str]) -> str:
+                       kinds: dict[str, str], baseline: str) -> str:
     """Variants as rows, tasks as columns (as in the papers): test accuracy, its spread and Δ vs the baseline."""
     head = '<tr><th class="l">variant</th>' + "".join(f"<th>{esc(t)}</th>" for t in tasks) + "</tr>"
     body = [f'<tr><th class="l">{esc(v)}<div class="sub">kind {esc(kinds[v])}</div></th>'
-            + "".join(_cell_html(cells.get((t, v))) for t in tasks) + "</tr>" for v in variants]
+            + "".join(_cell_html(cells.get((t, v)), baseline) for t in tasks) + "</tr>" for v in variants]
     return f'<table class="results"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
@@ -90,9 +88,9 @@ def render_html(data: ReportData, cells: dict[tuple[str, str], Cell], flags: lis
 <br>source: {esc(data.source)} · run directory: {esc(data.run_dir)}</div>{notes}
 <div class="summary"><strong>{n_warn} fairness flag{"s" if n_warn != 1 else ""} raised:</strong>{chips}</div>
 <h2>Results</h2>
-<p class="sub">Test accuracy (%) of each variant's validation-selected trial and epoch; mean ± std over seeds
-(95% bootstrap CI over seeds when more than one); Δ vs scratch in points, paired by seed when the seeds match.</p>
-{results_table_html(cells, tasks, variants, kinds)}
+<p class="sub">Test accuracy (%) of each variant's validation-selected trial and epoch; mean ± std over seeds;
+Δ in points. {esc(INTERVAL_RULE)} {esc(delta_rule(variants, data.baseline))}</p>
+{results_table_html(cells, tasks, variants, kinds, data.baseline)}
 <h2>Fairness flags</h2>
 <div class="flags">{"".join(flag_html(f) for f in flags)}</div>
 <h2>Figures</h2>

@@ -3,12 +3,12 @@ they carry (MLflow params are strings; results.json values may be missing, null 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sptune.errors import SptuneError
+from sptune.stats import DEFAULT_BASELINE, finite_float
 
 # MLflow stages: the LR/batch search (ASHA), re-training of the selected config per seed, SPT pretraining.
 SEARCH, RERUN, PRETRAIN = "finetune", "seed", "pretrain"
@@ -58,6 +58,7 @@ class ReportData:
     timeline: list[dict[str, Any]]
     source: str
     notes: list[str] = field(default_factory=list)
+    baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
 
     def stage_trials(self, stages: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given stages."""
@@ -80,13 +81,8 @@ def as_int(value: Any) -> int | None:
         return None
 
 
-def as_float(value: Any) -> float | None:
-    """A finite float, else None (a NaN accuracy is as unusable as a missing one)."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+# One reading of "a usable number" (finite float, else None) for the report and the statistics.
+as_float = finite_float
 
 
 def seed_key(seed: str) -> tuple[int, Any]:

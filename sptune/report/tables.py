@@ -1,5 +1,6 @@
-"""The plain-text tables written next to report.html: results.md (for reading and pasting) and results.csv (one
-row per variant and task, for further analysis); also the per-seed rows both the page and results.md show."""
+"""The plain-text tables written next to report.html: report.md (for reading and pasting; results.md is the
+study's own and is never rewritten here) and results.csv (one row per variant and task, for further analysis);
+also the per-seed rows both the page and report.md show."""
 
 from __future__ import annotations
 
@@ -7,16 +8,21 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from sptune.report.cells import Cell
 from sptune.report.flags import Flag
 from sptune.report.records import ReportData, as_float, seed_key
-from sptune.report.stats import Cell, Summary
-from sptune.report.text import fmt_lr, fmt_pct, mean_std
+from sptune.report.text import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts
+from sptune.stats import INTERVAL_RULE, Summary, delta_rule
+
+REPORT_MD = "report.md"
 
 DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
                  "trials", "diverged", "failed", "trial-epochs")
+# ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).
 CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
-               "test_acc_ci_high", "val_acc_mean", "val_acc_std", "delta_vs", "delta_test_mean", "delta_test_std",
-               "delta_test_ci_low", "delta_test_ci_high", "delta_paired", "best_lrs")
+               "test_acc_ci_high", "test_acc_ci_method", "val_acc_mean", "val_acc_std", "delta_vs", "delta_test_mean",
+               "delta_test_std", "delta_test_ci_low", "delta_test_ci_high", "delta_test_ci_method", "delta_paired",
+               "best_lrs")
 
 
 def _seed_delta(row: dict[str, Any], cells: dict[tuple[str, str], Cell]) -> str:
@@ -24,7 +30,7 @@ def _seed_delta(row: dict[str, Any], cells: dict[tuple[str, str], Cell]) -> str:
     cell = cells.get((row["task"], row["variant"]))
     base = cells.get((row["task"], cell.baseline)) if cell and cell.baseline else None
     if base and row["seed"] in base.test and as_float(row.get("test_acc")) is not None:
-        return f"{100 * (float(row['test_acc']) - base.test[row['seed']]):+.2f}"
+        return signed_pts(float(row["test_acc"]) - base.test[row["seed"]])
     return "-"
 
 
@@ -42,20 +48,18 @@ def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) 
 def _md_cell(cell: Cell | None) -> str:
     if cell is None or cell.test_summary is None:
         return "—"
-    out = mean_std(cell.test_summary) + (f" (n={cell.test_summary.n})" if cell.test_summary.n > 1 else "")
+    out = f"{mean_std(cell.test_summary)} {interval_pct(cell.test_summary)}"
     if cell.delta is not None:
-        out += f"<br>Δ {mean_std(cell.delta, signed=True)}"
-        if cell.delta.ci:
-            out += f" [{100 * cell.delta.ci[0]:+.2f}, {100 * cell.delta.ci[1]:+.2f}]"
+        out += f"<br>Δ {mean_std(cell.delta, signed=True)} {interval_pct(cell.delta, signed=True)}"
     return out
 
 
 def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[Flag], tasks: list[str],
              variants: list[str]) -> str:
-    """results.md: the results table (tasks as columns), the per-seed rows and the flags."""
+    """report.md: the results table (tasks as columns), the per-seed rows and the flags."""
     lines = [f"# {data.name} — results", "",
-             "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds; "
-             "Δ vs scratch in points [95% bootstrap CI], paired by seed.", "",
+             "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds "
+             "[95 % interval]; Δ in points.", "", INTERVAL_RULE, delta_rule(variants, data.baseline), "",
              "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v))) for t in tasks) + " |" for v in variants]
     detail = detail_rows(data.rows, cells)
@@ -70,11 +74,12 @@ def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[F
 
 
 def _summary_columns(prefix: str, s: Summary | None, with_ci: bool = True) -> dict[str, Any]:
-    # Empty strings, not "None", where a value does not exist (one seed has no std or CI).
+    # Empty strings, not "None", where a value does not exist (one seed has no std or interval).
     out = {f"{prefix}_mean": s.mean if s else "", f"{prefix}_std": s.std if s and s.std is not None else ""}
     if with_ci:
-        out[f"{prefix}_ci_low"] = s.ci[0] if s and s.ci else ""
-        out[f"{prefix}_ci_high"] = s.ci[1] if s and s.ci else ""
+        out[f"{prefix}_ci_low"] = s.interval[0] if s and s.interval else ""
+        out[f"{prefix}_ci_high"] = s.interval[1] if s and s.interval else ""
+        out[f"{prefix}_ci_method"] = s.method if s and s.method else ""
     return out
 
 

@@ -1,4 +1,4 @@
-"""How values are written in the page and tables: learning rates, accuracies in percent, CIs, HTML escaping."""
+"""How values are written in the page and tables: learning rates, accuracies in percent, intervals, HTML escaping."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import html
 from typing import Any
 
 from sptune.report.records import as_float
-from sptune.report.stats import Summary
+from sptune.stats import Summary, interval_text
 
 
 def esc(text: Any) -> str:
@@ -34,15 +34,17 @@ def fmt_pct(v: Any) -> str:
     return "-" if x is None else pct(x)
 
 
-def ci_text(ci: tuple[float, float] | None, signed: bool = False) -> str:
-    """'95% CI [low, high]' in percent (points with a sign for deltas); empty without a CI."""
-    if ci is None:
-        return ""
-    f = (lambda v: f"{100 * v:+.2f}") if signed else pct
-    return f"95% CI [{f(ci[0])}, {f(ci[1])}]"
+def signed_pts(x: float) -> str:
+    """A difference of accuracy fractions in points, with its sign."""
+    return f"{100 * x:+.2f}"
+
+
+def interval_pct(s: Summary, signed: bool = False) -> str:
+    """'[low, high] (95 % t-interval, n = 3)' in percent (signed points for a Δ); 'n = 1: no interval' without."""
+    return interval_text(s, signed_pts if signed else pct)
 
 
 def mean_std(s: Summary, signed: bool = False) -> str:
     """'mean ± std' in percent (std left out with one seed)."""
-    mean = f"{100 * s.mean:+.2f}" if signed else pct(s.mean)
+    mean = signed_pts(s.mean) if signed else pct(s.mean)
     return mean + (f" ± {100 * s.std:.2f}" if s.std is not None else "")

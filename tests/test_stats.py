@@ -1,0 +1,141 @@
+"""sptune.stats, the one statistics module: t-intervals for few seeds, no interval for one, the baseline rule,
+paired and unpaired deltas; results.json/results.md and the report agree, and results.md has one writer."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from sptune import results
+from sptune.report import build_report
+from sptune.report.cells import aggregate
+from sptune.stats import Summary, baseline_variant, interval_text, paired_delta, summarize, welch_delta
+
+# t(0.975, df) from a printed Student-t table, so the tests do not check scipy against itself.
+T975 = {1: 12.706204736174704, 2: 4.302652729749464, 3: 3.182446305284263}
+ACC = {"scratch": [0.900, 0.920, 0.950], "spt": [0.930, 0.945, 0.990], "frozen": [0.880, 0.905, 0.915]}
+
+
+def t_interval(values: list[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    s = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = T975[n - 1] * s / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def make_rows(acc: dict[str, list[float]], kinds: dict[str, str] | None = None) -> list[dict]:
+    kinds = kinds or {}
+    return [{"variant": v, "kind": kinds.get(v, v), "task": "digits", "seed": seed, "lr": 1e-3, "batch_size": 32,
+             "best_epoch": 4, "val_acc": a + 0.01, "test_acc": a, "trials": 5}
+            for v, values in acc.items() for seed, a in enumerate(values)]
+
+
+def report_cells(rows: list[dict], baseline: str = "scratch") -> dict:
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    rows = [{**r, "seed": str(r["seed"])} for r in rows]  # the report reads seeds as text
+    return aggregate(rows, ["digits"], variants, {r["variant"]: r["kind"] for r in rows}, baseline)
+
+
+def write_study(out: Path, rows: list[dict], baseline: str = "scratch") -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    results.add_deltas(rows, baseline)
+    study = {"study": "stats", "task": "digits", "summary": results.summarize(rows, baseline)}
+    results.write_results(out, study, rows, baseline)
+    return out
+
+
+def test_three_seeds_give_the_t_interval_wider_than_the_range():
+    s = summarize(ACC["scratch"])
+    lo, hi = t_interval(ACC["scratch"])
+    assert s.interval == pytest.approx((lo, hi), abs=1e-9) and s.method == "t" and s.n == 3
+    assert s.interval[0] < min(ACC["scratch"]) and s.interval[1] > max(ACC["scratch"])  # never [min, max]
+    assert s.std == pytest.approx(0.025166114784235822, abs=1e-12)  # sample std (ddof=1)
+    assert "95 % t-interval, n = 3" in interval_text(s, str)
+
+
+def test_one_seed_has_no_std_and_no_interval():
+    s = summarize([0.91])
+    assert (s.mean, s.std, s.interval, s.method, s.n) == (0.91, None, None, None, 1)
+    assert interval_text(s, str) == "(n = 1: no interval)"
+    assert summarize([]) is None
+
+
+def test_one_seed_results_md_says_there_is_no_interval(tmp_path):
+    out = write_study(tmp_path / "one", make_rows({"scratch": [0.90], "spt": [0.93]}))
+    md = (out / "results.md").read_text()
+    assert "n = 1: no interval" in md
+    assert "[0.9000, 0.9000]" not in md and "[+0.0300, +0.0300]" not in md  # no zero-width interval
+    entry = json.loads((out / "results.json").read_text())["summary"]["scratch"]
+    assert entry["test_acc_std"] is None and entry["test_acc_ci95"] is None and entry["test_acc_ci_method"] is None
+
+
+def test_results_and_report_give_the_same_numbers():
+    eight = [0.885, 0.931, 0.902, 0.948, 0.913, 0.894, 0.925, 0.941]  # enough seeds for resampling to differ
+    rows = make_rows({"eight": eight, **ACC})
+    summary, cells = results.summarize(rows), report_cells(rows)
+    for variant in ("eight", *ACC):
+        cell = cells[("digits", variant)]
+        assert Summary.from_fields(summary[variant], "test_acc") == cell.test_summary
+        assert Summary.from_fields(summary[variant], "delta") == cell.delta
+    assert summary["spt"]["delta_ci95"] == pytest.approx(
+        t_interval([a - b for a, b in zip(ACC["spt"], ACC["scratch"], strict=True)]), abs=1e-9)
+
+
+def test_without_a_variant_named_scratch_there_is_no_delta():
+    acc = {"frozen": ACC["frozen"], "spt": ACC["spt"]}
+    rows = make_rows(acc, kinds={"frozen": "scratch"})  # of kind scratch, but not named so: no guessing
+    results.add_deltas(rows)
+    assert all(r["delta_test_vs_baseline"] is None for r in rows)
+    summary = results.summarize(rows)
+    assert not any("delta_mean" in entry for entry in summary.values())
+    assert all(c.delta is None for c in report_cells(rows).values())
+    assert baseline_variant(list(acc)) is None
+    assert "No Δ: no variant is named 'scratch'" in results.summary_table(summary)
+
+
+def test_a_named_baseline_is_the_one_every_delta_is_against():
+    rows = make_rows(ACC)
+    results.add_deltas(rows, baseline="frozen")
+    by = {(r["variant"], r["seed"]): r for r in rows}
+    assert by[("spt", 1)]["delta_test_vs_baseline"] == pytest.approx(ACC["spt"][1] - ACC["frozen"][1])
+    assert by[("frozen", 1)]["delta_test_vs_baseline"] is None
+    assert by[("scratch", 0)]["delta_test_vs_baseline"] == pytest.approx(ACC["scratch"][0] - ACC["frozen"][0])
+    summary, cells = results.summarize(rows, baseline="frozen"), report_cells(rows, baseline="frozen")
+    assert summary["spt"]["delta_vs"] == "frozen" and "delta_mean" not in summary["frozen"]
+    assert summary["scratch"]["delta_mean"] == pytest.approx(sum(ACC["scratch"]) / 3 - sum(ACC["frozen"]) / 3)
+    assert cells[("digits", "spt")].baseline == "frozen" and cells[("digits", "frozen")].delta is None
+
+
+def test_delta_is_paired_by_seed_else_welch():
+    paired = paired_delta({"0": 0.95, "1": 0.97, "2": 0.96}, {"0": 0.90, "1": 0.93, "2": 0.90})
+    assert paired.paired and paired.interval == pytest.approx(t_interval([0.05, 0.04, 0.06]), abs=1e-9)
+    assert "(95 % t-interval, paired by seed, n = 3)" in interval_text(paired, str)
+    a, b = [0.95, 0.97, 0.99], [0.90, 0.92]
+    unpaired = paired_delta(dict(zip("012", a, strict=True)), dict(zip("34", b, strict=True)))
+    assert unpaired == welch_delta(a, b) and unpaired.paired is False and unpaired.method == "welch"
+    assert "(95 % Welch interval, unpaired, n = 3 vs 2)" in interval_text(unpaired, str)
+    se = math.sqrt(0.02**2 / 3 + 0.0002 / 2)  # sample variances 0.0004 and 0.0002, over n per side
+    half = unpaired.interval[1] - unpaired.mean
+    assert unpaired.mean == pytest.approx(0.06) and unpaired.mean - unpaired.interval[0] == pytest.approx(half)
+    assert T975[3] * se < half < T975[2] * se  # Welch-Satterthwaite df = 2.88, between 2 and 3
+    one = paired_delta({"0": 0.95}, {"1": 0.90, "2": 0.91})
+    assert one.interval is None and interval_text(one, str) == "(unpaired, n = 1 vs 2: no interval)"
+
+
+def test_report_reads_the_baseline_and_never_rewrites_results_md(tmp_path):
+    out = write_study(tmp_path / "study", make_rows({**ACC, "single": [0.97]}), baseline="frozen")
+    md_path = out / "results.md"
+    before = (md_path.read_bytes(), md_path.stat().st_mtime_ns)
+    assert json.loads((out / "results.json").read_text())["baseline"] == "frozen"
+    page = build_report(out).read_text()
+    assert (md_path.read_bytes(), md_path.stat().st_mtime_ns) == before  # results.md has one writer
+    assert "Δ vs frozen" in page and "Δ vs scratch" not in page and "95 % t-interval, n = 3" in page
+    assert "Δ vs 'frozen'" in (out / "report.md").read_text()
+    table = {r["variant"]: r for r in csv.DictReader((out / "results.csv").open())}
+    assert table["scratch"]["test_acc_ci_method"] == "t" and float(table["scratch"]["test_acc_ci_low"]) < 0.90
+    assert table["single"]["test_acc_ci_low"] == table["single"]["test_acc_ci_method"] == ""
