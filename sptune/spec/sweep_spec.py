@@ -66,12 +66,10 @@ class SweepSpec(Strict):
         return self
 
     def _check_model_family(self) -> None:
-        if self.model.family != "ssm":
-            return
-        for name in self.variants:
-            if KINDS[self.variant_kind(name)].attention_only:
-                fix = "use model.family: transformer, or drop the variant"
-                raise problem("this variant is defined on attention weights", fix, f"variants.{name}")
+        attention_only = [name for name, kind in self._kinds().items() if kind.attention_only]
+        if self.model.family == "ssm" and attention_only:
+            fix = "use model.family: transformer, or drop the variant"
+            raise problem("this variant is defined on attention weights", fix, f"variants.{attention_only[0]}")
 
     def _check_pretraining_stage(self) -> None:
         if self.needs_pretraining() and (self.pretrain is None or not self.pretrain.enabled):
@@ -79,12 +77,10 @@ class SweepSpec(Strict):
             raise problem(message, "add a pretrain: section (see digits_quick.yaml)", "pretrain")
 
     def _check_language_model(self) -> None:
-        if self.language_model is not None:
-            return
-        for name in self.variants:
-            if KINDS[self.variant_kind(name)].language_model:
-                fix = "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)"
-                raise problem("this variant needs a pretrained language model", fix, f"variants.{name}")
+        uses_lm = [name for name, kind in self._kinds().items() if kind.language_model]
+        if uses_lm and self.language_model is None:
+            fix = "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)"
+            raise problem("this variant needs a pretrained language model", fix, f"variants.{uses_lm[0]}")
 
     def _check_grace_period(self) -> None:
         s = self.scheduler
@@ -98,6 +94,9 @@ class SweepSpec(Strict):
             raise problem(message, "lower grace_period", "scheduler.grace_period")
 
     # ------------------------------------------------------------ reading the spec
+
+    def _kinds(self) -> dict[str, VariantKind]:
+        return {name: KINDS[self.variant_kind(name)] for name in self.variants}
 
     def variant_kind(self, name: str) -> str:
         return self.variants[name].kind or name
