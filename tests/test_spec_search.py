@@ -58,3 +58,8 @@ def test_accepted_spaces_keep_their_values():
     assert search.has_grid() and search.grid_size() == 2
     assert [name for name, _ in search.items()] == ["lr", "batch_size"]
     assert BatchSizeSpace.model_validate({"type": "grid", "values": [16.0, 32]}).values == [16.0, 32.0]
+
+
+def test_candidates_are_the_values_or_the_range_ends():
+    assert LrSpace.model_validate(LR).candidates() == [1e-4, 1e-2]
+    assert BatchSizeSpace.model_validate(BATCH).candidates() == [32.0, 64.0]

@@ -48,6 +48,17 @@ def test_a_kind_without_a_builder_fails_the_import_check():
         check_every_kind_built({k: b for k, b in BUILDERS.items() if k != "qk_init"})
 
 
+def test_a_kind_added_to_the_table_alone_breaks_the_import(repo_root):
+    """In a fresh process: a new row in the kinds table without its builder stops sptune.variants loading."""
+    import subprocess
+    import sys
+
+    code = ("from sptune.spec.variant_kinds import KINDS, VariantKind; KINDS['new_kind'] = VariantKind('new_kind'); "
+            "import sptune.variants")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root)
+    assert proc.returncode != 0 and "variant kinds without a builder: new_kind" in proc.stderr
+
+
 @pytest.mark.parametrize("kind", ["scratch", "spt", "spt_causal", "qk_init"])
 def test_fully_trainable_variants(kind):
     model = build_model(kind, classifier_config(SPEC, INFO), _spt_state() if PRETRAINING_OF[kind] else None)

@@ -29,6 +29,10 @@ class ParamSpace(Strict):
     def size(self) -> int | None:
         return len(self.values) if self.values is not None else None
 
+    def candidates(self) -> list[float]:
+        """The listed values, or a range's two ends."""
+        return [value for _, value in self._candidates()]
+
     @model_validator(mode="after")
     def _well_formed(self) -> ParamSpace:
         if self.type in RANGE_TYPES:
