@@ -1,19 +1,46 @@
-"""How each variant initialises its classifier and which parameters it trains."""
+"""How each variant initialises its classifier and which parameters it trains.
+
+Every kind of the table in sptune.spec.variant_kinds has exactly one builder here: `@builds`
+refuses a kind the table lacks or one already built, and the import fails if a kind has none.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
 from sptune.models import Classifier, ModelConfig, encoder_state
-from sptune.spec import PRETRAINING_OF
+from sptune.spec.variant_kinds import KINDS
 
 # A variant builder takes the classifier config and (optionally) an SPT checkpoint's
 # model state, and returns a ready-to-train model with requires_grad set.
 Builder = Callable[..., torch.nn.Module]
+BUILDERS: dict[str, Builder] = {}
 
 
+def builds(*kinds: str) -> Callable[[Builder], Builder]:
+    """Register the decorated function as the builder of these variant kinds."""
+
+    def register(builder: Builder) -> Builder:
+        for kind in kinds:
+            if kind not in KINDS:
+                raise ValueError(f"builder for unknown variant kind '{kind}': add it to sptune/spec/variant_kinds.py")
+            if kind in BUILDERS:
+                raise ValueError(f"variant kind '{kind}' already has a builder ({BUILDERS[kind].__name__})")
+            BUILDERS[kind] = builder
+        return builder
+
+    return register
+
+
+def check_every_kind_built(builders: Mapping[str, Builder]) -> None:
+    missing = [kind for kind in KINDS if kind not in builders]
+    if missing:
+        raise ValueError(f"variant kinds without a builder: {', '.join(missing)} (add @builds in sptune/variants.py)")
+
+
+@builds("scratch")
 def _scratch(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     return Classifier(cfg)
 
@@ -24,6 +51,7 @@ def _require(spt_state: dict | None, kind: str) -> dict:
     return spt_state
 
 
+@builds("spt", "spt_causal")
 def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     model = Classifier(cfg)
     # strict: every encoder weight must come from SPT; the reconstruction head is dropped.
@@ -43,12 +71,14 @@ def load_matching(model: Classifier, spt_state: dict) -> dict[str, list[str]]:
     return {"copied": sorted(copied), "reinitialised": sorted(set(own) - set(copied))}
 
 
+@builds("spt_cross")
 def _spt_cross(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     model = Classifier(cfg)
     model.init_mapping = load_matching(model, _require(spt_state, "spt_cross"))
     return model
 
 
+@builds("qk_init")
 def _qk_init(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Random init, then only the attention query/key maps copied from SPT."""
     model = Classifier(cfg)
@@ -67,11 +97,13 @@ def _freeze(model: Classifier, parts: tuple[str, ...]) -> Classifier:
     return model
 
 
+@builds("frozen_attn")
 def _frozen_attn(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Attention frozen at random init; embeddings, norms, MLPs and head train."""
     return _freeze(Classifier(cfg), ("attn",))
 
 
+@builds("frozen_attn_mlp")
 def _frozen_attn_mlp(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Attention and MLP frozen at random init; embeddings, norms and head train."""
     return _freeze(Classifier(cfg), ("attn", "mlp"))
@@ -89,36 +121,25 @@ def _language_model(pretrained: bool, frozen: bool):
     return build
 
 
-BUILDERS: dict[str, Builder] = {
-    "scratch": _scratch,
-    "spt": _spt,
-    "spt_causal": _spt,
-    "spt_cross": _spt_cross,
-    "qk_init": _qk_init,
-    "frozen_attn": _frozen_attn,
-    "frozen_attn_mlp": _frozen_attn_mlp,
-    # Frozen pretrained transformers (Lu et al.) and their controls.
-    "fpt_frozen": _language_model(pretrained=True, frozen=True),
-    "fpt_unfrozen": _language_model(pretrained=True, frozen=False),
-    "frozen_random": _language_model(pretrained=False, frozen=True),
-    "unfrozen_random": _language_model(pretrained=False, frozen=False),
-}
-LANGUAGE_MODEL_KINDS = ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
-# Which pretraining objective each variant's init comes from: one table, in the spec module.
-PRETRAINING = PRETRAINING_OF
+# Frozen pretrained transformers (Lu et al.) and their controls.
+builds("fpt_frozen")(_language_model(pretrained=True, frozen=True))
+builds("fpt_unfrozen")(_language_model(pretrained=True, frozen=False))
+builds("frozen_random")(_language_model(pretrained=False, frozen=True))
+builds("unfrozen_random")(_language_model(pretrained=False, frozen=False))
+check_every_kind_built(BUILDERS)  # a kind added to the table without a builder fails here, at import
 
 
 def build_model(
     kind: str, cfg: ModelConfig, spt_state: dict | None = None, lm_path: str | None = None
 ) -> torch.nn.Module:
-    if kind in LANGUAGE_MODEL_KINDS:
+    if KINDS[kind].language_model:
         return BUILDERS[kind](cfg, spt_state, lm_path)
     return BUILDERS[kind](cfg, spt_state)
 
 
 def build_for_evaluation(kind: str, cfg: ModelConfig, lm_path: str | None = None) -> torch.nn.Module:
     """The variant's architecture with any init: its weights come from a checkpoint next."""
-    if kind in LANGUAGE_MODEL_KINDS:
+    if KINDS[kind].language_model:
         from sptune.models.lm import LMClassifier, load_backbone
 
         return LMClassifier(cfg, load_backbone(lm_path, pretrained=False))

@@ -7,9 +7,9 @@ import torch
 
 from sptune.build import classifier_config, encoder_config
 from sptune.models import Pretrainer
-from sptune.spec import VARIANT_KINDS, ModelSpec
+from sptune.spec import PRETRAINING_OF, VARIANT_KINDS, ModelSpec
 from sptune.tasks.base import TaskInfo
-from sptune.variants import BUILDERS, PRETRAINING, build_model, trainable_summary
+from sptune.variants import BUILDERS, build_model, builds, check_every_kind_built, trainable_summary
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
 SPEC = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64)
@@ -24,13 +24,44 @@ def _frozen(model) -> set[str]:
     return {n for n, p in model.named_parameters() if not p.requires_grad}
 
 
-def test_spec_and_builders_agree():
-    assert set(VARIANT_KINDS) == set(BUILDERS) == set(PRETRAINING)
+def test_every_kind_of_the_table_has_a_builder():
+    # Holds by construction (the import of sptune.variants checks it): kept as the readable statement.
+    assert set(VARIANT_KINDS) == set(BUILDERS) == set(PRETRAINING_OF)
+
+
+def test_a_builder_for_a_kind_the_table_lacks_is_refused():
+    with pytest.raises(ValueError, match="unknown variant kind 'frozen_everything'"):
+        builds("frozen_everything")(lambda cfg, spt_state: None)
+    assert "frozen_everything" not in BUILDERS
+
+
+def test_a_second_builder_for_a_kind_is_refused():
+    before = BUILDERS["scratch"]
+    with pytest.raises(ValueError, match="'scratch' already has a builder"):
+        builds("scratch")(lambda cfg, spt_state: None)
+    assert BUILDERS["scratch"] is before
+
+
+def test_a_kind_without_a_builder_fails_the_import_check():
+    check_every_kind_built(BUILDERS)
+    with pytest.raises(ValueError, match="without a builder: qk_init"):
+        check_every_kind_built({k: b for k, b in BUILDERS.items() if k != "qk_init"})
+
+
+def test_a_kind_added_to_the_table_alone_breaks_the_import(repo_root):
+    """In a fresh process: a new row in the kinds table without its builder stops sptune.variants loading."""
+    import subprocess
+    import sys
+
+    code = ("from sptune.spec.variant_kinds import KINDS, VariantKind; KINDS['new_kind'] = VariantKind('new_kind'); "
+            "import sptune.variants")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root)
+    assert proc.returncode != 0 and "variant kinds without a builder: new_kind" in proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["scratch", "spt", "spt_causal", "qk_init"])
 def test_fully_trainable_variants(kind):
-    model = build_model(kind, classifier_config(SPEC, INFO), _spt_state() if PRETRAINING[kind] else None)
+    model = build_model(kind, classifier_config(SPEC, INFO), _spt_state() if PRETRAINING_OF[kind] else None)
     assert _frozen(model) == set()
     summary = trainable_summary(model)
     assert summary["trainable_params"] == summary["total_params"] > 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -19,13 +19,6 @@ class ModelConfig:
     paired: bool = False
     # Unidirectional model (spt_causal): attention never looks ahead, in both stages.
     causal: bool = False
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ModelConfig:
-        return cls(**{**d, "encoder": EncoderConfig(**d["encoder"])})
 
 
 class Classifier(nn.Module):

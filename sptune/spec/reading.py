@@ -1,0 +1,78 @@
+"""YAML file + --set overrides -> a validated SweepSpec, or one SpecError naming the field and a fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from sptune.errors import SpecError
+from sptune.spec.messages import spec_error
+from sptune.spec.sweep_spec import SweepSpec
+
+# Keys renamed since an earlier release: old key -> new key (a spec using the old one is refused).
+RENAMED_KEYS = {"seeds": "rerun_seeds"}
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(str(path), "spec file not found", "check the path; specs live in search_spaces/")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError(where, f"YAML syntax error ({problem})", "fix the YAML at that line") from err
+    if not isinstance(data, dict):
+        raise SpecError(
+            str(path), "the spec must be a YAML mapping at the top level", "start from search_spaces/digits_quick.yaml"
+        )
+    return data
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Apply one ``--set a.b.c=value`` (value parsed as YAML) in place."""
+    if "=" not in assignment:
+        raise SpecError(f"--set {assignment}", "expected KEY.PATH=VALUE", "e.g. --set finetune.epochs=5")
+    path, raw = assignment.split("=", 1)
+    keys = path.strip().split(".")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise SpecError(
+            f"--set {path}", f"value '{raw}' is not valid YAML", "quote strings, e.g. '[1e-4, 1e-3]'"
+        ) from err
+    node = data
+    for i, key in enumerate(keys[:-1]):
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            raise SpecError(f"--set {path}", f"'{'.'.join(keys[: i + 1])}' is not a mapping", "set a leaf field")
+        node = child
+    node[keys[-1]] = value
+
+
+def _refuse_renamed(data: dict[str, Any]) -> None:
+    for old, new in RENAMED_KEYS.items():
+        if old in data:
+            raise SpecError(old, f"'{old}' was renamed to '{new}'", f"write {new}: {data[old]!r} instead")
+
+
+def from_dict(data: dict[str, Any]) -> SweepSpec:
+    _refuse_renamed(data)
+    try:
+        return SweepSpec.model_validate(data)
+    except ValidationError as err:
+        raise spec_error(err, SweepSpec) from None
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    data = read_yaml(path)
+    for assignment in overrides or []:
+        apply_override(data, assignment)
+    return from_dict(data)

@@ -1,0 +1,107 @@
+"""Search spaces: one per searched hyperparameter, each type knowing its own rules."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, Literal
+
+from pydantic import model_validator
+
+from sptune.spec.fields import Strict, problem
+
+RANGE_TYPES = ("loguniform", "uniform")
+
+
+class ParamSpace(Strict):
+    """One hyperparameter's search: a range (Optuna/random) or a list (grid/choice)."""
+
+    quantity: ClassVar[str] = "value"  # what error messages call the searched value
+
+    type: Literal["loguniform", "uniform", "grid", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[float] | None = None
+
+    @property
+    def is_grid(self) -> bool:
+        return self.type == "grid"
+
+    def size(self) -> int | None:
+        return len(self.values) if self.values is not None else None
+
+    def candidates(self) -> list[float]:
+        """The listed values, or a range's two ends."""
+        return [value for _, value in self._candidates()]
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> ParamSpace:
+        if self.type in RANGE_TYPES:
+            self._check_range()
+        else:
+            self._check_list()
+        for at, value in self._candidates():
+            self._check_candidate(at, value)
+        return self
+
+    def _check_range(self) -> None:
+        if self.values is not None:
+            raise problem(f"a {self.type} range takes low/high, not values", "drop values or use type: grid", "values")
+        for bound in ("low", "high"):
+            if getattr(self, bound) is None:
+                raise problem(f"a {self.type} range needs '{bound}'", f"add {bound}: <number>", bound)
+        if self.type == "loguniform" and self.low <= 0:
+            raise problem(f"must be > 0 for a log-uniform range (got {self.low})", "use e.g. 1e-5", "low")
+        if self.low >= self.high:
+            raise problem(f"low {self.low} is not below high {self.high}", "swap them or widen the range", "low")
+
+    def _check_list(self) -> None:
+        for bound in ("low", "high"):
+            if getattr(self, bound) is not None:
+                raise problem(f"a {self.type} takes values, not low/high", "use type: loguniform for a range", bound)
+        if not self.values:
+            raise problem("empty list of values", "list at least one value", "values")
+
+    def _candidates(self) -> list[tuple[str, float]]:
+        """(field, value) for every value the search can reach the edge of."""
+        if self.values:
+            return [(f"values[{i}]", v) for i, v in enumerate(self.values)]
+        return [("low", self.low), ("high", self.high)]
+
+    def _check_candidate(self, at: str, value: float) -> None:
+        if not value > 0:
+            raise problem(f"{self.quantity} must be > 0 (got {value})", f"use a positive {self.quantity}", at)
+
+
+class LrSpace(ParamSpace):
+    quantity: ClassVar[str] = "lr"
+
+
+class BatchSizeSpace(ParamSpace):
+    """Batch sizes come from a list of whole numbers: a range would draw fractions."""
+
+    quantity: ClassVar[str] = "batch_size"
+
+    def _check_candidate(self, at: str, value: float) -> None:
+        super()._check_candidate(at, value)
+        if float(value) != int(value):
+            raise problem(f"batch_size must be an integer (got {value})", "use whole numbers", at)
+
+    @model_validator(mode="after")
+    def _discrete(self) -> BatchSizeSpace:
+        if self.type in RANGE_TYPES:
+            raise problem("batch_size needs a discrete list", "use type: choice or grid with values", "type")
+        return self
+
+
+class SearchSpec(Strict):
+    lr: LrSpace
+    batch_size: BatchSizeSpace
+
+    def items(self) -> list[tuple[str, ParamSpace]]:
+        return [("lr", self.lr), ("batch_size", self.batch_size)]
+
+    def has_grid(self) -> bool:
+        return any(p.is_grid for _, p in self.items())
+
+    def grid_size(self) -> int:
+        return math.prod(p.size() or 1 for _, p in self.items() if p.is_grid)

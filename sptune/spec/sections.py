@@ -1,0 +1,143 @@
+"""The spec's sections, each with the rules that need nothing outside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from sptune.spec.fields import POSITIVE, Strict, problem, ranged
+from sptune.spec.search import SearchSpec
+
+RESOURCES = "e.g. cpu: 1, gpu: 0.25"
+
+
+class TaskSpec(BaseModel):
+    # Task-specific options (e.g. resolution) are checked against the task registry.
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+@dataclass(frozen=True)
+class PretrainSource:
+    """One pretraining run: an objective on the study's task, or on another task (spt_cross)."""
+
+    objective: str
+    task: TaskSpec | None = None
+
+    @property
+    def stage_name(self) -> str:
+        # The masked objective on the study's own task keeps the plain name: the common case.
+        name = "pretrain" if self.objective == "masked" else f"pretrain-{self.objective}"
+        if self.task is not None:
+            options = "-".join(f"{k}{v}" for k, v in sorted(self.task.options.items()))
+            name += f"-on-{self.task.name}" + (f"-{options}" if options else "")
+        return name
+
+
+class ModelSpec(Strict):
+    family: Literal["transformer", "ssm"] = "transformer"
+    ssm_state: int = 64  # state size of the diagonal SSM layers (family: ssm)
+    d_model: int = ranged(64, POSITIVE, ge=1)
+    n_layers: int = ranged(3, POSITIVE, ge=1)
+    n_heads: int = ranged(4, POSITIVE, ge=1)
+    d_ff: int = ranged(128, POSITIVE, ge=1)
+    dropout: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
+    # > 0 disables the fast fused attention kernels
+    attention_dropout: float = ranged(0.0, "use 0.0", ge=0, lt=1)
+    positions: Literal["rotary", "learned", "none"] = "learned"
+    pooling: Literal["mean", "max", "last", "cls"] = "max"
+
+    @model_validator(mode="after")
+    def _shapes_fit(self) -> ModelSpec:
+        if self.d_model % self.n_heads:
+            message = f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}"
+            raise problem(message, "pick n_heads dividing d_model", "n_heads")
+        if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise problem("rotary positions need an even head size", "use an even d_model / n_heads", "positions")
+        # Checked only where it is used: a transformer spec may carry any ssm_state.
+        if self.family == "ssm" and self.ssm_state < 1:
+            raise problem(f"must be >= 1 (got {self.ssm_state})", POSITIVE, "ssm_state")
+        return self
+
+
+class PretrainSpec(Strict):
+    enabled: bool = True
+    objective: Literal["masked", "causal"] = "masked"
+    mask_ratio: float = ranged(0.5, "use 0.5 for images, 0.15 for text, 0.1 for ListOps", gt=0, lt=1)
+    loss: Literal["ce", "l1", "l2"] = "l2"
+    # 0 is the budget axis' origin: SPT variants start from an untrained encoder.
+    epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
+    num_samples: int = ranged(4, POSITIVE, ge=1)
+    weight_decay: float = 0.0
+    search: SearchSpec
+    # Reuse an existing SPT checkpoint (an sptune state.pt, or the folder holding it) for
+    # the `objective` stage instead of pretraining again.
+    checkpoint: str | None = None
+
+
+class FinetuneSpec(Strict):
+    epochs: int = ranged(10, POSITIVE, ge=1)
+    num_samples: int = ranged(4, POSITIVE, ge=1)
+    weight_decay: float = 0.0
+
+
+class VariantSpec(Strict):
+    # The kind defaults to the variant's name; SweepSpec checks it against the kinds table.
+    kind: str | None = None
+    search: SearchSpec
+    # spt_cross: pretrain on this task instead of the study's own (A -> B transfer).
+    source_task: TaskSpec | None = None
+    num_samples: int | None = ranged(None, POSITIVE, ge=1)
+    epochs: int | None = ranged(None, POSITIVE, ge=1)
+
+
+class SchedulerSpec(Strict):
+    type: Literal["asha", "fifo"] = "asha"
+    grace_period: int = 2
+    reduction_factor: float = 2.0
+
+    @model_validator(mode="after")
+    def _asha_settings(self) -> SchedulerSpec:
+        # FIFO ignores both settings, so they are only checked for ASHA.
+        if self.type != "asha":
+            return self
+        if self.grace_period < 1:
+            raise problem(f"must be >= 1 (got {self.grace_period})", POSITIVE, "grace_period")
+        if self.reduction_factor <= 1:
+            raise problem(f"must be > 1 (got {self.reduction_factor})", "use 2 or 3", "reduction_factor")
+        return self
+
+
+class SearcherSpec(Strict):
+    # Used for range searches; grids always run through Ray's grid (BasicVariantGenerator).
+    type: Literal["optuna", "random"] = "optuna"
+
+
+class ResourcesSpec(Strict):
+    cpu: float = ranged(1.0, RESOURCES, gt=0)
+    gpu: float = ranged(0.0, RESOURCES, ge=0)
+    max_concurrent: int | None = ranged(None, POSITIVE, ge=1)
+
+
+class TrainingSpec(Strict):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    warmup_fraction: float = 0.1
+    grad_clip: float = 1.0
+    compile: bool = False
+
+
+class LanguageModelSpec(Strict):
+    # A Hugging Face checkpoint directory on local disk (e.g. GPT-2 saved with save_pretrained).
+    path: str
+
+
+class TrackingSpec(Strict):
+    experiment: str | None = None
+    uri: str | None = None

@@ -1,0 +1,147 @@
+"""The whole sweep spec: its sections, and the rules that need more than one of them."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from sptune.spec.fields import Strict, problem, ranged
+from sptune.spec.sections import (
+    FinetuneSpec,
+    LanguageModelSpec,
+    ModelSpec,
+    PretrainSource,
+    PretrainSpec,
+    ResourcesSpec,
+    SchedulerSpec,
+    SearcherSpec,
+    TaskSpec,
+    TrackingSpec,
+    TrainingSpec,
+    VariantSpec,
+)
+from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind
+
+
+class SweepSpec(Strict):
+    name: str
+    seed: int = 0
+    # Retries per trial that raises (Ray Tune FailureConfig).
+    max_failures: int = ranged(0, "use 0 for no retries", ge=0)
+    # > 1: each variant's selected config is re-trained with this many seeds.
+    rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1)
+    task: TaskSpec
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    pretrain: PretrainSpec | None = None
+    finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)
+    variants: dict[str, VariantSpec]
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    searcher: SearcherSpec = Field(default_factory=SearcherSpec)
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    training: TrainingSpec = Field(default_factory=TrainingSpec)
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
+    language_model: LanguageModelSpec | None = None
+
+    # ------------------------------------------------------------ rules
+
+    @field_validator("variants")
+    @classmethod
+    def _known_kinds(cls, variants: dict[str, VariantSpec]) -> dict[str, VariantSpec]:
+        # Here rather than on VariantSpec: a variant's kind defaults to its name, its key here.
+        if not variants:
+            raise problem("no variants to compare", "add at least 'scratch' and 'spt'")
+        for name, variant in variants.items():
+            kind = variant.kind or name
+            if kind not in KINDS:
+                fix = f"use one of: {', '.join(VARIANT_KINDS)} (or set kind:)"
+                raise problem(f"unknown variant kind '{kind}'", fix, f"{name}.kind" if variant.kind else name)
+            _check_source_task(name, variant, KINDS[kind])
+        return variants
+
+    @model_validator(mode="after")
+    def _sections_agree(self) -> SweepSpec:
+        self._check_model_family()
+        self._check_pretraining_stage()
+        self._check_language_model()
+        self._check_grace_period()
+        return self
+
+    def _check_model_family(self) -> None:
+        attention_only = [name for name, kind in self._kinds().items() if kind.attention_only]
+        if self.model.family == "ssm" and attention_only:
+            fix = "use model.family: transformer, or drop the variant"
+            raise problem("this variant is defined on attention weights", fix, f"variants.{attention_only[0]}")
+
+    def _check_pretraining_stage(self) -> None:
+        if self.needs_pretraining() and (self.pretrain is None or not self.pretrain.enabled):
+            message = "variants initialised from SPT need a pretraining stage"
+            raise problem(message, "add a pretrain: section (see digits_quick.yaml)", "pretrain")
+
+    def _check_language_model(self) -> None:
+        uses_lm = [name for name, kind in self._kinds().items() if kind.language_model]
+        if uses_lm and self.language_model is None:
+            fix = "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)"
+            raise problem("this variant needs a pretrained language model", fix, f"variants.{uses_lm[0]}")
+
+    def _check_grace_period(self) -> None:
+        s = self.scheduler
+        if s.type != "asha":
+            return
+        # ASHA stops trials after grace_period epochs at the earliest: no stage may be shorter.
+        pretrain_epochs = [self.pretrain.epochs] if self.pretrain and self.pretrain.epochs > 0 else []
+        shortest = min([self.variant_epochs(v) for v in self.variants] + pretrain_epochs)
+        if s.grace_period > shortest:
+            message = f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)"
+            raise problem(message, "lower grace_period", "scheduler.grace_period")
+
+    # ------------------------------------------------------------ reading the spec
+
+    def _kinds(self) -> dict[str, VariantKind]:
+        return {name: KINDS[self.variant_kind(name)] for name in self.variants}
+
+    def variant_kind(self, name: str) -> str:
+        return self.variants[name].kind or name
+
+    def variant_epochs(self, name: str) -> int:
+        return self.variants[name].epochs or self.finetune.epochs
+
+    def variant_samples(self, name: str) -> int:
+        return self.variants[name].num_samples or self.finetune.num_samples
+
+    def variant_objective(self, name: str) -> str | None:
+        """The pretraining objective a variant's init comes from (None: random init)."""
+        kind = KINDS[self.variant_kind(name)]
+        if kind.follows_pretrain_objective and self.pretrain is not None:
+            return self.pretrain.objective  # `spt` follows pretrain.objective (masked by default)
+        return kind.pretraining
+
+    def variant_source(self, name: str) -> PretrainSource | None:
+        """Which pretraining (objective, and task if not the study's own) a variant starts from."""
+        objective = self.variant_objective(name)
+        if objective is None:
+            return None
+        cross_task = KINDS[self.variant_kind(name)].cross_task
+        return PretrainSource(objective, self.variants[name].source_task if cross_task else None)
+
+    def pretraining_sources(self) -> list[PretrainSource]:
+        """Distinct pretraining runs the variants need (each runs once and is shared)."""
+        found: dict[str, PretrainSource] = {}
+        for name in self.variants:
+            source = self.variant_source(name)
+            if source is not None:
+                found.setdefault(source.stage_name, source)
+        return sorted(found.values(), key=lambda s: (s.task is not None, s.objective != "masked", s.stage_name))
+
+    def pretraining_objectives(self) -> list[str]:
+        return sorted({s.objective for s in self.pretraining_sources()})
+
+    def needs_pretraining(self) -> bool:
+        return bool(self.pretraining_objectives())
+
+
+def _check_source_task(name: str, variant: VariantSpec, kind: VariantKind) -> None:
+    if kind.cross_task and variant.source_task is None:
+        fix = "add source_task: {name: TASK} (e.g. listops)"
+        raise problem(f"{kind.name} needs the task to pretrain on", fix, f"{name}.source_task")
+    if not kind.cross_task and variant.source_task is not None:
+        message = "only spt_cross variants pretrain on another task"
+        raise problem(message, "set kind: spt_cross or remove source_task", f"{name}.source_task")

@@ -1,0 +1,56 @@
+"""Rules within one section: checked on its own model, reported at the field they are about."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from sptune.spec.messages import spec_error
+from sptune.spec.sections import ModelSpec, PretrainSource, ResourcesSpec, SchedulerSpec, TaskSpec
+
+
+def _refused(model: type[BaseModel], data: dict) -> str:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(data)
+    return str(spec_error(caught.value, model))
+
+
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        ({"d_model": 0}, "d_model: must be >= 1 (got 0). Fix: use a positive number"),
+        ({"d_model": 30}, "n_heads: d_model 30 is not divisible by n_heads 4"),
+        ({"positions": "rotary", "d_model": 12}, "positions: rotary positions need an even head size"),
+        ({"dropout": 1.0}, "dropout: must be in [0, 1) (got 1.0). Fix: use e.g. 0.1"),
+        ({"family": "ssm", "ssm_state": 0}, "ssm_state: must be >= 1 (got 0)"),
+    ],
+)
+def test_model_rules(data, expected):
+    assert expected in _refused(ModelSpec, data)
+
+
+def test_settings_that_are_not_used_are_not_checked():
+    assert ModelSpec(ssm_state=0).family == "transformer"  # ssm_state matters only for family: ssm
+    assert SchedulerSpec(type="fifo", grace_period=0, reduction_factor=0.5).type == "fifo"
+
+
+def test_asha_settings():
+    assert "grace_period: must be >= 1 (got 0)" in _refused(SchedulerSpec, {"grace_period": 0})
+    refused = _refused(SchedulerSpec, {"reduction_factor": 1})
+    assert "reduction_factor: must be > 1 (got 1.0). Fix: use 2 or 3" in refused
+
+
+def test_resources_name_the_field_that_is_wrong():
+    assert "cpu: must be > 0 (got 0)" in _refused(ResourcesSpec, {"cpu": 0})
+    assert "gpu: must be >= 0 (got -1)" in _refused(ResourcesSpec, {"gpu": -1})
+    assert "max_concurrent: must be >= 1" in _refused(ResourcesSpec, {"max_concurrent": 0})
+
+
+def test_pretrain_source_stage_names():
+    assert PretrainSource("masked").stage_name == "pretrain"
+    assert PretrainSource("causal").stage_name == "pretrain-causal"
+    task = TaskSpec(name="pathfinder", gen_n=120, resolution=32)
+    assert PretrainSource("masked", task).stage_name == "pretrain-on-pathfinder-gen_n120-resolution32"
+    assert PretrainSource("causal") == PretrainSource("causal")  # a value, compared by its fields
+    with pytest.raises(AttributeError):
+        PretrainSource("masked").objective = "causal"  # frozen

@@ -1,0 +1,82 @@
+"""Rules across sections (variants vs pretrain, scheduler, model family, language model) and what
+the spec derives from its variants: kinds, objectives and the pretraining runs they share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sptune.errors import SpecError
+from sptune.spec import SweepSpec, apply_override, from_dict, read_yaml
+
+BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
+GRID = "search: {lr: {type: grid, values: [0.001]}, batch_size: {type: grid, values: [32]}}"
+
+
+def _spec(*overrides: str) -> SweepSpec:
+    data = read_yaml(BASE)
+    for assignment in overrides:
+        apply_override(data, assignment)
+    return from_dict(data)
+
+
+def _where(*overrides: str) -> str:
+    with pytest.raises(SpecError) as caught:
+        _spec(*overrides)
+    return caught.value.where
+
+
+@pytest.mark.parametrize(
+    "overrides, where",
+    [
+        (["variants={}"], "variants"),
+        (["variants.spt.kind=nope"], "variants.spt.kind"),
+        ([f"variants.nope={{{GRID}}}"], "variants.nope"),
+        (["variants.spt.source_task={name: listops}"], "variants.spt.source_task"),
+        (["variants.spt.kind=spt_cross"], "variants.spt.source_task"),
+        (["model.family=ssm", f"variants.fa={{kind: frozen_attn, {GRID}}}"], "variants.fa"),
+        (["pretrain=null"], "pretrain"),
+        (["pretrain.enabled=false"], "pretrain"),
+        ([f"variants.lm={{kind: fpt_frozen, {GRID}}}"], "variants.lm"),
+        (["scheduler.grace_period=21"], "scheduler.grace_period"),
+        (["scheduler.grace_period=11", "pretrain.epochs=10"], "scheduler.grace_period"),
+        (["rerun_seeds=0"], "rerun_seeds"),
+        (["max_failures=-1"], "max_failures"),
+        (["variants.spt.epochs=0"], "variants.spt.epochs"),
+        (["seeds=3"], "seeds"),
+    ],
+)
+def test_refused_at(overrides, where):
+    assert _where(*overrides) == where
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["pretrain=null", "variants.spt.kind=scratch"],  # nothing needs pretraining
+        ["scheduler.grace_period=11", "pretrain.epochs=0"],  # a 0-epoch pretraining is no stage
+        ["scheduler.type=fifo", "scheduler.grace_period=100"],  # FIFO has no grace period
+        [f"variants.lm={{kind: fpt_frozen, {GRID}}}", "language_model.path=/models/gpt2"],
+        ["model.family=ssm"],
+    ],
+)
+def test_accepted(overrides):
+    assert isinstance(_spec(*overrides), SweepSpec)
+
+
+def test_objectives_come_from_the_kinds_table():
+    spec = _spec("pretrain.objective=causal", f"variants.q={{kind: qk_init, {GRID}}}",
+                 f"variants.c={{kind: spt_causal, {GRID}}}")
+    # `spt` follows pretrain.objective; qk_init and spt_causal keep their own.
+    assert {v: spec.variant_objective(v) for v in spec.variants} == {
+        "scratch": None, "spt": "causal", "q": "masked", "c": "causal"}
+    assert [s.stage_name for s in spec.pretraining_sources()] == ["pretrain", "pretrain-causal"]
+    assert spec.pretraining_objectives() == ["causal", "masked"] and spec.needs_pretraining()
+
+
+def test_a_cross_task_variant_pretrains_on_its_source_task():
+    spec = _spec("variants.spt.kind=spt_cross", "variants.spt.source_task={name: listops, gen_n: 5}")
+    source = spec.variant_source("spt")
+    assert source.task.name == "listops" and source.stage_name == "pretrain-on-listops-gen_n5"
+    assert spec.variant_source("scratch") is None
