@@ -17,8 +17,7 @@ from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
 from sptune.preflight.outputs import check_output_dir, default_output_dir
 from sptune.preflight.services import check_ray_head, check_storage_for_nodes, check_tracking_server, ray_address
-from sptune.preflight.spec_file import read_spec_file
-from sptune.spec import SweepSpec
+from sptune.spec import SweepSpec, read_yaml
 from sptune.tasks.base import TaskSplits
 
 
@@ -69,7 +68,7 @@ class ReadyCampaign:
 
 def prepare_inputs(options: RunOptions) -> PlannedRun:
     """The spec file (or campaign), every study's spec, data and plan."""
-    raw = read_spec_file(options.spec_path)
+    raw = read_yaml(options.spec_path)
     if not is_campaign(raw):
         return PlannedRun((PlannedStudy(load_inputs(options.spec_path, options.overrides, options.data_dir)),))
     planned = []

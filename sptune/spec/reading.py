@@ -16,12 +16,30 @@ from sptune.spec.sweep_spec import SweepSpec
 RENAMED_KEYS = {"seeds": "rerun_seeds"}
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
+_EXAMPLE = "specs live in search_spaces/ (e.g. search_spaces/digits_quick.yaml)"
+
+
+def read_text(path: Path) -> str:
+    """A spec file's text; refuses a directory, a missing file and a file that is not UTF-8."""
+    if path.is_dir():
+        raise SpecError(str(path), "this is a directory, not a spec file", f"pass a .yaml file; {_EXAMPLE}")
     if not path.is_file():
-        raise SpecError(str(path), "spec file not found", "check the path; specs live in search_spaces/")
+        raise SpecError(str(path), "spec file not found", f"check the path; {_EXAMPLE}")
     try:
-        data = yaml.safe_load(path.read_text())
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SpecError(
+            str(path),
+            f"not a UTF-8 text file (byte {err.start} cannot be decoded), so not a YAML spec",
+            f"pass the spec's .yaml file, not a binary or differently encoded one; {_EXAMPLE}",
+        ) from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """The top-level mapping of a spec or campaign file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(read_text(path))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
