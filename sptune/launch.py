@@ -49,10 +49,10 @@ def run_study(ready: ReadyStudy) -> Path:
     target = ready.tracking
     tracker = Tracker(target.uri, target.experiment, target.store_dir)
     print(describe(ready.plan), flush=True)
-    parent_params = {"spec": str(ready.spec_path), "task": ready.spec.task.name, "seed": ready.spec.seed,
-                     "output_dir": str(out.resolve())}
     try:
-        tracker.start_parent(ready.run_name, parent_params, existing_run_id=_parent_run_id(ready))
+        tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready))
+        if ready.resume_state is None:
+            _log_spec_files(tracker, ready)
         Study(ready.plan, ready.data, out, tracker, resume=ready.resume_state is not None, storage=ready.storage,
               spt_cache_dir=ready.spt_cache_dir).run()
         tracker.finish("FINISHED")
@@ -62,6 +62,21 @@ def run_study(ready: ReadyStudy) -> Path:
     print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
     print(f"MLflow UI: {ui_command(target.uri, target.store_dir, tracker.experiment_id)}")
     return out / "results.json"
+
+
+def _parent_params(ready: ReadyStudy) -> dict[str, str]:
+    from sptune.provenance import parent_run_params
+
+    spec = ready.spec
+    own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve())}
+    return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
+
+
+def _log_spec_files(tracker, ready: ReadyStudy) -> None:
+    """The spec as given (the file, before --set) and as resolved (OUTPUT/spec.yaml)."""
+    client, run_id = tracker.client, tracker.parent_run_id
+    client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
+    client.log_artifact(run_id, str(ready.output_dir / "spec.yaml"), artifact_path="spec/resolved")
 
 
 def _parent_run_id(ready: ReadyStudy) -> str | None:

@@ -26,6 +26,7 @@ class PlannedStudy:
     """One study's checked inputs; `member` is its entry in a campaign (None for a lone study)."""
 
     inputs: StudyInputs
+    overrides: tuple[str, ...]  # every --set applied to the spec file, the campaign's first
     member: CampaignStudy | None = None
 
 
@@ -47,6 +48,7 @@ class TrackingTarget:
 @dataclass(frozen=True)
 class ReadyStudy:
     spec_path: Path
+    overrides: tuple[str, ...]
     spec: SweepSpec
     data: TaskSplits
     plan: StudyPlan
@@ -70,15 +72,17 @@ def prepare_inputs(options: RunOptions) -> PlannedRun:
     """The spec file (or campaign), every study's spec, data and plan."""
     raw = read_yaml(options.spec_path)
     if not is_campaign(raw):
-        return PlannedRun((PlannedStudy(load_inputs(options.spec_path, options.overrides, options.data_dir)),))
+        inputs = load_inputs(options.spec_path, options.overrides, options.data_dir)
+        return PlannedRun((PlannedStudy(inputs, options.overrides),))
     planned = []
     for member in expand(raw, options.spec_path):
         try:
-            inputs = load_inputs(member.spec_path, (*member.overrides, *options.overrides), options.data_dir)
+            overrides = (*member.overrides, *options.overrides)
+            inputs = load_inputs(member.spec_path, overrides, options.data_dir)
         except SptuneError as err:
             where = f"campaign study '{member.name}' ({member.spec_path.name}): {err.where}"
             raise type(err)(where, err.problem, err.fix) from None
-        planned.append(PlannedStudy(inputs, member))
+        planned.append(PlannedStudy(inputs, overrides, member))
     return PlannedRun(tuple(planned), campaign=raw["campaign"])
 
 
@@ -112,6 +116,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         storage = f"{storage.rstrip('/')}/{member.name}"
     return ReadyStudy(
         spec_path=member.spec_path if member else options.spec_path,
+        overrides=planned.overrides,
         spec=spec,
         data=planned.inputs.data,
         plan=planned.inputs.plan,

@@ -34,6 +34,8 @@ class SweepSpec(Strict):
     pretrain: PretrainSpec | None = None
     finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)
     variants: dict[str, VariantSpec]
+    # The variant every other one's Δ is paired against (by seed); no Δ when no variant has this name.
+    baseline: str = "scratch"
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -63,6 +65,7 @@ class SweepSpec(Strict):
         self._check_pretraining_stage()
         self._check_language_model()
         self._check_grace_period()
+        self._check_baseline()
         return self
 
     def _check_model_family(self) -> None:
@@ -92,6 +95,13 @@ class SweepSpec(Strict):
         if s.grace_period > shortest:
             message = f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)"
             raise problem(message, "lower grace_period", "scheduler.grace_period")
+
+    def _check_baseline(self) -> None:
+        # The default may be absent (then no Δ is printed, and the results say why); a name the
+        # user wrote must be one of the variants.
+        if "baseline" in self.model_fields_set and self.baseline not in self.variants:
+            fix = f"name one of the variants: {', '.join(self.variants)}"
+            raise problem(f"'{self.baseline}' is not a variant of this spec", fix, "baseline")
 
     # ------------------------------------------------------------ reading the spec
 

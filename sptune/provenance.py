@@ -1,0 +1,57 @@
+"""What a study's numbers came from: the spec as given and as resolved, the code's commit, the
+versions of the libraries that trained and selected, the device. Logged on the MLflow parent run
+so a result can be traced (and rerun) without the machine it ran on."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+LIBRARIES = ("torch", "ray", "mlflow", "optuna", "numpy", "pydantic", "scikit-learn")
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def git_commit(start: Path | None = None) -> dict[str, str]:
+    """The commit of the sptune checkout that runs (and whether it has uncommitted changes);
+    empty when sptune is installed from a wheel rather than a git checkout."""
+    folder = start or Path(__file__).resolve().parent
+    try:
+        commit = _git(folder, "rev-parse", "HEAD")
+        dirty = bool(_git(folder, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {"commit": commit, "dirty": str(dirty).lower()}
+
+
+def _git(folder: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=10)
+    return done.stdout.strip()
+
+
+def device_description() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+
+
+def parent_run_params(spec_path: Path, overrides: tuple[str, ...]) -> dict[str, str]:
+    """Parameters of the study's parent run that say how to reproduce it."""
+    params = {f"version.{k}": v for k, v in library_versions().items()}
+    params.update({f"git.{k}": v for k, v in git_commit().items()})
+    params["device"] = device_description()
+    params["command.spec"] = str(spec_path)
+    params["command.overrides"] = " ".join(overrides) or "-"
+    return params
