@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,37 @@ COLUMNS = (
 BOOTSTRAP_SAMPLES = 10_000
 
 
-def add_deltas(rows: list[dict[str, Any]]) -> None:
+@dataclass
+class ResultRow:
+    """One selected checkpoint tested once: a row of results.json (its keys are these field names)."""
+
+    variant: str
+    kind: str
+    task: str
+    seed: int
+    lr: float
+    batch_size: int
+    best_epoch: int
+    val_acc: float
+    test_acc: float
+    test_loss: float
+    # The variant's LR/batch search, shared by all its seeds' rows.
+    trials: int
+    diverged: int
+    failed: int
+    trial_epochs: int
+    trial_id: str
+    mlflow_run_id: str | None
+    checkpoint: str
+    delta_test_vs_scratch: float | None = None
+
+
+def add_deltas(rows: list[ResultRow]) -> None:
     """Δ test accuracy vs the scratch run of the same seed (paired), when there is one."""
-    scratch = {r["seed"]: r["test_acc"] for r in rows if r["kind"] == "scratch"}
+    scratch = {r.seed: r.test_acc for r in rows if r.kind == "scratch"}
     for r in rows:
-        base = scratch.get(r["seed"])
-        r["delta_test_vs_scratch"] = None if base is None else r["test_acc"] - base
+        base = scratch.get(r.seed)
+        r.delta_test_vs_scratch = None if base is None else r.test_acc - base
 
 
 def bootstrap_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
@@ -39,20 +65,20 @@ def bootstrap_ci(values: list[float], seed: int = 0) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarize(rows: list[ResultRow]) -> dict[str, dict[str, Any]]:
     """Per variant: mean, std and 95 % bootstrap CI of test accuracy and of Δ vs scratch over seeds."""
     summary: dict[str, dict[str, Any]] = {}
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        mine = [r for r in rows if r["variant"] == variant]
-        acc = [r["test_acc"] for r in mine]
+    for variant in dict.fromkeys(r.variant for r in rows):
+        mine = [r for r in rows if r.variant == variant]
+        acc = [r.test_acc for r in mine]
         stats = {
             "seeds": len(mine),
             "test_acc_mean": float(np.mean(acc)),
             "test_acc_std": float(np.std(acc, ddof=1)) if len(acc) > 1 else 0.0,
             "test_acc_ci95": bootstrap_ci(acc),
-            "val_acc_mean": float(np.mean([r["val_acc"] for r in mine])),
+            "val_acc_mean": float(np.mean([r.val_acc for r in mine])),
         }
-        deltas = [r["delta_test_vs_scratch"] for r in mine if r["delta_test_vs_scratch"] is not None]
+        deltas = [r.delta_test_vs_scratch for r in mine if r.delta_test_vs_scratch is not None]
         if deltas:
             stats.update({"delta_mean": float(np.mean(deltas)), "delta_ci95": bootstrap_ci(deltas)})
         summary[variant] = stats
@@ -87,16 +113,16 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
+def markdown_table(rows: list[ResultRow]) -> str:
     head = "| " + " | ".join(COLUMNS) + " |"
     sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    body = ["| " + " | ".join(_cell(c, r.get(c)) for c in COLUMNS) + " |" for r in rows]
+    body = ["| " + " | ".join(_cell(c, getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
     return "\n".join([head, sep, *body])
 
 
-def write_results(output_dir: Path, study: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[Path, Path]:
+def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]) -> tuple[Path, Path]:
     json_path = output_dir / "results.json"
-    json_path.write_text(json.dumps({**study, "rows": rows}, indent=2, default=str))
+    json_path.write_text(json.dumps({**study, "rows": [asdict(r) for r in rows]}, indent=2, default=str))
     md_path = output_dir / "results.md"
     md = [
         f"# {study['study']} — task {study['task']}",

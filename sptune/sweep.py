@@ -240,14 +240,14 @@ def run_study(
     (out / "spec.yaml").write_text(_spec_text(spec))
     # A campaign keeps one MLflow store for all its studies.
     store_dir = campaign_root or out
-    uri = (state or {}).get("tracking_uri") or args.tracking_uri or spec.tracking.uri or default_tracking_uri(store_dir)
+    uri = (state and state.tracking_uri) or args.tracking_uri or spec.tracking.uri or default_tracking_uri(store_dir)
     tracker = Tracker(uri, spec.tracking.experiment or f"sptune-{spec.name}", store_dir)
     print(describe(plan), flush=True)
     try:
         tracker.start_parent(
             out.name if campaign_root else spec.name,
             {"spec": args.spec, "task": spec.task.name, "seed": spec.seed, "output_dir": str(out.resolve())},
-            existing_run_id=(state or {}).get("parent_run_id"),
+            existing_run_id=state.parent_run_id if state else None,
         )
         storage = _storage_for(args, out.name if campaign_root else None)
         # Studies of one campaign share SPT checkpoints when their pretraining is identical.
