@@ -25,6 +25,8 @@ __all__ = ["Study", "StudyState", "read_state"]
 
 
 class Study:
+    """One study in its output directory: `run()` does whatever the saved state says is left."""
+
     def __init__(
         self,
         plan: StudyPlan,
@@ -51,13 +53,13 @@ class Study:
         if state.rows is not None:
             print("[sptune] study already finished; nothing to do", flush=True)
             return state.rows
-        rows = evaluate_on_test(self.plan, self.data, self.out, self.tracker, self._select())
+        rows = evaluate_on_test(self.plan, self.data, self.out, self.tracker, self._run_tuners())
         state.rows = rows
         self.state_file.save()
         publish(self.plan, state, self.out, self.tracker, rows)
         return rows
 
-    def _select(self) -> list[Candidate]:
+    def _run_tuners(self) -> list[Candidate]:
         """Every Tuner, in order; what each variant will test: its search's pick, or each seed's re-run."""
         # Each pretraining objective runs once; every variant and seed that needs it reuses it.
         spt_of = {p.label: self.spt.checkpoint(p) for p in self.plan.pretrainings()}

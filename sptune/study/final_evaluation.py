@@ -21,12 +21,12 @@ class Candidate:
     """A selected checkpoint to test: from the variant's search, or from one of its re-runs."""
 
     search: SearchPlan  # the variant's search
-    searched: SearchRecord  # what the search selected (its statistics go in every row of the variant)
+    search_record: SearchRecord  # what the search selected: its statistics go in every row of the variant
     tested: SelectedTrial
 
 
 def _row(plan: StudyPlan, candidate: Candidate, test_loss: float, test_acc: float) -> ResultRow:
-    sel, search = candidate.tested.selection, candidate.searched.best.selection
+    sel, search = candidate.tested.selection, candidate.search_record.best.selection
     return ResultRow(
         variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
         seed=int(sel.config.get("seed", plan.spec.seed)), lr=float(sel.config["lr"]),

@@ -14,6 +14,8 @@ from sptune.tasks.base import TaskSplits
 
 
 class SptCheckpoints:
+    """Where each pretraining's SPT checkpoint comes from; each objective is pretrained once per study."""
+
     def __init__(
         self,
         plan: StudyPlan,

@@ -41,6 +41,8 @@ def _print_selected(search: SearchPlan, record: SearchRecord, start: float) -> N
 
 
 class TunerRunner:
+    """Runs the study's Tuners one at a time, saving the state after each."""
+
     def __init__(
         self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool
     ) -> None:
