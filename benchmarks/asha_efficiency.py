@@ -70,15 +70,15 @@ def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, An
     from sptune.tuners import build_tuner
 
     plan = build_plan(spec, task.info, cluster_cpus=2)
-    stage = plan.finetune_stages()[0]
+    search = plan.variant_searches()[0]
     recorder = EpochRecorder()
-    tuner = build_tuner(plan, TunerPlan(stage.name, (stage,)), task, storage / method.replace("+", "_"), [recorder])
-    print(f"[{method}] {stage.n_trials} trials x <= {stage.epochs} epochs ({stage.searcher}, "
+    tuner = build_tuner(plan, TunerPlan(search.label, (search,)), task, storage / method.replace("+", "_"), [recorder])
+    print(f"[{method}] {search.n_trials} trials x <= {search.epochs} epochs ({search.searcher}, "
           f"{spec.scheduler.type}) ...", flush=True)
     start = time.perf_counter()
     grid = tuner.fit()
     wall = time.perf_counter() - start
-    sel = select_best(grid, stage)
+    sel = select_best(grid, search)
     return {"trials": len(grid), "trial_epochs": sel.trial_epochs, "wall_s": wall,
             "selected_val_acc": sel.score, "selected_epoch": sel.epoch,
             "selected_config": {"lr": float(sel.config["lr"]), "batch_size": int(sel.config["batch_size"])},

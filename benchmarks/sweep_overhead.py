@@ -41,7 +41,7 @@ LAYOUTS = {"serial": 1, "parallel": 2}  # concurrent trials (each 1 thread) on t
 class Job:
     """One trial as the sweep ran it."""
 
-    stage: str  # "pretrain" | "finetune"
+    phase: str  # "pretrain" | "search" | "rerun"
     variant: str
     lr: float
     batch_size: int
@@ -93,7 +93,7 @@ def sweep_trials(out: Path, stage_order: list[str]) -> tuple[list[list[Job]], di
         jobs, seconds = [], 0.0
         for params in sorted((out / "ray_results" / name).glob("*/params.json")):
             c, last = json.loads(params.read_text()), _last_result(params.parent)
-            jobs.append(Job(c["stage"], c["variant"], float(c["lr"]), int(c["batch_size"]), int(c["seed"]),
+            jobs.append(Job(c["phase"], c["variant"], float(c["lr"]), int(c["batch_size"]), int(c["seed"]),
                             int(last["training_iteration"])))
             seconds += float(last["time_total_s"])  # Tune's clock: time inside the trial's step() calls
         stages.append(jobs)
@@ -135,7 +135,7 @@ def _loop(job: Job, spt_state: dict | None) -> Any:
     from sptune.variants import build_model
 
     spec, data = _WORKER["spec"], _WORKER["data"]
-    if job.stage == "pretrain":
+    if job.phase == "pretrain":
         p = spec.pretrain
         return PretrainLoop(encoder_config(spec.model, data.info), PretrainObjective(p.objective, p.mask_ratio, p.loss),
                             data.info, data.train, data.val, _optim(job, spec, p.weight_decay))
@@ -152,7 +152,7 @@ def plain_trial(job: Job, spt_state: dict | None) -> dict[str, Any]:
     """What a hand-written sweep does per trial: train, validate each epoch, keep the best weights."""
     start = time.perf_counter()
     loop = _loop(job, spt_state)
-    key, sign = ("val_loss", -1.0) if job.stage == "pretrain" else ("val_acc", 1.0)
+    key, sign = ("val_loss", -1.0) if job.phase == "pretrain" else ("val_acc", 1.0)
     best, best_state = -float("inf"), None
     for _ in range(job.epochs):
         score = sign * loop.train_epoch()[key]
@@ -198,21 +198,21 @@ def _plain_study(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
     """Tuner by Tuner as the sweep ran them; within a Tuner, selection per variant, as the sweep does."""
     start = time.perf_counter()
     spt_state, trial_s, scores = None, [], {}
-    tested: dict[str, list[dict]] = {"finetune": [], "seed": []}
+    tested: dict[str, list[dict]] = {"search": [], "rerun": []}
     for jobs in stages:
         results = _run_stage(jobs, spt_state, pool)
         trial_s += [r["seconds"] for r in results]
-        stage = jobs[0].stage
+        phase = jobs[0].phase
         for variant in dict.fromkeys(j.variant for j in jobs):
             mine = [r for j, r in zip(jobs, results, strict=True) if j.variant == variant]
-            best = (min if stage == "pretrain" else max)(mine, key=lambda r: r["score"])
-            scores[f"{stage}-{variant}"] = best["score"]
-            if stage == "pretrain":
+            best = (min if phase == "pretrain" else max)(mine, key=lambda r: r["score"])
+            scores[f"{phase}-{variant}"] = best["score"]
+            if phase == "pretrain":
                 spt_state = best["state"]
             else:  # seed re-runs: every seed's validation-best model is tested
-                tested[stage] += [r["state"] for r in mine] if stage == "seed" else [best["state"]]
+                tested[phase] += [r["state"] for r in mine] if phase == "rerun" else [best["state"]]
     # With seed re-runs the sweep tests each seed's model, not the search winners themselves.
-    test_acc = _test_accuracy(tested["seed"] or tested["finetune"])
+    test_acc = _test_accuracy(tested["rerun"] or tested["search"])
     return {"wall_s": time.perf_counter() - start, "trial_seconds": trial_s, "selected_scores": scores,
             "test_acc": test_acc}
 

@@ -65,7 +65,7 @@ def sptune_trial(spec, data, lr: float, batch: int, epochs: int, storage: Path) 
                                     {"cpu": spec.resources.cpu})
     tuner = tune.Tuner(
         trainable,
-        param_space={"lr": lr, "batch_size": batch, "variant": "scratch", "stage": "finetune", "seed": 0},
+        param_space={"lr": lr, "batch_size": batch, "variant": "scratch", "phase": "search", "seed": 0},
         tune_config=tune.TuneConfig(metric="val_acc", mode="max", num_samples=1),
         run_config=tune.RunConfig(storage_path=str(storage), stop={"training_iteration": epochs}, verbose=0,
                                   checkpoint_config=tune.CheckpointConfig(

@@ -65,14 +65,14 @@ def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     spec = from_dict(data)
     task = bc.load_data(spec, None)
     plan = build_plan(spec, task.info, cluster_cpus=2)
-    stage = plan.finetune_stages()[0]
+    search = plan.variant_searches()[0]
     out = []
     for i in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "fixed-costs", Path(tmp))
             tracker.start_parent("fixed-costs", {})
             logger = TrialRunLogger(tracker, {"scratch": {}})
-            tuner = build_tuner(plan, TunerPlan(f"t{i}", (stage,)), task, tmp, [logger])
+            tuner = build_tuner(plan, TunerPlan(f"t{i}", (search,)), task, tmp, [logger])
             start = time.perf_counter()
             grid = tuner.fit()
             wall = time.perf_counter() - start
@@ -151,7 +151,7 @@ def per_trial_costs(trials: int) -> dict[str, float]:
                 tracker.start_parent("trials", {})
                 callbacks = [TrialRunLogger(tracker, {"scratch": {f"model.p{i}": i for i in range(12)}})]
             lrs = tune.grid_search([1e-3 * (i + 1) for i in range(n)])
-            space = {"stage": "finetune", "variant": "scratch", "lr": lrs}
+            space = {"phase": "search", "variant": "scratch", "lr": lrs}
             tuner = tune.Tuner(
                 tune.with_resources(NoOp, {"cpu": 1}), param_space=space,
                 tune_config=tune.TuneConfig(metric="val_acc", mode="max", max_concurrent_trials=1, reuse_actors=True),

@@ -80,10 +80,7 @@ def _log_spec_files(tracker, ready: ReadyStudy) -> None:
 
 
 def _parent_run_id(ready: ReadyStudy) -> str | None:
-    state = ready.resume_state
-    if state is None:
-        return None
-    return state.get("parent_run_id") if isinstance(state, dict) else state.parent_run_id  # TEMP until typed state
+    return ready.resume_state.parent_run_id if ready.resume_state else None
 
 
 def write_report(out: Path) -> None:

@@ -1,4 +1,9 @@
-"""The study plan: which Tuners run, over which search spaces, with how many trials."""
+"""The study plan: which Tuners run, over which search spaces, with how many trials.
+
+A study runs in three phases: `pretrain` (one Tuner per pretraining objective), `search`
+(one Tuner for every variant's LR/batch search) and `rerun` (each variant's selected config
+re-trained per seed). A `SearchPlan` is one variant's (or objective's) trials in one phase.
+"""
 
 from __future__ import annotations
 
@@ -8,87 +13,103 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
-from sptune.tasks.base import TaskInfo
+from sptune.tasks.base import TaskInfo, TaskSplits
 
 
 @dataclass(frozen=True)
-class StagePlan:
-    stage: str  # "pretrain" | "finetune"
-    variant: str  # variant name ("spt" for the pretraining stage's consumer)
-    kind: str
-    search: SearchSpec
+class SearchPlan:
+    """The trials of one variant, or of one pretraining objective, in one phase of the study:
+    their space, budget, metric and searcher."""
+
+    phase: str  # "pretrain" | "search" (a variant's LR/batch search) | "rerun" (its selected config per seed)
+    variant: str | None  # None when pretraining
+    kind: str | None  # the variant's kind; None when pretraining
+    space: SearchSpec
     num_samples: int
     epochs: int
     metric: str
     mode: str
     searcher: str  # "grid" | "optuna" | "random"
-    static: dict[str, Any] = field(default_factory=dict)
-    pretrain_stage: str | None = None  # finetune stages: whose checkpoint initialises them
-    fixed_configs: tuple[dict[str, Any], ...] | None = None  # seed re-runs: one given config per seed
+    init_from: str | None = None  # the label of the pretraining whose checkpoint initialises the variant
+    fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
     source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
 
     @property
+    def objective(self) -> str | None:
+        """The pretraining objective (masked | causal); None for a variant's search or re-runs."""
+        return self.source.objective if self.source else None
+
+    @property
+    def trial_variant(self) -> str:
+        """The `variant` its trials carry in their config and MLflow tags, by which a Tuner routes
+        them to their search: the variant, or for pretraining the objective."""
+        return self.variant or self.source.objective
+
+    @property
     def n_trials(self) -> int:
-        if self.reuse_checkpoint is not None or (self.stage == "pretrain" and self.epochs == 0):
+        if self.reuse_checkpoint is not None or (self.phase == "pretrain" and self.epochs == 0):
             return 0
         if self.fixed_configs is not None:
             return len(self.fixed_configs)
-        return self.search.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
+        return self.space.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
 
     @property
-    def name(self) -> str:
-        if self.stage == "pretrain":
+    def label(self) -> str:
+        """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
+        if self.phase == "pretrain":
             return self.source.stage_name
-        if self.stage == "seed":
-            return f"seeds-{self.variant}"
-        return f"finetune-{self.variant}"
+        return f"{self.phase}-{self.variant}"
 
 
 @dataclass(frozen=True)
 class TunerPlan:
-    """One Tuner: its experiment directory under the storage path and the stages it runs
+    """One Tuner: its experiment directory under the storage path and the searches it runs
     together (all variants' searches share one Tuner; each keeps its own searcher and ASHA)."""
 
-    name: str
-    stages: tuple[StagePlan, ...]
+    experiment: str
+    searches: tuple[SearchPlan, ...]
 
     @property
-    def kind(self) -> str:
-        return self.stages[0].stage
+    def phase(self) -> str:
+        return self.searches[0].phase
 
     @property
     def metric(self) -> str:
-        return self.stages[0].metric
+        return self.searches[0].metric
 
     @property
     def mode(self) -> str:
-        return self.stages[0].mode
+        return self.searches[0].mode
 
     @property
     def epochs(self) -> int:
-        return max(st.epochs for st in self.stages)
+        return max(s.epochs for s in self.searches)
 
     @property
     def n_trials(self) -> int:
-        return sum(st.n_trials for st in self.stages)
+        return sum(s.n_trials for s in self.searches)
 
 
 @dataclass(frozen=True)
 class StudyPlan:
     spec: SweepSpec
     info: TaskInfo
-    stages: list[StagePlan]
+    searches: list[SearchPlan]
     concurrency: int
     data_summary: str = ""
-    # spt_cross: pretraining stage name -> the other task's data (train/val only are used).
+    # spt_cross: pretraining label -> the other task's data (train/val only are used).
     source_data: dict[str, Any] = field(default_factory=dict)
 
-    def finetune_stages(self) -> list[StagePlan]:
-        return [s for s in self.stages if s.stage == "finetune"]
+    def variant_searches(self) -> list[SearchPlan]:
+        return [s for s in self.searches if s.phase == "search"]
 
-    def pretrain_stages(self) -> list[StagePlan]:
-        return [s for s in self.stages if s.stage == "pretrain"]
+    def pretrainings(self) -> list[SearchPlan]:
+        return [s for s in self.searches if s.phase == "pretrain"]
+
+    def training_data(self, search: SearchPlan, study_data: TaskSplits) -> TaskSplits:
+        """spt_cross pretraining trains on another task; every other search on the study's own."""
+        return self.source_data.get(search.label, study_data)
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
@@ -109,31 +130,29 @@ def build_plan(
     data_summary: str = "",
     source_data: dict[str, Any] | None = None,
 ) -> StudyPlan:
-    stages: list[StagePlan] = []
+    searches: list[SearchPlan] = []
     p = spec.pretrain
     for source in spec.pretraining_sources():
-        objective = source.objective
-        stages.append(
-            StagePlan(
+        searches.append(
+            SearchPlan(
                 "pretrain",
-                objective,
-                objective,
+                None,
+                None,
                 p.search,
                 p.num_samples,
                 p.epochs,
                 "val_loss",
                 "min",
                 _searcher(spec, p.search),
-                static={"objective": objective},
-                reuse_checkpoint=p.checkpoint if objective == p.objective and source.task is None else None,
+                reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
                 source=source,
             )
         )
     for name, v in spec.variants.items():
-        objective = spec.variant_objective(name)
-        stages.append(
-            StagePlan(
-                "finetune",
+        source = spec.variant_source(name)
+        searches.append(
+            SearchPlan(
+                "search",
                 name,
                 spec.variant_kind(name),
                 v.search,
@@ -142,16 +161,37 @@ def build_plan(
                 "val_acc",
                 "max",
                 _searcher(spec, v.search),
-                pretrain_stage=spec.variant_source(name).stage_name if objective else None,
+                init_from=source.stage_name if source else None,
             )
         )
-    return StudyPlan(spec, info, stages, concurrency(spec, cluster_cpus), data_summary, source_data or {})
+    return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {})
 
 
 def _describe_param(p: ParamSpace) -> str:
     if p.type in ("loguniform", "uniform"):
         return f"{p.type}[{p.low:g}, {p.high:g}]"
     return f"{p.type}{[v if v != int(v) else int(v) for v in p.values]}"
+
+
+def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
+    head = f"  {search.label:<24}"
+    if search.reuse_checkpoint:
+        return f"{head} reuses the SPT checkpoint {search.reuse_checkpoint} (no pretraining)"
+    if search.phase == "pretrain" and search.epochs == 0:
+        return f"{head} 0 epochs: SPT variants start from an untrained (seeded) encoder"
+    space = ", ".join(f"{k}={_describe_param(p)}" for k, p in search.space.items())
+    if search.phase == "pretrain":
+        p = plan.spec.pretrain
+        what = f"objective={search.objective}"
+        extra = f" on task {search.source.task.name}" if search.source.task else ""
+        extra += (f" mask_ratio={p.mask_ratio:g}" if search.objective == "masked" else "") + f" loss={p.loss}"
+    else:
+        what = f"kind={search.kind}"
+        extra = f" init from {search.init_from}" if search.init_from else ""
+    return (
+        f"{head} {what:<20} {search.searcher:<7} {search.n_trials:>3} trials x <= {search.epochs:>3} "
+        f"epochs  select {search.metric} ({search.mode})  {space}{extra}"
+    )
 
 
 def describe(plan: StudyPlan) -> str:
@@ -171,40 +211,20 @@ def describe(plan: StudyPlan) -> str:
         ),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
-        "Stages (each pretraining objective its own Tuner, then ONE Tuner for all variants' searches, "
+        "Searches (each pretraining objective in its own Tuner, then ONE Tuner for all variants' searches, "
         "each variant with its own searcher and early stopping):",
+        *(_describe_search(plan, search) for search in plan.searches),
     ]
-    total_trials = total_epochs = 0
-    for st in plan.stages:
-        space = ", ".join(f"{k}={_describe_param(p)}" for k, p in st.search.items())
-        extra = ""
-        if st.reuse_checkpoint:
-            lines.append(f"  {st.name:<24} reuses the SPT checkpoint {st.reuse_checkpoint} (no pretraining)")
-            continue
-        if st.stage == "pretrain" and st.epochs == 0:
-            lines.append(f"  {st.name:<24} 0 epochs: SPT variants start from an untrained (seeded) encoder")
-            continue
-        if st.stage == "pretrain":
-            p = s.pretrain
-            on = f" on task {st.source.task.name}" if st.source.task else ""
-            extra = f" objective={st.variant}{on}" + (f" mask_ratio={p.mask_ratio:g}" if st.variant == "masked" else "")
-            extra += f" loss={p.loss}"
-        elif st.pretrain_stage:
-            extra = f" init from {st.pretrain_stage}"
-        lines.append(
-            f"  {st.name:<24} kind={st.kind:<15} {st.searcher:<7} {st.n_trials:>3} trials x <= {st.epochs:>3} "
-            f"epochs  select {st.metric} ({st.mode})  {space}{extra}"
-        )
-        total_trials += st.n_trials
-        total_epochs += st.n_trials * st.epochs
+    total_trials = sum(search.n_trials for search in plan.searches)
+    total_epochs = sum(search.n_trials * search.epochs for search in plan.searches)
     if s.rerun_seeds > 1:
-        reruns = s.rerun_seeds * len(plan.finetune_stages())
+        reruns = s.rerun_seeds * len(plan.variant_searches())
         lines.append(
-            f"  seeds: each variant's selected config re-trained with {s.rerun_seeds} seeds ({reruns} trials, "
+            f"  rerun: each variant's selected config re-trained with {s.rerun_seeds} seeds ({reruns} trials, "
             "no early stopping), each tested once"
         )
         total_trials += reruns
-        total_epochs += sum(s.rerun_seeds * st.epochs for st in plan.finetune_stages())
+        total_epochs += sum(s.rerun_seeds * search.epochs for search in plan.variant_searches())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
     return "\n".join(lines)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +25,48 @@ COLUMNS = (
 )
 
 
-def add_deltas(rows: list[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> None:
+@dataclass
+class ResultRow:
+    """One selected checkpoint tested once: a row of results.json (its keys are these field names)."""
+
+    variant: str
+    kind: str
+    task: str
+    seed: int
+    lr: float
+    batch_size: int
+    best_epoch: int
+    val_acc: float
+    test_acc: float
+    test_loss: float
+    # The variant's LR/batch search, shared by all its seeds' rows.
+    trials: int
+    diverged: int
+    failed: int
+    trial_epochs: int
+    trial_id: str
+    mlflow_run_id: str | None
+    checkpoint: str
+    delta_test_vs_baseline: float | None = None
+
+
+def add_deltas(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE) -> None:
     """Per row: Δ test accuracy vs the baseline variant's run with the same seed; None for the baseline's own
     rows, and when the baseline has no run with that seed (or no variant is named ``baseline``)."""
-    base = {r["seed"]: r["test_acc"] for r in rows if r["variant"] == baseline}
+    base = {r.seed: r.test_acc for r in rows if r.variant == baseline}
     for r in rows:
-        base_acc = None if r["variant"] == baseline else base.get(r["seed"])
-        r[DELTA_COLUMN] = None if base_acc is None else r["test_acc"] - base_acc
+        base_acc = None if r.variant == baseline else base.get(r.seed)
+        r.delta_test_vs_baseline = None if base_acc is None else r.test_acc - base_acc
 
 
-def _by_variant(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def _by_variant(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        out.setdefault(r["variant"], []).append(r)
+        out.setdefault(r.variant, []).append(asdict(r))
     return out
 
 
-def summarize(rows: list[dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> dict[str, dict[str, Any]]:
+def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE) -> dict[str, dict[str, Any]]:
     """Per variant: test accuracy over seeds (``test_acc_mean``, ``_std``, ``_ci95``, ``_ci_method``, ``_n``),
     the mean validation accuracy, and, except for the baseline itself, Δ test vs the baseline (``delta_*``)."""
     groups = _by_variant(rows)
@@ -103,19 +129,20 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
+def markdown_table(rows: list[ResultRow]) -> str:
     head = "| " + " | ".join(COLUMNS) + " |"
     sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    body = ["| " + " | ".join(_cell(c, r.get(c)) for c in COLUMNS) + " |" for r in rows]
+    body = ["| " + " | ".join(_cell(c, getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
     return "\n".join([head, sep, *body])
 
 
-def write_results(output_dir: Path, study: dict[str, Any], rows: list[dict[str, Any]],
+def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow],
                   baseline: str = DEFAULT_BASELINE) -> tuple[Path, Path]:
     """results.json ({**study, baseline, rows}) and results.md; ``study["summary"]`` from ``summarize`` with the
     same ``baseline``. The report reads the baseline back from results.json."""
     json_path = output_dir / "results.json"
-    json_path.write_text(json.dumps({**study, "baseline": baseline, "rows": rows}, indent=2, default=str))
+    document = {**study, "baseline": baseline, "rows": [asdict(r) for r in rows]}
+    json_path.write_text(json.dumps(document, indent=2, default=str))
     md_path = output_dir / "results.md"
     md = [
         f"# {study['study']} — task {study['task']}",

@@ -1,7 +1,7 @@
 """Pick the validation-best trial *and epoch* of a Tuner, never the last checkpoint.
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints Ray kept
-by the stage metric (``checkpoint_score_attribute``) instead.
+by the search's metric (``checkpoint_score_attribute``) instead.
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ from typing import Any
 from ray.tune import ResultGrid
 
 from sptune.errors import RuntimeFailure
-from sptune.plan import StagePlan
+from sptune.plan import SearchPlan
 
 
 @dataclass(frozen=True)
 class Selection:
-    stage: str
-    variant: str
     trial_id: str
     config: dict[str, Any]
     checkpoint_path: str
@@ -32,29 +30,30 @@ class Selection:
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
 
 
+def _is_better(score: float, than: float, mode: str) -> bool:
+    return score > than if mode == "max" else score < than
+
+
 def _usable(result: Any) -> bool:
     return result.error is None and not (result.metrics or {}).get("diverged")
 
 
-def _best_checkpoint(result: Any, stage: StagePlan) -> tuple | None:
-    better = (lambda a, b: a > b) if stage.mode == "max" else (lambda a, b: a < b)
+def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
     best = None
     for checkpoint, ck_metrics in result.best_checkpoints:
-        score = ck_metrics.get(stage.metric)
-        if score is not None and (best is None or better(score, best[0])):
+        score = ck_metrics.get(search.metric)
+        if score is not None and (best is None or _is_better(score, best[0], search.mode)):
             best = (score, result, checkpoint, ck_metrics)
     return best
 
 
-def _selection(best: tuple, stage: StagePlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
+def _selection(best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
     score, result, checkpoint, ck_metrics = best
     return Selection(
-        stage=stage.stage,
-        variant=stage.variant,
         trial_id=result.metrics.get("trial_id", ""),
         config=dict(result.config),
         checkpoint_path=checkpoint.path,
-        metric=stage.metric,
+        metric=search.metric,
         score=float(score),
         epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))),
         metrics=dict(ck_metrics),
@@ -65,33 +64,32 @@ def _selection(best: tuple, stage: StagePlan, n_trials: int, n_div: int, n_fail:
     )
 
 
-def _nothing_usable(grid: ResultGrid, stage: StagePlan) -> RuntimeFailure:
+def _nothing_usable(grid: ResultGrid, search: SearchPlan) -> RuntimeFailure:
     errors = [r for r in grid if r.error is not None]
     diverged = sum(bool((r.metrics or {}).get("diverged")) for r in grid)
     first = f"; first error: {str(errors[0].error).splitlines()[-1][:300]} (in {errors[0].path})" if errors else ""
     return RuntimeFailure(
-        f"stage {stage.name}",
+        search.label,
         f"no trial finished without error or divergence ({len(errors)} failed, {diverged} diverged of "
         f"{len(grid)}){first}",
         "fix the cause (lower the LR range if trials diverge) and rerun with --resume --output DIR",
     )
 
 
-def select_each(grid: ResultGrid, stage: StagePlan) -> list[Selection]:
-    """The validation-best epoch of every usable trial (seed re-runs: one selection per seed)."""
+def select_each(grid: ResultGrid, search: SearchPlan) -> list[Selection]:
+    """The validation-best epoch of every usable trial (re-runs: one selection per seed)."""
     picked = []
     for result in grid:
-        best = _best_checkpoint(result, stage) if _usable(result) else None
+        best = _best_checkpoint(result, search) if _usable(result) else None
         if best is not None:
             epochs = int((result.metrics or {}).get("training_iteration", 0))
-            picked.append(_selection(best, stage, 1, 0, 0, epochs))
+            picked.append(_selection(best, search, 1, 0, 0, epochs))
     if not picked:
-        raise _nothing_usable(grid, stage)
+        raise _nothing_usable(grid, search)
     return sorted(picked, key=lambda s: s.config.get("seed", 0))
 
 
-def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
-    better = (lambda a, b: a > b) if stage.mode == "max" else (lambda a, b: a < b)
+def select_best(grid: ResultGrid, search: SearchPlan) -> Selection:
     best: tuple | None = None
     n_div = n_fail = epochs = 0
     for result in grid:
@@ -99,9 +97,9 @@ def select_best(grid: ResultGrid, stage: StagePlan) -> Selection:
         epochs += int(metrics.get("training_iteration", 0))
         n_div += int(bool(metrics.get("diverged")))
         n_fail += int(result.error is not None)
-        candidate = _best_checkpoint(result, stage) if _usable(result) else None
-        if candidate is not None and (best is None or better(candidate[0], best[0])):
+        candidate = _best_checkpoint(result, search) if _usable(result) else None
+        if candidate is not None and (best is None or _is_better(candidate[0], best[0], search.mode)):
             best = candidate
     if best is None:
-        raise _nothing_usable(grid, stage)
-    return _selection(best, stage, len(grid), n_div, n_fail, epochs)
+        raise _nothing_usable(grid, search)
+    return _selection(best, search, len(grid), n_div, n_fail, epochs)

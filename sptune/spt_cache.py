@@ -9,19 +9,19 @@ import shutil
 from pathlib import Path
 
 from sptune.checkpoints import STATE_FILE
-from sptune.plan import StagePlan
+from sptune.plan import SearchPlan
 from sptune.spec import SweepSpec
 
 
-def cache_key(spec: SweepSpec, stage: StagePlan) -> str:
+def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
     """Hash of everything that shapes the selected SPT checkpoint (not finetuning settings)."""
-    task = stage.source.task if stage.source and stage.source.task else spec.task
+    task = pretraining.source.task or spec.task
     pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
     parts = {
         "task": task.model_dump(mode="json"),
         "model": spec.model.model_dump(mode="json"),
         "pretrain": pretrain,
-        "objective": stage.variant,
+        "objective": pretraining.objective,
         "seed": spec.seed,
         "scheduler": spec.scheduler.model_dump(mode="json"),
         "searcher": spec.searcher.model_dump(mode="json"),

@@ -150,15 +150,15 @@ class TrialRunLogger(tune.Callback):
             return self.run_ids[trial_id]
         run_id = self._known.get(trial_id)
         if run_id is None:
-            # One Tuner runs several variants: each trial's config says which stage and variant it is.
-            stage, variant = trial.config["stage"], trial.config["variant"]
+            # One Tuner runs several variants: each trial's config says which phase and variant it is.
+            phase, variant = trial.config["phase"], trial.config["variant"]
             tags = {
                 "mlflow.parentRunId": self.tracker.parent_run_id,
                 TRIAL_TAG: trial_id,
-                "sptune.stage": stage,
+                "sptune.phase": phase,
                 "sptune.variant": variant,
             }
-            name = f"{stage}-{variant}-{trial_id}"
+            name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
             params = {**self.static_params.get(variant, {}), **dict(trial.config)}

@@ -1,5 +1,5 @@
 """Ray Tune Tuners: one per pretraining objective, one for all variants' searches, one for
-the seed re-runs; per-variant searchers and ASHA, checkpoints, callbacks."""
+their re-runs per seed; per-variant searchers and ASHA, checkpoints, callbacks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.plan import StagePlan, StudyPlan, TunerPlan
+from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
 from sptune.trainables import FinetuneTrainable, PretrainTrainable
@@ -26,22 +26,23 @@ def _domain(name: str, p: ParamSpace) -> Any:
     return tune.choice([cast(v) for v in p.values])
 
 
-def _grids(stage: StagePlan) -> dict[str, list]:
+def _grids(search: SearchPlan) -> dict[str, list]:
     cast = {"batch_size": int}
-    return {n: [cast.get(n, float)(v) for v in p.values] for n, p in stage.search.items() if p.type == "grid"}
+    return {n: [cast.get(n, float)(v) for v in p.values] for n, p in search.space.items() if p.type == "grid"}
 
 
-def fixed_params(stage: StagePlan, seed: int) -> dict[str, Any]:
-    """What every trial of a stage carries besides the searched values."""
-    return {"stage": stage.stage, "variant": stage.variant, "seed": seed, **stage.static}
+def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
+    """What every trial of a search carries besides the searched values."""
+    objective = {"objective": search.objective} if search.objective else {}
+    return {"phase": search.phase, "variant": search.trial_variant, "seed": seed, **objective}
 
 
-def _stage_scheduler(plan: StudyPlan, stage: StagePlan) -> Any:
+def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
     s = plan.spec.scheduler
-    if s.type == "asha" and stage.stage != "seed":  # seed re-runs train to the end
+    if s.type == "asha" and search.phase != "rerun":  # re-runs train to the end
         return ASHAScheduler(
             time_attr="training_iteration",
-            max_t=stage.epochs,
+            max_t=search.epochs,
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
         )
@@ -56,40 +57,40 @@ def _tpe_sampler(seed: int, n_trials: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
 
 
-def _stage_searcher(plan: StudyPlan, stage: StagePlan) -> Searcher:
+def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
     seed = plan.spec.seed
-    if stage.fixed_configs is not None:
-        return FixedConfigs(list(stage.fixed_configs))
-    space = {name: _domain(name, p) for name, p in stage.search.items() if p.type != "grid"}
-    if stage.searcher == "grid":
-        return FixedConfigs(grid_configs(space, _grids(stage), stage.num_samples, seed))
-    if stage.searcher == "random":
+    if search.fixed_configs is not None:
+        return FixedConfigs(list(search.fixed_configs))
+    space = {name: _domain(name, p) for name, p in search.space.items() if p.type != "grid"}
+    if search.searcher == "grid":
+        return FixedConfigs(grid_configs(space, _grids(search), search.num_samples, seed))
+    if search.searcher == "random":
         return RandomConfigs(space, seed)
     optuna = OptunaSearch(
         OptunaSearch.convert_search_space(space),
-        metric=stage.metric,
-        mode=stage.mode,
-        sampler=_tpe_sampler(seed, stage.n_trials),
+        metric=search.metric,
+        mode=search.mode,
+        sampler=_tpe_sampler(seed, search.n_trials),
     )
     # Per variant, so TPE sees results before it proposes far ahead of them.
     return ConcurrencyLimiter(optuna, max_concurrent=plan.concurrency)
 
 
-def search_and_schedule(plan: StudyPlan, group: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
-    """Each variant its own searcher and its own scheduler, inside the group's one Tuner."""
-    stages = {st.variant: st for st in group.stages}
+def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
+    """Each variant its own searcher and its own scheduler, inside the one Tuner."""
+    searches = {s.trial_variant: s for s in tuner.searches}
     searcher = VariantSearcher(
-        {v: _stage_searcher(plan, st) for v, st in stages.items()},
-        {v: st.n_trials for v, st in stages.items()},
-        {v: fixed_params(st, plan.spec.seed) for v, st in stages.items()},
+        {v: _searcher(plan, s) for v, s in searches.items()},
+        {v: s.n_trials for v, s in searches.items()},
+        {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
     )
-    return searcher, VariantScheduler({v: _stage_scheduler(plan, st) for v, st in stages.items()})
+    return searcher, VariantScheduler({v: _scheduler(plan, s) for v, s in searches.items()})
 
 
 def make_trainable(
-    plan: StudyPlan, group: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
+    plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
 ) -> Any:
-    cls = PretrainTrainable if group.kind == "pretrain" else FinetuneTrainable  # "seed" re-runs finetune
+    cls = PretrainTrainable if tuner.phase == "pretrain" else FinetuneTrainable  # searches and re-runs finetune
     extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
     res = plan.spec.resources
     # with_parameters puts the (test-free) data in Ray's object store once, not per trial.
@@ -100,46 +101,46 @@ def make_trainable(
 
 
 def restore_tuner(
-    path: str, plan: StudyPlan, group: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
+    path: str, plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
 ) -> tune.Tuner:
     """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
     last checkpoint, errored ones too; each variant's searcher continues from its saved
     state. (ASHA's rung state is not restored by Ray.)"""
     return tune.Tuner.restore(
-        path, trainable=make_trainable(plan, group, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
+        path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
     )
 
 
 def build_tuner(
     plan: StudyPlan,
-    group: TunerPlan,
+    tuner: TunerPlan,
     data: TaskSplits,
     storage: str,
     callbacks: list,
     spt_checkpoints: dict[str, str] | None = None,
 ) -> tune.Tuner:
-    searcher, scheduler = search_and_schedule(plan, group)
+    searcher, scheduler = search_and_schedule(plan, tuner)
     return tune.Tuner(
-        make_trainable(plan, group, data, spt_checkpoints),
+        make_trainable(plan, tuner, data, spt_checkpoints),
         tune_config=tune.TuneConfig(
-            metric=group.metric,
-            mode=group.mode,
+            metric=tuner.metric,
+            mode=tuner.mode,
             scheduler=scheduler,
             search_alg=searcher,
-            num_samples=group.n_trials,
+            num_samples=tuner.n_trials,
             max_concurrent_trials=plan.concurrency,
-            # One actor per concurrent slot, reused by every trial of every variant in the group.
+            # One actor per concurrent slot, reused by every trial of every variant in the Tuner.
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name=group.name,
+            name=tuner.experiment,
             storage_path=storage,
             callbacks=callbacks,
-            stop={"training_iteration": group.epochs},  # each trial also stops at its variant's own epochs
+            stop={"training_iteration": tuner.epochs},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=1,  # the best by the stage metric (Ray also keeps the latest for restore)
-                checkpoint_score_attribute=group.metric,
-                checkpoint_score_order=group.mode,
+                num_to_keep=1,  # the best by the search's metric (Ray also keeps the latest for restore)
+                checkpoint_score_attribute=tuner.metric,
+                checkpoint_score_order=tuner.mode,
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),

@@ -2,7 +2,7 @@
 
 Starting a Tune actor costs ~2.9 s (importing torch and Ray Tune, then torch._dynamo
 on the first optimizer), and an actor lives only as long as its Tuner. One Tuner per variant
-paid that again for every variant and every seed stage (benchmarks/sweep_overhead.py). In one
+paid that again for every variant and every re-run (benchmarks/sweep_overhead.py). In one
 shared Tuner the reused actors train every variant, while each variant keeps what makes the
 comparison fair: its own searcher (its own Optuna study, grid or random stream, its own
 trial budget) and its own ASHA brackets, so variants never compete for promotion.
@@ -20,7 +20,7 @@ from ray.tune.search import Searcher
 
 
 class FixedConfigs(Searcher):
-    """Hands out a given list of configs in order (grids, seed re-runs)."""
+    """Hands out a given list of configs in order (grids, re-runs per seed)."""
 
     def __init__(self, configs: list[dict[str, Any]]) -> None:
         super().__init__()
@@ -95,7 +95,7 @@ class VariantSearcher(Searcher):
             self.turn = (names.index(name) + 1) % len(names)
             self.suggested[name] += 1
             self.owner[trial_id] = name
-            return {**self.fixed[name], **config}  # a given config (seed re-runs) names its own seed
+            return {**self.fixed[name], **config}  # a given config (a re-run) names its own seed
         return None if self._open() else Searcher.FINISHED
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:

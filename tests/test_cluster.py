@@ -194,11 +194,11 @@ def _check_study(cluster, out: Path, n_children: int) -> dict:
 
 
 def _check_storage(cluster, out: Path, storage: Path) -> None:
-    stages = ["finetune", "pretrain"]
+    tuners = ["pretrain", "search"]
     if cluster.worker is None:  # one node: Tune's default storage in the output directory
-        assert sorted(p.name for p in (out / "ray_results").iterdir()) == stages
+        assert sorted(p.name for p in (out / "ray_results").iterdir()) == tuners
     else:
-        assert sorted(p.name for p in storage.iterdir()) == stages
+        assert sorted(p.name for p in storage.iterdir()) == tuners
         assert not (out / "ray_results").exists()
 
 

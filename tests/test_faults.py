@@ -46,7 +46,7 @@ def test_diverged_trial_is_marked_and_never_selected(ray_session, tmp_path):
     assert bad.data.tags["sptune.status"] == "diverged" and bad.info.status == "FAILED"
     assert "sptune.selected" not in bad.data.tags and "test_acc" not in bad.data.metrics
     # Stopped at once: one epoch reported, not the full three.
-    trial_dirs = [d for d in (out / "ray_results" / "finetune").iterdir() if "lr=1000000" in d.name]
+    trial_dirs = [d for d in (out / "ray_results" / "search").iterdir() if "lr=1000000" in d.name]
     lines = (trial_dirs[0] / "result.json").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["diverged"] == 1
     assert by_lr[1e-3].data.tags["sptune.status"] == "finished"
@@ -110,7 +110,7 @@ def test_a_crashed_trial_is_retried_and_its_failure_recorded(tmp_path, repo_root
         killed = None
         deadline = time.time() + 180
         while killed is None and time.time() < deadline and proc.poll() is None:
-            if list((out / "ray_results" / "finetune").glob("*/checkpoint_*")):
+            if list((out / "ray_results" / "search").glob("*/checkpoint_*")):
                 workers = _trial_workers(proc.pid)
                 if workers:
                     os.kill(workers[0], signal.SIGKILL)  # the trial's process dies mid-training
@@ -133,13 +133,13 @@ def test_a_crashed_trial_is_retried_and_its_failure_recorded(tmp_path, repo_root
     assert max(m.step for m in history) == 8  # the retried trial resumed and finished all epochs
 
 
-def test_a_stage_where_every_trial_diverges_fails_cleanly(ray_session, tmp_path, capsys):
+def test_a_search_where_every_trial_diverges_fails_cleanly(ray_session, tmp_path, capsys):
     spec = tmp_path / "all_bad.yaml"
     spec.write_text(SCRATCH_ONLY.replace("values: [1.0e-3, 1.0e+6]", "values: [1.0e+6]"))
     out = tmp_path / "out"
     assert main([str(spec), "--output", str(out)]) == 1
     err = capsys.readouterr().err
-    assert "stage finetune-scratch" in err and "1 diverged" in err and "Traceback" not in err
+    assert "search-scratch" in err and "1 diverged" in err and "Traceback" not in err
     state = json.loads((out / "study_state.json").read_text())
     client = MlflowClient(state["tracking_uri"])
     assert client.get_run(state["parent_run_id"]).info.status == "FAILED"

@@ -60,12 +60,12 @@ class Variant:
     diverge: set[tuple[str, float]] = field(default_factory=set)  # (seed, lr) pairs that diverge
 
 
-def _child(client: MlflowClient, exp: str, parent: str, stage: str, variant: str, params: dict,
+def _child(client: MlflowClient, exp: str, parent: str, phase: str, variant: str, params: dict,
            history: dict[str, list[float]], summary: dict[str, float], status: str, selected: bool) -> str:
-    tags = {"mlflow.parentRunId": parent, "sptune.stage": stage, "sptune.variant": variant, "sptune.status": status}
+    tags = {"mlflow.parentRunId": parent, "sptune.phase": phase, "sptune.variant": variant, "sptune.status": status}
     if selected:
         tags["sptune.selected"] = "true"
-    run_id = client.create_run(exp, run_name=f"{stage}-{variant}", tags=tags).info.run_id
+    run_id = client.create_run(exp, run_name=f"{phase}-{variant}", tags=tags).info.run_id
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, step) for k, vals in history.items() for step, v in enumerate(vals, 1)]
     metrics += [Metric(k, v, now, 0) for k, v in summary.items()]
@@ -78,7 +78,7 @@ def _pretrain(client: MlflowClient, exp: str, parent: str, task: str, seeds: tup
     for seed in seeds:
         for i, lr in enumerate((1e-3, 3e-3)):
             curve = [0.2 - 0.01 * e - 0.01 * i for e in range(MAX_EPOCHS)]
-            params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": "masked", "stage": "pretrain",
+            params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": "masked", "phase": "pretrain",
                       "max_epochs": MAX_EPOCHS, "task": task, "kind": "masked", "objective": "masked"}
             _child(client, exp, parent, "pretrain", "masked", params, {"val_loss": curve, "epoch_seconds": [3.0] * 8},
                    {"best_val_loss": min(curve), "best_epoch": MAX_EPOCHS}, "finished", selected=i == 1)
@@ -101,10 +101,10 @@ def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant
         summary = {} if diverged else {"best_val_acc": curve[-1], "best_epoch": epochs}
         if lr == best_lr:
             summary.update(selected_epoch=epochs, **({"test_acc": accs[lr] - 0.01} if tested else {}))
-        params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": name, "stage": "finetune",
+        params = {"lr": lr, "batch_size": 32, "seed": seed, "variant": name, "phase": "search",
                   "max_epochs": MAX_EPOCHS, "task": task, "kind": v.kind}
         history = {"val_acc": curve, "epoch_seconds": [1.0] * epochs}
-        run_id = _child(client, exp, parent, "finetune", name, params, history, summary,
+        run_id = _child(client, exp, parent, "search", name, params, history, summary,
                         "diverged" if diverged else "finished", selected=lr == best_lr)
         if lr == best_lr:
             row = {"variant": name, "kind": v.kind, "task": task, "seed": int(seed), "lr": lr, "batch_size": 32,
@@ -113,15 +113,15 @@ def _finetune(client: MlflowClient, exp: str, parent: str, name: str, v: Variant
 
 
 def _reruns(client: MlflowClient, exp: str, parent: str, name: str, v: Variant, task: str, search: dict) -> list:
-    """The selected config re-trained once per seed (stage "seed", no early stopping), as the study does."""
+    """The selected config re-trained once per seed (phase "rerun", no early stopping), as the study does."""
     rows = []
     for seed in SEEDS:
         acc = v.acc(search["lr"]) + 0.004 * int(seed) - TASK_OFFSET[task]
         curve = [acc * (0.55 + 0.45 * e / MAX_EPOCHS) for e in range(1, MAX_EPOCHS + 1)]
-        params = {"lr": search["lr"], "batch_size": 32, "seed": seed, "variant": name, "stage": "seed",
+        params = {"lr": search["lr"], "batch_size": 32, "seed": seed, "variant": name, "phase": "rerun",
                   "max_epochs": MAX_EPOCHS, "task": task, "kind": v.kind}
         summary = {"best_val_acc": acc, "best_epoch": MAX_EPOCHS, "selected_epoch": MAX_EPOCHS, "test_acc": acc - 0.01}
-        run_id = _child(client, exp, parent, "seed", name, params, {"val_acc": curve, "epoch_seconds": [1.0] * 8},
+        run_id = _child(client, exp, parent, "rerun", name, params, {"val_acc": curve, "epoch_seconds": [1.0] * 8},
                         summary, "finished", selected=True)
         rows.append({**search, "seed": int(seed), "val_acc": acc, "test_acc": acc - 0.01, "mlflow_run_id": run_id})
     return rows

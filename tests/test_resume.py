@@ -30,16 +30,16 @@ def _spec(repo_root: str) -> str:
 
 
 def _trials(out: Path) -> dict[str, list[tuple]]:
-    """stage -> sorted (lr, batch_size) of every trial Ray Tune recorded."""
+    """Tuner experiment -> sorted (lr, batch_size) of every trial Ray Tune recorded."""
     found = {}
-    for stage_dir in sorted((out / "ray_results").iterdir()):
+    for experiment_dir in sorted((out / "ray_results").iterdir()):
         configs = []
-        for trial in stage_dir.iterdir():
+        for trial in experiment_dir.iterdir():
             params = trial / "params.json"
             if params.exists():
                 p = json.loads(params.read_text())
                 configs.append((round(p["lr"], 12), p["batch_size"]))
-        found[stage_dir.name] = sorted(configs)
+        found[experiment_dir.name] = sorted(configs)
     return found
 
 
@@ -57,11 +57,11 @@ def _kill_mid_finetune(out: Path, cmd: list[str], env: dict) -> list[str]:
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
-            if list((out / "ray_results" / "finetune").glob("*/checkpoint_*")):
+            if list((out / "ray_results" / "search").glob("*/checkpoint_*")):
                 break
             time.sleep(0.05)
         else:
-            pytest.fail("the study never reached the finetune stage")
+            pytest.fail("the study never reached the variants' search")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
         proc.wait()
@@ -77,9 +77,9 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
     cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
     timeline = _kill_mid_finetune(interrupted, cmd, env)
     state = json.loads((interrupted / "study_state.json").read_text())
-    assert "pretrain" in state["stages"] and "finetune-scratch" not in state["stages"]
+    assert "pretrain" in state["searches"] and "search-scratch" not in state["searches"]
     assert not (interrupted / "test_reads.jsonl").exists()
-    pretrain_checkpoint = state["stages"]["pretrain"]["selections"][0]["checkpoint_path"]
+    pretrain_checkpoint = state["searches"]["pretrain"]["selected"][0]["selection"]["checkpoint_path"]
 
     assert main([_spec(repo_root), "--output", str(interrupted), "--resume", *TINY]) == 0
     timeline.append(f"{time.time():.1f} resumed study finished")
@@ -93,7 +93,7 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
     assert all(c.info.status == "FINISHED" for c in children)
     results = json.loads((interrupted / "results.json").read_text())
     assert [r["variant"] for r in results["rows"]] == ["scratch", "spt"]
-    # The finished SPT stage was reused, not redone.
+    # The finished SPT pretraining was reused, not redone.
     assert results["pretrain"]["checkpoint_path"] == pretrain_checkpoint
     # The test split was still read exactly once per selected checkpoint.
     assert len((interrupted / "test_reads.jsonl").read_text().splitlines()) == 2

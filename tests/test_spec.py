@@ -58,7 +58,7 @@ def test_dry_run_prints_the_plan_without_writing(repo_root, tmp_path, capsys):
     spec_path = Path(repo_root) / "search_spaces" / "digits_quick.yaml"
     assert main([str(spec_path), "--dry-run", "--output", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
-    for expected in ("pretrain", "finetune-scratch", "finetune-spt", "optuna", "trials", "CPU"):
+    for expected in ("pretrain", "search-scratch", "search-spt", "optuna", "trials", "CPU"):
         assert expected in out
     assert not (tmp_path / "o").exists()
 

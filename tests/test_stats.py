@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -28,20 +29,21 @@ def t_interval(values: list[float]) -> tuple[float, float]:
     return mean - half, mean + half
 
 
-def make_rows(acc: dict[str, list[float]], kinds: dict[str, str] | None = None) -> list[dict]:
+def make_rows(acc: dict[str, list[float]], kinds: dict[str, str] | None = None) -> list[results.ResultRow]:
     kinds = kinds or {}
-    return [{"variant": v, "kind": kinds.get(v, v), "task": "digits", "seed": seed, "lr": 1e-3, "batch_size": 32,
-             "best_epoch": 4, "val_acc": a + 0.01, "test_acc": a, "trials": 5}
+    return [results.ResultRow(variant=v, kind=kinds.get(v, v), task="digits", seed=seed, lr=1e-3, batch_size=32,
+                              best_epoch=4, val_acc=a + 0.01, test_acc=a, test_loss=0.3, trials=5, diverged=0,
+                              failed=0, trial_epochs=20, trial_id=f"{v}-{seed}", mlflow_run_id=None, checkpoint="-")
             for v, values in acc.items() for seed, a in enumerate(values)]
 
 
-def report_cells(rows: list[dict], baseline: str = "scratch") -> dict:
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    rows = [{**r, "seed": str(r["seed"])} for r in rows]  # the report reads seeds as text
+def report_cells(rows: list[results.ResultRow], baseline: str = "scratch") -> dict:
+    variants = list(dict.fromkeys(r.variant for r in rows))
+    rows = [{**asdict(r), "seed": str(r.seed)} for r in rows]  # the report reads seeds as text
     return aggregate(rows, ["digits"], variants, {r["variant"]: r["kind"] for r in rows}, baseline)
 
 
-def write_study(out: Path, rows: list[dict], baseline: str = "scratch") -> Path:
+def write_study(out: Path, rows: list[results.ResultRow], baseline: str = "scratch") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     results.add_deltas(rows, baseline)
     study = {"study": "stats", "task": "digits", "summary": results.summarize(rows, baseline)}
@@ -90,7 +92,7 @@ def test_without_a_variant_named_scratch_there_is_no_delta():
     acc = {"frozen": ACC["frozen"], "spt": ACC["spt"]}
     rows = make_rows(acc, kinds={"frozen": "scratch"})  # of kind scratch, but not named so: no guessing
     results.add_deltas(rows)
-    assert all(r["delta_test_vs_baseline"] is None for r in rows)
+    assert all(r.delta_test_vs_baseline is None for r in rows)
     summary = results.summarize(rows)
     assert not any("delta_mean" in entry for entry in summary.values())
     assert all(c.delta is None for c in report_cells(rows).values())
@@ -101,10 +103,10 @@ def test_without_a_variant_named_scratch_there_is_no_delta():
 def test_a_named_baseline_is_the_one_every_delta_is_against():
     rows = make_rows(ACC)
     results.add_deltas(rows, baseline="frozen")
-    by = {(r["variant"], r["seed"]): r for r in rows}
-    assert by[("spt", 1)]["delta_test_vs_baseline"] == pytest.approx(ACC["spt"][1] - ACC["frozen"][1])
-    assert by[("frozen", 1)]["delta_test_vs_baseline"] is None
-    assert by[("scratch", 0)]["delta_test_vs_baseline"] == pytest.approx(ACC["scratch"][0] - ACC["frozen"][0])
+    by = {(r.variant, r.seed): r for r in rows}
+    assert by[("spt", 1)].delta_test_vs_baseline == pytest.approx(ACC["spt"][1] - ACC["frozen"][1])
+    assert by[("frozen", 1)].delta_test_vs_baseline is None
+    assert by[("scratch", 0)].delta_test_vs_baseline == pytest.approx(ACC["scratch"][0] - ACC["frozen"][0])
     summary, cells = results.summarize(rows, baseline="frozen"), report_cells(rows, baseline="frozen")
     assert summary["spt"]["delta_vs"] == "frozen" and "delta_mean" not in summary["frozen"]
     assert summary["scratch"]["delta_mean"] == pytest.approx(sum(ACC["scratch"]) / 3 - sum(ACC["frozen"]) / 3)

@@ -62,11 +62,11 @@ def test_one_parent_and_a_child_per_trial(study):
     assert [p.info.run_id for p in parents] == [parent_id]
     children = _children(runs, parent_id)
     assert len(children) == 2 + 3 + 3  # pretrain + scratch + spt trials
-    stages = sorted((c.data.tags["sptune.stage"], c.data.tags["sptune.variant"]) for c in children)
-    assert stages.count(("pretrain", "masked")) == 2 and stages.count(("finetune", "scratch")) == 3
+    phases = sorted((c.data.tags["sptune.phase"], c.data.tags["sptune.variant"]) for c in children)
+    assert phases.count(("pretrain", "masked")) == 2 and phases.count(("search", "scratch")) == 3
     for child in children:
         params = child.data.params
-        for key in ("lr", "batch_size", "seed", "variant", "stage", "model.d_model", "model.n_layers"):
+        for key in ("lr", "batch_size", "seed", "variant", "phase", "model.d_model", "model.n_layers"):
             assert key in params, key
         assert child.info.status == "FINISHED"
 
@@ -74,10 +74,10 @@ def test_one_parent_and_a_child_per_trial(study):
 def test_one_tuner_for_all_variants_each_with_its_own_search(study):
     out, _, _, runs = study
     tuners = sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir())
-    assert tuners == ["finetune", "pretrain"]
+    assert tuners == ["pretrain", "search"]
     by_variant: dict[str, list[dict]] = {}
     epochs: dict[str, list[int]] = {}
-    for result in (out / "ray_results" / "finetune").glob("*/result.json"):
+    for result in (out / "ray_results" / "search").glob("*/result.json"):
         lines = [json.loads(line) for line in result.read_text().splitlines()]
         by_variant.setdefault(lines[0]["config"]["variant"], []).append(lines[0])
         epochs.setdefault(lines[0]["config"]["variant"], []).append(lines[-1]["training_iteration"])
@@ -91,9 +91,9 @@ def test_one_tuner_for_all_variants_each_with_its_own_search(study):
 
 def test_per_epoch_metrics_and_best_summary_are_logged(study):
     _, results, client, runs = study
-    finetune = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
-                if r.data.tags["sptune.stage"] == "finetune"]
-    for run in finetune:
+    searched = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
+                if r.data.tags["sptune.phase"] == "search"]
+    for run in searched:
         history = client.get_metric_history(run.info.run_id, "val_acc")
         assert [m.step for m in history] == list(range(1, len(history) + 1))
         assert run.data.metrics["best_val_acc"] == pytest.approx(max(m.value for m in history))
@@ -103,10 +103,10 @@ def test_per_epoch_metrics_and_best_summary_are_logged(study):
 
 def test_selection_is_the_validation_best_trial_and_epoch(study):
     _, results, client, runs = study
-    finetune = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
-                if r.data.tags["sptune.stage"] == "finetune"]
+    searched = [r for r in _children(runs, results["mlflow"]["parent_run_id"])
+                if r.data.tags["sptune.phase"] == "search"]
     for row in results["rows"]:
-        mine = [r for r in finetune if r.data.tags["sptune.variant"] == row["variant"]]
+        mine = [r for r in searched if r.data.tags["sptune.variant"] == row["variant"]]
         best = max(max(m.value for m in client.get_metric_history(r.info.run_id, "val_acc")) for r in mine)
         assert row["val_acc"] == pytest.approx(best)
         selected = client.get_run(row["mlflow_run_id"])
@@ -145,7 +145,7 @@ def test_test_split_read_once_per_selected_checkpoint_after_all_tuners(study):
     out, results, _, _ = study
     reads = [json.loads(line) for line in (out / "test_reads.jsonl").read_text().splitlines()]
     assert len(reads) == len(results["rows"]) == 2
-    last_tuner_end = max(stage["end"] for stage in results["timeline"])
+    last_tuner_end = max(tuner["end"] for tuner in results["timeline"])
     assert all(read["time"] >= last_tuner_end for read in reads)
     assert all(read["rows"] == 359 for read in reads)  # digits test split: 20 % of 1,797
 

@@ -17,7 +17,7 @@ def _searcher(budgets: dict[str, int]) -> VariantSearcher:
         "scratch": OptunaSearch(OptunaSearch.convert_search_space(SPACE), metric="val_acc", mode="max", seed=0),
         "spt": FixedConfigs([{"lr": 1e-3}, {"lr": 2e-3}, {"lr": 3e-3}]),
     }
-    fixed = {name: {"stage": "finetune", "variant": name, "seed": 0} for name in parts}
+    fixed = {name: {"phase": "search", "variant": name, "seed": 0} for name in parts}
     return VariantSearcher({n: parts[n] for n in budgets}, budgets, fixed)
 
 
@@ -27,7 +27,7 @@ def test_round_robin_within_each_variants_own_budget():
     assert [c["variant"] for c in configs[:5]] == ["scratch", "spt", "scratch", "spt", "spt"]
     assert configs[5] == Searcher.FINISHED
     assert [c["lr"] for c in configs[:5] if c["variant"] == "spt"] == [1e-3, 2e-3, 3e-3]
-    assert all(c["stage"] == "finetune" and c["seed"] == 0 for c in configs[:5])
+    assert all(c["phase"] == "search" and c["seed"] == 0 for c in configs[:5])
 
 
 def test_results_reach_only_the_searcher_that_proposed_the_trial():
@@ -49,7 +49,7 @@ def test_fixed_and_random_searchers_accept_results():
 
 def test_a_given_config_keeps_its_own_seed():
     searcher = VariantSearcher({"spt": FixedConfigs([{"lr": 1e-3, "seed": 7}])}, {"spt": 1},
-                               {"spt": {"stage": "seed", "variant": "spt", "seed": 0}})
+                               {"spt": {"phase": "rerun", "variant": "spt", "seed": 0}})
     assert searcher.suggest("x")["seed"] == 7
 
 

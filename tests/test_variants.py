@@ -210,8 +210,8 @@ def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session,
     client = MlflowClient(results["mlflow"]["tracking_uri"])
     runs = client.search_runs([results["mlflow"]["experiment_id"]],
                               f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
-    (pretrain,) = [r for r in runs if r.data.tags["sptune.stage"] == "pretrain"]
-    (finetune,) = [r for r in runs if r.data.tags["sptune.stage"] == "finetune"]
+    (pretrain,) = [r for r in runs if r.data.tags["sptune.phase"] == "pretrain"]
+    (finetune,) = [r for r in runs if r.data.tags["sptune.phase"] == "search"]
     assert pretrain.data.params["task"] == "pathfinder" and finetune.data.params["task"] == "digits"
     copied = finetune.data.params["init_copied"].split(",")
     reinitialised = finetune.data.params["init_reinitialised"].split(",")

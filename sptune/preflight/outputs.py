@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
 from sptune.errors import SpecError
 from sptune.spec import SweepSpec
+
+if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
+    from sptune.study.state import StudyState
 
 
 def resolved_spec_text(spec: SweepSpec) -> str:
@@ -22,7 +25,7 @@ def default_output_dir(name: str) -> Path:
     return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -> Any:
+def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -> StudyState | None:
     """None for a new study; the saved study state when resuming (a new study needs a fresh
     directory, --resume needs the same study's directory and the same spec)."""
     from sptune.study import read_state

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sptune import ray_session
 from sptune.campaign import CampaignStudy, expand, is_campaign
@@ -19,6 +19,9 @@ from sptune.preflight.outputs import check_output_dir, default_output_dir
 from sptune.preflight.services import check_ray_head, check_storage_for_nodes, check_tracking_server, ray_address
 from sptune.spec import SweepSpec, read_yaml
 from sptune.tasks.base import TaskSplits
+
+if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
+    from sptune.study.state import StudyState
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class ReadyStudy:
     output_dir: Path
     run_name: str  # the MLflow parent run's name
     tracking: TrackingTarget
-    resume_state: Any | None  # the interrupted study's saved state (None: a new study)
+    resume_state: StudyState | None  # the interrupted study's saved state (None: a new study)
     storage: str | None  # Tune storage path or URI; None: OUTPUT/ray_results
     spt_cache_dir: Path | None  # campaigns share SPT checkpoints between studies
 
@@ -109,7 +112,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     out = root / member.name if in_campaign else root
     state = check_output_dir(out, spec, options.resume, explicit=options.output is not None)
     store_dir = root  # a campaign keeps one MLflow store for all its studies
-    uri = _saved(state, "tracking_uri") or options.tracking_uri or spec.tracking.uri
+    uri = (state.tracking_uri if state else None) or options.tracking_uri or spec.tracking.uri
     uri = uri or f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
     storage = options.storage
     if storage is not None and in_campaign:
@@ -127,10 +130,6 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         storage=storage,
         spt_cache_dir=root / "spt_cache" if in_campaign else None,
     )
-
-
-def _saved(state: Any, key: str) -> Any:
-    return state.get(key) if isinstance(state, dict) else getattr(state, key, None)  # TEMP until typed state
 
 
 def _connect_cluster(address: str | None, storage: str | None) -> float | None:

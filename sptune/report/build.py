@@ -18,7 +18,7 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
     for r in data.rows:
         kinds.setdefault(r["variant"], str(r["kind"]))
     for t in data.trials:
-        if t.stage in (SEARCH, RERUN):
+        if t.phase in (SEARCH, RERUN):
             kinds.setdefault(t.variant, t.kind)
     variants = sorted(kinds, key=lambda v: v != data.baseline)  # stable: keeps first-seen order otherwise
     tasks = list(dict.fromkeys([r["task"] for r in data.rows] + [t.task for t in data.trials if t.task]))

@@ -31,7 +31,7 @@ def _dir_for_run(uri: str, run_id: str, out: Path | None) -> tuple[Path, str]:
         raise ReportError(f"run {run_id}", f"not found in {uri} ({type(err).__name__})",
                           "check the run id and --tracking-uri") from err
     parent_id = run.data.tags.get("mlflow.parentRunId")
-    if parent_id and run.data.tags.get("sptune.stage"):
+    if parent_id and run.data.tags.get("sptune.phase"):
         run, run_id = client.get_run(parent_id), parent_id
     recorded = Path(run.data.params.get("output_dir", ""))
     if run.data.params.get("output_dir") and recorded.is_dir():

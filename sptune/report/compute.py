@@ -41,7 +41,7 @@ def compute_table(data: ReportData, task: str, variants: list[str],
     pre = {obj: cost(ts) for obj, ts in data.pretraining(task).items()}
     table, totals = [list(COMPUTE_HEADER)], {}
     for v in variants:
-        search, reruns = data.stage_trials((SEARCH,), task, v), data.stage_trials((RERUN,), task, v)
+        search, reruns = data.phase_trials((SEARCH,), task, v), data.phase_trials((RERUN,), task, v)
         if not search and not reruns:
             continue
         ep, s = cost(search + reruns)

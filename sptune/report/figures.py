@@ -54,7 +54,7 @@ def _lr_legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], sh
         LegendItem("trial (best val)", "#555", "hollow"), LegendItem("test, selected", "#555", "diamond")]
     if any(p.high > p.low for c in curves.values() for p in c.values()):
         legend.append(LegendItem("seed min–max", "#555", "band"))
-    if any(t.stage == RERUN for t in trials):
+    if any(t.phase == RERUN for t in trials):
         legend.append(LegendItem("seed re-run (best val)", "#555", "dot"))
     if any(t.status in ("diverged", "failed") for t in trials):
         legend.append(LegendItem("diverged/failed", "#555", "cross"))
@@ -64,7 +64,7 @@ def _lr_legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], sh
 def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
               cells: dict[tuple[str, str], Cell]) -> str | None:
     """Accuracy vs learning rate for every variant on one task; None without search trials."""
-    trials = [t for t in data.trials if t.task == task and t.stage in (SEARCH, RERUN) and t.lr]
+    trials = [t for t in data.trials if t.task == task and t.phase in (SEARCH, RERUN) and t.lr]
     if not trials:
         return None
     curves = lr_curves(trials)
@@ -91,10 +91,10 @@ def _draw_variant_lr(plot: Plot, trials: list[Trial], curve: dict[Any, CurvePoin
     plot.band([p.lr for p in pts], [p.low for p in pts], [p.high for p in pts], color)
     plot.line([(p.lr, p.mean) for p in pts], color)
     for t in trials:
-        what = "seed re-run" if t.stage == RERUN else "trial"
+        what = "seed re-run" if t.phase == RERUN else "trial"
         tip = f"{t.variant} {what} seed {t.seed} lr {fmt_lr(t.lr)} batch {t.batch_size}: {t.status}, {t.epochs} epochs"
         if t.completed and t.best_val_acc is not None:
-            mark, size = ("dot", 2.8) if t.stage == RERUN else ("hollow", 3.5)
+            mark, size = ("dot", 2.8) if t.phase == RERUN else ("hollow", 3.5)
             plot.mark(mark, t.lr, t.best_val_acc, color, f"{tip}, best val {100 * t.best_val_acc:.1f}%", size)
         elif t.status in ("diverged", "failed"):
             plot.mark("cross", t.lr, plot.ylim[0], color, tip)  # no accuracy: drawn on the axis at its LR
@@ -117,7 +117,7 @@ def figure_curves(data: ReportData, task: str, variants: list[str], colors: dict
     # The runs whose test accuracy the table reports (seed re-runs when the study has them).
     reported = {r.get("mlflow_run_id") for r in data.rows if r["task"] == task}
     sel = [t for t in data.trials if t.task == task and t.run_id in reported and t.curve]
-    sel = sel or [t for t in data.trials if (t.stage, t.task) == (SEARCH, task) and t.selected and t.curve]
+    sel = sel or [t for t in data.trials if (t.phase, t.task) == (SEARCH, task) and t.selected and t.curve]
     if not sel:
         return None
     shown = [v for v in variants if any(t.variant == v for t in sel)]
@@ -152,9 +152,9 @@ def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> lis
 
 
 def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list[tuple[int, int, int]]]:
-    """group -> [(rung, trials reaching it, trials in the stage)]: each variant's LR search, then each SPT
+    """group -> [(rung, trials reaching it, trials in the group)]: each variant's LR search, then each SPT
     pretraining objective (seed re-runs are not early-stopped, so they are left out)."""
-    groups = {v: data.stage_trials((SEARCH,), task, v) for v in variants}
+    groups = {v: data.phase_trials((SEARCH,), task, v) for v in variants}
     groups.update({f"SPT pretraining ({obj})": ts for obj, ts in data.pretraining(task).items()})
     out = {}
     for name, trials in groups.items():

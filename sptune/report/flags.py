@@ -155,9 +155,9 @@ def _counts_from_rows(data: ReportData, task: str, variant: str) -> dict[str, in
     return {"total": total, "completed": total - div - fail, "diverged": div, "failed": fail}
 
 
-def _counts(data: ReportData, task: str, variant: str, stages: tuple[str, ...] = (SEARCH,)) -> dict[str, int]:
+def _counts(data: ReportData, task: str, variant: str, phases: tuple[str, ...] = (SEARCH,)) -> dict[str, int]:
     """Trials total / completed / diverged / failed, from MLflow, else from results.json's per-row counts."""
-    mine = data.stage_trials(stages, task, variant)
+    mine = data.phase_trials(phases, task, variant)
     if not mine:
         return _counts_from_rows(data, task, variant)
     return {"total": len(mine), "completed": sum(t.completed for t in mine),
@@ -188,8 +188,8 @@ def _diverged_item(data: ReportData, task: str, variant: str) -> str | None:
     c = _counts(data, task, variant, (SEARCH, RERUN))
     if not (c["diverged"] or c["failed"]):
         return None
-    bad = [t for t in data.stage_trials((SEARCH, RERUN), task, variant) if t.status in ("diverged", "failed")]
-    at = ", ".join(fmt_lr(t.lr) + (f" (seed re-run {t.seed})" if t.stage == RERUN else "")
+    bad = [t for t in data.phase_trials((SEARCH, RERUN), task, variant) if t.status in ("diverged", "failed")]
+    at = ", ".join(fmt_lr(t.lr) + (f" (seed re-run {t.seed})" if t.phase == RERUN else "")
                    for t in sorted(bad, key=lambda t: t.lr or 0))
     return (f"{variant} on {task}: {c['diverged']} diverged, {c['failed']} failed of {c['total']}"
             + (f" at LR {at}." if at else "."))
@@ -221,11 +221,12 @@ def _compute_imbalance(task: str, totals: dict[str, tuple[int, float]]) -> str |
 
 
 def _compute_summary(data: ReportData) -> str:
+    # results.json names each timeline entry's Tuner (its experiment) under "stage".
     timeline = [f"{st.get('stage')}: {float(st['end']) - float(st['start']):.0f} s wall-clock"
                 for st in data.timeline if as_float(st.get("start")) and as_float(st.get("end"))]
     summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search and seed "
                "re-runs together; SPT pretraining is counted in full for every variant initialised from it.")
-    return summary + (" Stages: " + "; ".join(timeline) + "." if timeline else "")
+    return summary + (" Tuners: " + "; ".join(timeline) + "." if timeline else "")
 
 
 def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds: dict[str, str]) -> Flag:

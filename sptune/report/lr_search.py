@@ -46,7 +46,7 @@ def sig(x: float, digits: int = 4) -> float:
 
 def usable(t: Trial) -> bool:
     """A finished search trial with an LR and a validation accuracy to place on an accuracy-vs-LR curve."""
-    return t.stage == SEARCH and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
+    return t.phase == SEARCH and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
 
 
 def lr_binner(trials: list[Trial]) -> tuple[Any, bool]:

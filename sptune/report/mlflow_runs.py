@@ -35,23 +35,23 @@ def _status(tags: dict[str, str], run_status: str) -> str:
 
 def _trial(client: Any, run: Any, default_task: str) -> Trial:
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-    stage = tags.get("sptune.stage", params.get("stage", ""))
-    curve = _history(client, run.info.run_id, "val_loss" if stage == PRETRAIN else "val_acc")
+    phase = tags.get("sptune.phase", params.get("phase", ""))
+    curve = _history(client, run.info.run_id, "val_loss" if phase == PRETRAIN else "val_acc")
     seconds = _history(client, run.info.run_id, "epoch_seconds")
     epochs = max([s for s, _ in curve] + [s for s, _ in seconds] + [0])
     best = metrics.get("best_val_acc")
-    if best is None and stage != PRETRAIN and curve:
+    if best is None and phase != PRETRAIN and curve:
         best = max(v for _, v in curve)
     variant = tags.get("sptune.variant", params.get("variant", ""))
     return Trial(
-        run_id=run.info.run_id, stage=stage, variant=variant, kind=params.get("kind", variant),
+        run_id=run.info.run_id, phase=phase, variant=variant, kind=params.get("kind", variant),
         task=params.get("task", default_task), seed=str(params.get("seed", "")), lr=as_float(params.get("lr")),
         batch_size=str(as_int(params.get("batch_size")) or ""), status=_status(tags, run.info.status),
         selected=tags.get("sptune.selected") == "true", max_epochs=as_int(params.get("max_epochs")),
         best_val_acc=as_float(best), test_acc=as_float(metrics.get("test_acc")),
         selected_epoch=as_int(metrics.get("selected_epoch", metrics.get("best_epoch"))),
         curve=curve, seconds=sum(v for _, v in seconds), epochs=epochs,
-        objective=(params.get("objective") or "masked") if stage == PRETRAIN else None,
+        objective=(params.get("objective") or "masked") if phase == PRETRAIN else None,
     )
 
 
@@ -59,13 +59,13 @@ def fetch_trials(client: Any, parent_id: str, default_task: str = "") -> list[Tr
     """Every sptune child run of a study's parent run."""
     experiment_id = client.get_run(parent_id).info.experiment_id
     runs = sorted(_search_children(client, experiment_id, parent_id), key=lambda r: r.info.start_time or 0)
-    return [_trial(client, r, default_task) for r in runs if r.data.tags.get("sptune.stage")]
+    return [_trial(client, r, default_task) for r in runs if r.data.tags.get("sptune.phase")]
 
 
 def _selected_row(t: Trial, trials: list[Trial]) -> dict[str, Any]:
     # The search trials behind this result: all seeds' for a re-run (one shared search), else its own seed's.
-    group = [g for g in trials if (g.stage, g.task, g.variant) == (SEARCH, t.task, t.variant)
-             and (t.stage == RERUN or g.seed == t.seed)]
+    group = [g for g in trials if (g.phase, g.task, g.variant) == (SEARCH, t.task, t.variant)
+             and (t.phase == RERUN or g.seed == t.seed)]
     return {
         "variant": t.variant, "kind": t.kind, "task": t.task, "seed": t.seed, "lr": t.lr,
         "batch_size": t.batch_size, "best_epoch": t.selected_epoch, "val_acc": t.best_val_acc,
@@ -78,9 +78,9 @@ def _selected_row(t: Trial, trials: list[Trial]) -> dict[str, Any]:
 def rows_from_trials(trials: list[Trial]) -> list[dict[str, Any]]:
     """results.json-style rows rebuilt from the selected runs (when only MLflow is at hand): the per-seed
     re-runs where the study has them, else the search's selected trial."""
-    reran = {(t.task, t.variant) for t in trials if t.stage == RERUN and t.selected}
+    reran = {(t.task, t.variant) for t in trials if t.phase == RERUN and t.selected}
     rows = [_selected_row(t, trials) for t in trials
-            if t.selected and t.stage == (RERUN if (t.task, t.variant) in reran else SEARCH)]
+            if t.selected and t.phase == (RERUN if (t.task, t.variant) in reran else SEARCH)]
     order = {key: i for i, key in enumerate(dict.fromkeys((t.task, t.variant) for t in trials))}
     return sorted(rows, key=lambda r: (order[(r["task"], r["variant"])], seed_key(str(r["seed"]))))
 

@@ -10,8 +10,9 @@ from typing import Any
 from sptune.errors import SptuneError
 from sptune.stats import DEFAULT_BASELINE, finite_float
 
-# MLflow stages: the LR/batch search (ASHA), re-training of the selected config per seed, SPT pretraining.
-SEARCH, RERUN, PRETRAIN = "finetune", "seed", "pretrain"
+# The study's phases (MLflow tag sptune.phase): the LR/batch search (ASHA), re-training of the selected config
+# per seed, SPT pretraining.
+SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
 
 
 class ReportError(SptuneError):
@@ -23,7 +24,7 @@ class Trial:
     """One MLflow child run (one Ray Tune trial)."""
 
     run_id: str
-    stage: str  # pretrain | finetune (the search) | seed (selected config re-trained per seed)
+    phase: str  # SEARCH | RERUN | PRETRAIN
     variant: str
     kind: str
     task: str
@@ -48,7 +49,7 @@ class Trial:
 
 @dataclass
 class ReportData:
-    """Everything read for one study: results.json rows, MLflow trials, spec.yaml and the stage timeline."""
+    """Everything read for one study: results.json rows, MLflow trials, spec.yaml and the Tuners' timeline."""
 
     name: str
     run_dir: Path
@@ -60,15 +61,15 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
 
-    def stage_trials(self, stages: tuple[str, ...], task: str, variant: str) -> list[Trial]:
-        """One variant's trials on one task in the given stages."""
-        return [t for t in self.trials if t.stage in stages and (t.task, t.variant) == (task, variant)]
+    def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
+        """One variant's trials on one task in the given phases."""
+        return [t for t in self.trials if t.phase in phases and (t.task, t.variant) == (task, variant)]
 
     def pretraining(self, task: str) -> dict[str, list[Trial]]:
         """objective -> its pretraining trials (one shared Tuner per objective)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:
-            if (t.stage, t.task) == (PRETRAIN, task):
+            if (t.phase, t.task) == (PRETRAIN, task):
                 out.setdefault(t.objective or "masked", []).append(t)
         return out
 

@@ -1,0 +1,56 @@
+"""The final evaluation: the only place the test split is read, once per selected checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sptune import holdout
+from sptune.evaluate import accuracy_on_test
+from sptune.plan import SearchPlan, StudyPlan
+from sptune.results import ResultRow, add_deltas
+from sptune.study.state import SearchRecord, SelectedTrial
+from sptune.tasks.base import TaskSplits
+from sptune.tracking import Tracker
+
+TEST_READS = "test_reads.jsonl"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A selected checkpoint to test: from the variant's search, or from one of its re-runs."""
+
+    search: SearchPlan  # the variant's search
+    search_record: SearchRecord  # what the search selected: its statistics go in every row of the variant
+    tested: SelectedTrial
+
+
+def _row(plan: StudyPlan, candidate: Candidate, test_loss: float, test_acc: float) -> ResultRow:
+    sel, search = candidate.tested.selection, candidate.search_record.best.selection
+    return ResultRow(
+        variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
+        seed=int(sel.config.get("seed", plan.spec.seed)), lr=float(sel.config["lr"]),
+        batch_size=int(sel.config["batch_size"]), best_epoch=sel.epoch, val_acc=sel.score,
+        test_acc=test_acc, test_loss=test_loss,
+        trials=search.n_trials, diverged=search.n_diverged, failed=search.n_failed, trial_epochs=search.trial_epochs,
+        trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
+    )
+
+
+def evaluate_on_test(
+    plan: StudyPlan, data: TaskSplits, output_dir: Path, tracker: Tracker, candidates: list[Candidate]
+) -> list[ResultRow]:
+    """Test every candidate once (each read audited in test_reads.jsonl); log test metrics on its run."""
+    rows = []
+    with holdout.final_evaluation(output_dir / TEST_READS):
+        for candidate in candidates:
+            loss, acc = accuracy_on_test(
+                plan.spec, plan.info, candidate.tested.selection.checkpoint_path, data.test, candidate.search.variant
+            )
+            rows.append(_row(plan, candidate, loss, acc))
+    add_deltas(rows, plan.spec.baseline)
+    for row in rows:
+        if row.mlflow_run_id:
+            tracker.client.log_metric(row.mlflow_run_id, "test_acc", row.test_acc)
+            tracker.client.log_metric(row.mlflow_run_id, "test_loss", row.test_loss)
+    return rows

@@ -1,0 +1,96 @@
+"""study_state.json: what a study has finished, saved after every Tuner so that ``--resume``
+skips finished Tuners and never re-reads the test split. JSON is the on-disk format."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sptune.results import ResultRow
+from sptune.selection import Selection
+
+STATE_FILE = "study_state.json"
+
+
+@dataclass(frozen=True)
+class SelectedTrial:
+    """A selected trial and epoch, with the MLflow child run of its trial."""
+
+    selection: Selection
+    mlflow_run_id: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SelectedTrial:
+        return cls(Selection(**data["selection"]), data["mlflow_run_id"])
+
+
+@dataclass(frozen=True)
+class SearchRecord:
+    """What one finished search selected: its best trial, or for re-runs one trial per seed."""
+
+    selected: list[SelectedTrial]
+
+    @property
+    def best(self) -> SelectedTrial:
+        return self.selected[0]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SearchRecord:
+        return cls([SelectedTrial.from_json(s) for s in data["selected"]])
+
+
+@dataclass(frozen=True)
+class TunerRun:
+    """One finished Tuner in the study's timeline."""
+
+    experiment: str
+    trial_variants: list[str]  # each search's SearchPlan.trial_variant
+    start: float
+    end: float
+    trials: int
+
+
+@dataclass
+class StudyState:
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+    searches: dict[str, SearchRecord] = field(default_factory=dict)  # by SearchPlan.label
+    timeline: list[TunerRun] = field(default_factory=list)
+    # pretraining label -> the campaign's cached SPT checkpoint that replaced its Tuner
+    spt_from_cache: dict[str, str] = field(default_factory=dict)
+    rows: list[ResultRow] | None = None  # set once the test split has been read
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StudyState:
+        rows = data.get("rows")
+        return cls(
+            tracking_uri=data.get("tracking_uri"),
+            experiment_id=data.get("experiment_id"),
+            parent_run_id=data.get("parent_run_id"),
+            searches={label: SearchRecord.from_json(r) for label, r in data.get("searches", {}).items()},
+            timeline=[TunerRun(**t) for t in data.get("timeline", [])],
+            spt_from_cache=dict(data.get("spt_from_cache", {})),
+            rows=None if rows is None else [ResultRow(**r) for r in rows],
+        )
+
+
+def read_state(output_dir: Path) -> StudyState | None:
+    """The saved state of the study in ``output_dir``, or None when it holds no study."""
+    path = output_dir / STATE_FILE
+    return StudyState.from_json(json.loads(path.read_text())) if path.exists() else None
+
+
+class StateFile:
+    """The study's state and the file it is saved to."""
+
+    def __init__(self, output_dir: Path) -> None:
+        self.output_dir = output_dir
+        self.state = read_state(output_dir) or StudyState()
+
+    def save(self) -> None:
+        tmp = self.output_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(asdict(self.state), indent=2, default=str))
+        tmp.replace(self.output_dir / STATE_FILE)  # atomic: a kill never leaves half a state file

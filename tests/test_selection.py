@@ -1,0 +1,51 @@
+"""Selection: the validation-best checkpoint of the usable trials, by the search's metric and mode."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sptune.errors import RuntimeFailure
+from sptune.plan import build_plan
+from sptune.selection import select_best, select_each
+from sptune.spec import load_spec
+from sptune.tasks.base import TaskInfo
+
+
+def _trial(trial_id: str, scores: list[float], seed: int = 0, diverged: bool = False) -> SimpleNamespace:
+    kept = [(SimpleNamespace(path=f"/{trial_id}/{e}"), {"val_acc": s, "val_loss": s, "epoch": e})
+            for e, s in enumerate(scores, 1)]
+    metrics = {"trial_id": trial_id, "training_iteration": len(scores), "diverged": int(diverged)}
+    return SimpleNamespace(error=None, metrics=metrics, config={"lr": 1e-3, "seed": seed}, best_checkpoints=kept)
+
+
+@pytest.fixture
+def search(repo_root):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", [])
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    return plan.variant_searches()[0]
+
+
+def test_max_mode_picks_the_highest_epoch_of_any_usable_trial(search):
+    grid = [_trial("a", [0.5, 0.7, 0.6]), _trial("b", [0.65, 0.68]), _trial("c", [0.99], diverged=True)]
+    best = select_best(grid, search)
+    assert (best.trial_id, best.epoch, best.score, best.checkpoint_path) == ("a", 2, 0.7, "/a/2")
+    assert (best.n_trials, best.n_diverged, best.n_failed, best.trial_epochs) == (3, 1, 0, 6)
+
+
+def test_min_mode_picks_the_lowest(search):
+    best = select_best([_trial("a", [0.5, 0.3]), _trial("b", [0.4, 0.2, 0.25])], replace(search, mode="min"))
+    assert (best.trial_id, best.epoch) == ("b", 2)
+
+
+def test_each_trial_its_own_best_epoch_in_seed_order(search):
+    picked = select_each([_trial("s1", [0.5, 0.4], seed=1), _trial("s0", [0.3, 0.6], seed=0)], search)
+    assert [(p.trial_id, p.epoch) for p in picked] == [("s0", 2), ("s1", 1)]
+
+
+def test_nothing_usable_names_the_search(search):
+    with pytest.raises(RuntimeFailure, match="search-scratch: no trial finished"):
+        select_best([_trial("a", [0.9], diverged=True)], search)
