@@ -110,7 +110,7 @@ def test_spec_dry_runs(path, offline, synthetic_text, capsys, tmp_path):
         extra = ["--set", f"language_model.path={make_tiny_gpt2(tmp_path / 'gpt2')}"]
     assert main([str(path), "--dry-run", *data_args(spec.task.name, synthetic_text), *extra]) == 0
     out = capsys.readouterr().out
-    assert f"Study '{spec.name}'" in out and "Stages" in out
+    assert f"Study '{spec.name}'" in out and "Searches" in out
 
 
 def test_mini_token_tasks_use_ce_and_paper_mask_ratios():
