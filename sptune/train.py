@@ -76,9 +76,9 @@ def _decays(module: nn.Module, name: str, param: nn.Parameter) -> bool:
     Decay is a prior that pulls a linear map toward zero. A matrix `weight` (nn.Linear inside
     attention, feed-forward and heads; GPT-2's Conv1D) is such a map. Everything else has a
     meaningful non-zero value that decay would only distort: biases and norm scales/shifts (1-D),
-    token and value embeddings (a lookup or the input layer, which is what the rows *are*),
-    and parameters a module owns directly under their own names (learned positions, the cls
-    token, the SSM's step sizes, A, C and D).
+    token and value embeddings (their rows are the input representations themselves; decay
+    shrinks rarely seen tokens most), and parameters a module owns directly under their own
+    names (learned positions, the cls token, the SSM's step sizes, A, C and D).
     """
     if name != "weight" or param.ndim < 2:
         return False
