@@ -14,9 +14,14 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def autocast(device: torch.device, precision: str = "auto") -> AbstractContextManager:
-    """bf16 autocast on GPUs that support it (auto) or when asked; fp32 otherwise."""
+def precision_in_use(device: torch.device, precision: str = "auto") -> str:
+    """What `precision` resolves to on `device`: "bf16" on GPUs that support it (auto) or when asked."""
     use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
-    if use_bf16:
+    return "bf16" if use_bf16 else "fp32"
+
+
+def autocast(device: torch.device, precision: str = "auto") -> AbstractContextManager:
+    """bf16 autocast where `precision_in_use` says so; fp32 otherwise."""
+    if precision_in_use(device, precision) == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -72,14 +72,17 @@ def reconstruction_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.T
 
 def reconstruction_hits(
     pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss, info: TaskInfo
-) -> int:
-    """Correct predictions at selected positions (exact level for regression, rounded)."""
+) -> torch.Tensor:
+    """Correct predictions at selected positions (exact level for regression, rounded).
+
+    A 0-d tensor on pred's device: training sums it every step, and reading it as a
+    number there would stall a GPU once per step."""
     if loss == "ce":
         guess = pred[where].argmax(-1)
     else:
         guess = torch.round(pred.squeeze(-1)[where].float().clamp(0, 1) * (info.levels - 1))
         target = torch.round(target * (info.levels - 1))
-    return int((guess == target[where].long()).sum())
+    return (guess == target[where].long()).sum()
 
 
 def causal_positions(x: torch.Tensor, info: TaskInfo) -> torch.Tensor:

@@ -23,6 +23,10 @@ TRIAL_TAG = "sptune.trial_id"
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
 EPOCH_METRICS = (
     "loss",
+    "train_acc",
+    "train_masked_acc",
+    "lr",
+    "grad_norm",
     "val_acc",
     "val_loss",
     "val_masked_acc",

@@ -1,15 +1,23 @@
 """Pure-PyTorch epoch loops for the two stages (no Ray here).
 
-Each loop owns its model, optimizer, schedule and RNG, trains one epoch per call,
+Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call,
 evaluates on the validation split, and round-trips its full state through a plain
 dict of tensors and numbers (loadable with ``torch.load(weights_only=True)``).
+
+Randomness in training comes from two sources, both in that state: the loop's
+generator (shuffles, and the pretraining masks) and the torch RNG that dropout draws
+from (CPU, and CUDA when training there), which the loop keeps as its own stream (see
+`EpochLoop._own_rng`). NumPy and Python's `random` are not used while training.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -17,7 +25,7 @@ from torch import nn
 from sptune import objectives as obj
 from sptune.device import autocast, pick_device
 from sptune.models import Classifier, ModelConfig, Pretrainer
-from sptune.models.encoder import EncoderConfig
+from sptune.models.encoder import INPUT_EMBEDDING, EncoderConfig
 from sptune.tasks.base import ArraySplit, TaskInfo
 
 EVAL_BATCH = 256
@@ -44,6 +52,8 @@ class OptimConfig:
     device: str = "auto"
     precision: str = "auto"
     compile: bool = False
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
+    eps: float = 1e-8  # AdamW's denominator guard
 
 
 def warmup_cosine(
@@ -60,14 +70,86 @@ def warmup_cosine(
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def _decays(module: nn.Module, name: str, param: nn.Parameter) -> bool:
+    """Whether weight decay applies: only to the weight matrices of layers that mix features.
+
+    Decay is a prior that pulls a linear map toward zero. A matrix `weight` (nn.Linear inside
+    attention, feed-forward and heads; GPT-2's Conv1D) is such a map. Everything else has a
+    meaningful non-zero value that decay would only distort: biases and norm scales/shifts (1-D),
+    token and value embeddings (their rows are the input representations themselves; decay
+    shrinks rarely seen tokens most), and parameters a module owns directly under their own
+    names (learned positions, the cls token, the SSM's step sizes, A, C and D).
+    """
+    if name != "weight" or param.ndim < 2:
+        return False
+    return not isinstance(module, nn.Embedding) and not getattr(module, INPUT_EMBEDDING, False)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: [decayed weight matrices, everything else with weight_decay 0].
+
+    Frozen parameters are left out; a parameter shared by several modules appears once.
+    Both groups always exist (possibly empty) so every optimizer state has the same layout.
+    """
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if param.requires_grad and id(param) not in seen:
+                seen.add(id(param))
+                (decay if _decays(module, name, param) else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
+    """The L2 norm of all gradients together (as clip_grad_norm_ computes it), on the device."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+
+
+class BatchResult(NamedTuple):
+    loss: torch.Tensor  # mean over the batch, differentiable
+    hits: torch.Tensor  # correct predictions (0-d, on the device)
+    scored: torch.Tensor | int  # predictions the hits are out of
+
+
+class _EpochSums:
+    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros((), device=device) for _ in range(4))
+        self.examples = self.steps = 0
+
+    def add(self, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
+        self.loss += batch.loss.detach().float() * examples
+        self.grad_norm += grad_norm.detach().float()
+        self.hits += batch.hits
+        self.scored += batch.scored
+        self.examples, self.steps = self.examples + examples, self.steps + 1
+
+    def means(self, accuracy_key: str) -> dict[str, float]:
+        # One host sync for all four sums.
+        loss, grad_norm, hits, scored = torch.stack([self.loss, self.grad_norm, self.hits, self.scored]).tolist()
+        return {
+            "loss": loss / max(self.examples, 1),
+            "grad_norm": grad_norm / max(self.steps, 1),
+            accuracy_key: hits / max(scored, 1),
+        }
+
+
 class EpochLoop:
-    """Shared machinery: data on the device, shuffling, optimizer, schedule, state."""
+    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state."""
+
+    # The name of the training accuracy this loop reports each epoch.
+    train_accuracy_key = "train_acc"
 
     def __init__(self, model: nn.Module, info: TaskInfo, train: ArraySplit, val: ArraySplit, cfg: OptimConfig) -> None:
         self.cfg = cfg
         self.info = info
         self.device = pick_device(cfg.device)
         torch.manual_seed(cfg.seed)
+        self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)
         # Forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints.
         self.net = torch.compile(self.model) if cfg.compile else self.model
@@ -75,13 +157,39 @@ class EpochLoop:
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
-        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        groups = parameter_groups(self.model, cfg.weight_decay)
+        self.trainable = [p for group in groups for p in group["params"]]
         fused = self.device.type == "cuda"
-        self.optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused)
+        self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         self.schedule = warmup_cosine(self.optimizer, steps_per_epoch * cfg.epochs, cfg.warmup_fraction)
+        self.last_lr = self.optimizer.param_groups[0]["lr"]
         self.epoch = 0
         self.tokens_seen = 0
+
+    def _current_rng(self) -> dict[str, torch.Tensor]:
+        """The process's torch RNG states this loop draws from (uint8 CPU tensors)."""
+        states = {"torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return states
+
+    @contextlib.contextmanager
+    def _own_rng(self) -> Iterator[None]:
+        """Run with the loop's own torch RNG stream in place of the process's.
+
+        Dropout draws from the process-wide torch RNG (CUDA's when training there). Anything
+        else in the process may advance it between epochs (a reused Ray actor building the next
+        trial, another loop), so the loop swaps its saved state in for its epoch and out after:
+        the stream then depends on this loop's history alone, and its checkpoint resumes it exactly.
+        """
+        cuda = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # restores the process's RNG on the way out
+            torch.set_rng_state(self.rng["torch_rng"])
+            if cuda:
+                torch.cuda.set_rng_state(self.rng["cuda_rng"], self.device)
+            yield
+            self.rng = self._current_rng()
 
     def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.from_numpy(split.x)
@@ -91,31 +199,40 @@ class EpochLoop:
         order = torch.randperm(len(self.train_y), generator=self.generator)
         return list(order.to(self.device).split(self.cfg.batch_size))
 
-    def _step(self, loss: torch.Tensor) -> None:
+    def _step(self, loss: torch.Tensor) -> torch.Tensor:
+        """One optimizer step; returns the global gradient norm before clipping (on the device)."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
+        else:
+            grad_norm = _global_grad_norm(self.trainable)
+        self.last_lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses
         self.optimizer.step()
         self.schedule.step()
+        return grad_norm
 
     def train_epoch(self) -> dict[str, float]:
+        """One pass over the training split, then validation.
+
+        Reports the train loss, training accuracy (`train_accuracy_key`), the mean pre-clip
+        gradient norm over the epoch's steps, and `lr`, the rate of the epoch's last step.
+        """
         self.model.train()
-        start, n = time.perf_counter(), 0
-        # The loss sum stays on the device: reading it every step would stall a GPU once per step.
-        total = torch.zeros((), device=self.device)
-        for step, idx in enumerate(self._batches(), start=1):
-            with autocast(self.device, self.cfg.precision):
-                loss = self.batch_loss(self.train_x[idx], self.train_y[idx])
-            self._step(loss)
-            total += loss.detach().float() * len(idx)
-            n += len(idx)
-            self.tokens_seen += idx.numel() * self.info.seq_len
-            if step % DIVERGENCE_CHECK_STEPS == 0:
-                self._check_finite(total)
-        self._check_finite(total)
+        start = time.perf_counter()
+        sums = _EpochSums(self.device)
+        with self._own_rng():
+            for step, idx in enumerate(self._batches(), start=1):
+                with autocast(self.device, self.cfg.precision):
+                    batch = self.train_batch(self.train_x[idx], self.train_y[idx])
+                sums.add(batch, self._step(batch.loss), len(idx))
+                self.tokens_seen += idx.numel() * self.info.seq_len
+                if step % DIVERGENCE_CHECK_STEPS == 0:
+                    self._check_finite(sums.loss)
+        self._check_finite(sums.loss)
         self.epoch += 1
-        metrics = {"loss": float(total) / max(n, 1), "epoch": self.epoch, "epoch_seconds": time.perf_counter() - start}
+        metrics = {**sums.means(self.train_accuracy_key), "lr": self.last_lr, "epoch": self.epoch}
+        metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
     def _check_finite(self, loss_sum: torch.Tensor) -> None:
@@ -123,8 +240,11 @@ class EpochLoop:
         if not torch.isfinite(loss_sum):
             raise Diverged(f"loss became {float(loss_sum)} at epoch {self.epoch + 1}")
 
-    def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         raise NotImplementedError
+
+    def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.train_batch(x, y).loss
 
     def validate(self) -> dict[str, float]:
         raise NotImplementedError
@@ -135,6 +255,7 @@ class EpochLoop:
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "generator": self.generator.get_state(),
+            **self.rng,
             "epoch": self.epoch,
             "tokens_seen": self.tokens_seen,
         }
@@ -144,6 +265,9 @@ class EpochLoop:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.generator.set_state(state["generator"])
+        # A key missing (a checkpoint from before RNGs were saved, or a CUDA one resumed on a
+        # CPU and back) keeps the stream seeded at build time: it resumes, just not bit-exactly.
+        self.rng.update({k: state[k] for k in self.rng if k in state})
         self.epoch = int(state["epoch"])
         self.tokens_seen = int(state["tokens_seen"])
 
@@ -175,7 +299,10 @@ class PretrainLoop(EpochLoop):
         # training masks are redrawn from self.generator for every batch served.
         self.val_generator_seed = cfg.seed + 10_000
 
-    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, int, int]:
+    # Masked-token (or next-element) accuracy, named like the validation one.
+    train_accuracy_key = "train_masked_acc"
+
+    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> BatchResult:
         info, o = self.info, self.objective
         padding = obj.padding_of(x, info)
         targets = obj.targets_for(x, info, o.loss)
@@ -186,10 +313,10 @@ class PretrainLoop(EpochLoop):
             where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding).to(x.device)
             pred = self.net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
-        return loss, obj.reconstruction_hits(pred, targets, where, o.loss, info), int(where.sum())
+        return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
 
-    def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self._loss_and_hits(x, self.generator)[0]
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        return self._loss_and_hits(x, self.generator)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -199,7 +326,7 @@ class PretrainLoop(EpochLoop):
         for x in self.val_x.split(EVAL_BATCH):
             with autocast(self.device, self.cfg.precision):
                 loss, h, c = self._loss_and_hits(x, gen)
-            loss_sum, hits, count = loss_sum + float(loss) * c, hits + h, count + c
+            loss_sum, hits, count = loss_sum + float(loss) * int(c), hits + int(h), count + int(c)
         return {"val_loss": loss_sum / max(count, 1), "val_masked_acc": hits / max(count, 1)}
 
 
@@ -224,8 +351,10 @@ class FinetuneLoop(EpochLoop):
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
 
-    def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return self.loss_fn(self.logits(x).float(), y)
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        logits = self.logits(x).float()
+        hits = (logits.detach().argmax(-1) == y).sum()
+        return BatchResult(self.loss_fn(logits, y), hits, len(y))
 
     def validate(self) -> dict[str, float]:
         loss, acc = evaluate(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)

@@ -1,20 +1,25 @@
 """Thin Ray Tune wrappers around the pure-PyTorch loops in `sptune.train`.
 
 One `step()` is one epoch, so ASHA's time unit is the epoch. Checkpoints hold the
-loop's whole state (model, optimizer, schedule, RNG) so a resumed trial continues
-exactly; they are plain tensors/numbers, loaded with ``weights_only=True``.
+loop's whole state (model, optimizer, schedule, and every RNG training draws from: the
+loop's shuffle/mask generator and its torch RNG stream for dropout, CPU and CUDA) so a
+resumed trial continues exactly as if never interrupted; they are plain tensors/numbers,
+loaded with ``weights_only=True``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 from ray import tune
 
 from sptune.build import classifier_config, encoder_config
 from sptune.checkpoints import STATE_FILE, load_state
+from sptune.device import precision_in_use
 from sptune.spec import SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.train import Diverged, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
@@ -65,6 +70,21 @@ class _EpochTrainable(tune.Trainable):
         self.best_score, self.best_epoch = -math.inf, 0
 
     def step(self) -> dict:
+        result = self._train_one_epoch()
+        if result.get("epoch") == 1:
+            # Once per trial (diverged ones too): facts MLflow logs as the child run's params.
+            result["mlflow_params"] = self._run_params()
+        return result
+
+    def _run_params(self) -> dict[str, Any]:
+        """Every training setting the loop runs with, and what "auto" resolved to."""
+        cfg = self.loop.cfg
+        params = {f"optim.{f.name}": getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+        params["optim.device_in_use"] = self.loop.device.type
+        params["optim.precision_in_use"] = precision_in_use(self.loop.device, cfg.precision)
+        return params
+
+    def _train_one_epoch(self) -> dict:
         try:
             metrics = self.loop.train_epoch()
         except Diverged as err:
@@ -159,9 +179,11 @@ class FinetuneTrainable(_EpochTrainable):
             # Which parameters train is part of the variant's definition: log it once.
             metrics["trainable_params"] = self.trainable["trainable_params"]
             metrics["total_params"] = self.trainable["total_params"]
-            params = {"trainable_names": ",".join(self.trainable["trainable_names"])}
-            mapping = getattr(self.loop.model, "init_mapping", None)
-            if mapping:  # spt_cross: which weights came from the other task's SPT
-                params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
-            metrics["mlflow_params"] = params
         return metrics
+
+    def _run_params(self) -> dict[str, Any]:
+        params = {**super()._run_params(), "trainable_names": ",".join(self.trainable["trainable_names"])}
+        mapping = getattr(self.loop.model, "init_mapping", None)
+        if mapping:  # spt_cross: which weights came from the other task's SPT
+            params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
+        return params

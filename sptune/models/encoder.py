@@ -13,6 +13,18 @@ from sptune.models.ssm import SSMMixer
 
 Positions = Literal["rotary", "learned", "none"]
 
+# Attribute on the layer that maps raw inputs to the model width (a token or value embedding).
+INPUT_EMBEDDING = "is_input_embedding"
+
+
+def mark_input_embedding(module: nn.Module) -> nn.Module:
+    """Tag a model's input layer so the optimizer never decays it (`sptune.train.parameter_groups`).
+
+    A tag, not a type check: continuous values are embedded by an ordinary nn.Linear, which
+    by type alone is indistinguishable from the linear maps inside the blocks."""
+    setattr(module, INPUT_EMBEDDING, True)
+    return module
+
 
 @dataclass(frozen=True)
 class EncoderConfig:
@@ -71,6 +83,7 @@ class Encoder(nn.Module):
             self.embed: nn.Module = nn.Embedding(cfg.vocab_size, cfg.d_model)
         else:
             self.embed = nn.Linear(cfg.input_channels, cfg.d_model)
+        mark_input_embedding(self.embed)
         n_pos = cfg.max_len + int(cfg.use_cls)
         self.positions = nn.Parameter(torch.zeros(1, n_pos, cfg.d_model)) if cfg.positions == "learned" else None
         if self.positions is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from sptune.models.encoder import mark_input_embedding
 from sptune.models.heads import ClassificationHead, classify, pool
 from sptune.models.model import ModelConfig
 
@@ -49,6 +50,7 @@ class LMClassifier(nn.Module):
             self.embed: nn.Module = nn.Embedding(enc.vocab_size, width)
         else:
             self.embed = nn.Linear(enc.input_channels, width)
+        mark_input_embedding(self.embed)
         self.backbone = backbone
         self.head = ClassificationHead(width, cfg.num_classes, cfg.pooling, cfg.paired)
 

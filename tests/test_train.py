@@ -1,0 +1,226 @@
+"""The epoch loops (pure PyTorch): exact resume, per-epoch metrics, AdamW parameter groups."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from sptune.models import ModelConfig
+from sptune.models.encoder import EncoderConfig
+from sptune.tasks.base import ArraySplit, TaskInfo
+from sptune.train import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, evaluate
+from sptune.variants import build_model
+
+INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
+TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=16, num_classes=3, vocab_size=12)
+
+
+def _split(n: int, seed: int, info: TaskInfo = INFO) -> ArraySplit:
+    rng = np.random.default_rng(seed)
+    high = info.vocab_size if info.input_kind == "tokens" else info.levels
+    low = 2 if info.input_kind == "tokens" else 0  # no padding / mask ids in token data
+    return ArraySplit(rng.integers(low, high, (n, info.seq_len)).astype("int64"), rng.integers(0, 3, n))
+
+
+TRAIN, VAL = _split(32, 0), _split(16, 1)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny models: a second thread only adds contention on a shared machine (3-10x slower here).
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _encoder(dropout: float = 0.2, **overrides) -> EncoderConfig:
+    base = dict(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=dropout, max_len=INFO.seq_len)
+    return EncoderConfig(**{**base, **overrides})
+
+
+def _optim(**overrides) -> OptimConfig:
+    return OptimConfig(**{"lr": 1e-2, "batch_size": 8, "epochs": 4, "seed": 3, "device": "cpu", **overrides})
+
+
+def _finetune(dropout: float = 0.2, **optim) -> FinetuneLoop:
+    return FinetuneLoop(ModelConfig(_encoder(dropout), num_classes=3), INFO, TRAIN, VAL, _optim(**optim))
+
+
+def _pretrain(dropout: float = 0.2, **optim) -> PretrainLoop:
+    return PretrainLoop(_encoder(dropout), PretrainObjective("masked", 0.5, "l2"), INFO, TRAIN, VAL, _optim(**optim))
+
+
+# ---------------------------------------------------------------- exact resume
+
+
+def _through_a_file(state: dict) -> dict:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+@pytest.mark.parametrize("make_loop", [_finetune, _pretrain], ids=["finetune", "pretrain_masked"])
+def test_a_resumed_loop_ends_with_the_same_weights_as_one_never_interrupted(make_loop):
+    straight = make_loop()
+    for _ in range(4):
+        straight.train_epoch()
+
+    first_half = make_loop()
+    for _ in range(2):
+        first_half.train_epoch()
+    state = _through_a_file(first_half.state_dict())
+    del first_half
+
+    torch.rand(1000)  # a reused Ray actor's process RNG is wherever the last trial left it
+    resumed = make_loop()
+    resumed.load_state_dict(state)
+    torch.rand(77)  # ... and anything may draw from it between restore and training
+    for _ in range(2):
+        resumed.train_epoch()
+
+    assert resumed.epoch == straight.epoch == 4
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[name], tensor), name
+
+
+# ---------------------------------------------------------------- per-epoch metrics
+
+
+def _expected_lr(cfg: OptimConfig, step: int, total: int) -> float:
+    """Linear warm-up then cosine decay, written out independently of the schedule code."""
+    warmup = max(1, int(total * cfg.warmup_fraction))
+    if step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / (total - warmup)))
+
+
+def test_finetune_reports_lr_grad_norm_loss_and_train_accuracy():
+    loop = _finetune(warmup_fraction=0.25)
+    steps_per_epoch, total = 4, 16  # 32 examples, batches of 8, 4 epochs
+    for epoch in range(1, 5):
+        metrics = loop.train_epoch()
+        assert {"loss", "train_acc", "lr", "grad_norm"} <= set(metrics)
+        last_step = epoch * steps_per_epoch - 1
+        assert metrics["lr"] == pytest.approx(_expected_lr(loop.cfg, last_step, total), rel=1e-9)
+        assert math.isfinite(metrics["grad_norm"]) and metrics["grad_norm"] > 0
+        assert 0.0 <= metrics["train_acc"] <= 1.0
+        assert math.isfinite(metrics["loss"])
+
+
+def test_pretrain_reports_masked_train_accuracy_and_grad_norm():
+    metrics = _pretrain().train_epoch()
+    assert {"loss", "train_masked_acc", "lr", "grad_norm"} <= set(metrics)
+    assert 0.0 <= metrics["train_masked_acc"] <= 1.0
+    assert math.isfinite(metrics["grad_norm"]) and metrics["grad_norm"] > 0
+
+
+def test_train_accuracy_counts_the_training_batches():
+    """With lr 0 and no dropout the weights stay put: train_acc is the accuracy on the training split."""
+    loop = _finetune(dropout=0.0, lr=0.0)
+    metrics = loop.train_epoch()
+    loss, acc = evaluate(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
+    assert metrics["train_acc"] == pytest.approx(acc, abs=1 / len(TRAIN) + 1e-9)
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-4)
+
+
+def test_grad_norm_is_measured_before_clipping():
+    clipped = _finetune(grad_clip=1e-4).train_epoch()["grad_norm"]
+    assert clipped > 100 * 1e-4  # after clipping it could be at most 1e-4
+    unclipped = _finetune(grad_clip=0.0).train_epoch()["grad_norm"]
+    never_reached = _finetune(grad_clip=1e6).train_epoch()["grad_norm"]
+    assert unclipped == pytest.approx(never_reached, rel=1e-5)  # both ways of measuring agree
+
+
+# ---------------------------------------------------------------- parameter groups
+
+
+def _groups(loop: FinetuneLoop) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    decayed = [g for g in loop.optimizer.param_groups if g["weight_decay"] > 0]
+    plain = [g for g in loop.optimizer.param_groups if g["weight_decay"] == 0]
+    return [p for g in decayed for p in g["params"]], [p for g in plain for p in g["params"]]
+
+
+def _decay_expected(model: nn.Module) -> set[int]:
+    """Weights of the Linear layers that mix features (the input layer embeds values: no decay)."""
+    return {
+        id(m.weight)
+        for m in model.modules()
+        if isinstance(m, nn.Linear) and m is not model.encoder.embed and m.weight.requires_grad
+    }
+
+
+MODELS = {
+    "continuous_cls_learned": (INFO, dict(use_cls=True), "cls", "scratch"),
+    "tokens_rotary": (TOKENS, dict(input_kind="tokens", vocab_size=12, positions="rotary"), "mean", "scratch"),
+    "ssm": (INFO, dict(family="ssm", ssm_state=8), "mean", "scratch"),
+    "frozen_attention": (INFO, {}, "mean", "frozen_attn"),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_only_weight_matrices_are_decayed(name):
+    info, encoder, pooling, kind = MODELS[name]
+    cfg = ModelConfig(_encoder(**encoder), pooling=pooling, num_classes=3)
+    torch.manual_seed(0)
+    model = build_model(kind, cfg)
+    loop = FinetuneLoop(cfg, info, _split(8, 0, info), _split(8, 1, info), _optim(weight_decay=0.1), model=model)
+    decayed, plain = _groups(loop)
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    together = decayed + plain
+    assert len({id(p) for p in together}) == len(together), "a parameter in two groups"
+    assert {id(p) for p in together} == {id(p) for p in trainable}, "groups are not the trainable parameters"
+    assert {id(p) for p in decayed} == _decay_expected(model)
+
+    never = [p for m in model.modules() for p in m.parameters(recurse=False) if not isinstance(m, nn.Linear)]
+    never += [m.bias for m in model.modules() if isinstance(m, nn.Linear)]  # biases
+    never += list(model.encoder.embed.parameters())  # token or value embedding
+    plain_ids = {id(p) for p in plain}
+    for param in never:
+        assert not param.requires_grad or id(param) in plain_ids
+    if model.encoder.positions is not None:
+        assert id(model.encoder.positions) in plain_ids
+    if model.encoder.cls is not None:
+        assert id(model.encoder.cls) in plain_ids
+
+
+def test_language_model_groups_decay_conv1d_weights_not_embeddings_or_norms(tmp_path):
+    pytest.importorskip("transformers")
+    from sptune.models.lm import make_tiny_gpt2
+
+    cfg = ModelConfig(_encoder(), num_classes=3)
+    model = build_model("unfrozen_random", cfg, lm_path=str(make_tiny_gpt2(tmp_path / "lm")))
+    loop = FinetuneLoop(cfg, INFO, TRAIN, VAL, _optim(weight_decay=0.1), model=model)
+    decayed, plain = _groups(loop)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed_names = {names[id(p)] for p in decayed}
+    assert "backbone.h.0.attn.c_attn.weight" in decayed_names and "head.mlp.0.weight" in decayed_names
+    plain_names = {names[id(p)] for p in plain}
+    for name in ("embed.weight", "backbone.wpe.weight", "backbone.h.0.ln_1.weight", "backbone.h.0.attn.c_attn.bias"):
+        assert name in plain_names
+
+
+def test_weight_decay_shrinks_weights_but_never_biases():
+    loop = _finetune(weight_decay=0.5, lr=0.1)
+    linear = loop.model.head.mlp[0]
+    weight, bias = linear.weight.detach().clone(), linear.bias.detach().clone()
+    norm = loop.model.encoder.norm.weight.detach().clone()
+    for param in loop.model.parameters():
+        param.grad = torch.zeros_like(param)  # Adam's update is 0: only decay can move anything
+    lr = loop.optimizer.param_groups[0]["lr"]
+    loop.optimizer.step()
+    assert torch.equal(linear.bias, bias) and torch.equal(loop.model.encoder.norm.weight, norm)
+    assert torch.allclose(linear.weight, weight * (1 - lr * 0.5))
+
+
+def test_adamw_gets_betas_and_eps():
+    loop = _finetune(betas=(0.8, 0.95), eps=1e-6)
+    for group in loop.optimizer.param_groups:
+        assert group["betas"] == (0.8, 0.95) and group["eps"] == 1e-6

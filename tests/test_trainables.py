@@ -1,0 +1,100 @@
+"""The Ray Tune trainables, instantiated directly (no Tuner, no Ray cluster): resume and provenance."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from ray.tune.trainable import trainable as ray_trainable
+
+from sptune.spec import SweepSpec
+from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+from sptune.train import OptimConfig
+from sptune.trainables import FinetuneTrainable, PretrainTrainable
+
+INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
+SEARCH = {"lr": {"type": "choice", "values": [1e-2]}, "batch_size": {"type": "choice", "values": [8]}}
+SPEC = SweepSpec.model_validate(
+    {
+        "name": "trainables",
+        "task": {"name": "px"},
+        "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "dropout": 0.2, "pooling": "mean"},
+        "pretrain": {"epochs": 4, "search": SEARCH},
+        "finetune": {"epochs": 4, "weight_decay": 0.01},
+        "variants": {"scratch": {"search": SEARCH}},
+        "training": {"device": "cpu"},
+    }
+)
+CONFIG = {"variant": "scratch", "lr": 1e-2, "batch_size": 8, "seed": 5}
+
+
+def _split(n: int, seed: int) -> ArraySplit:
+    rng = np.random.default_rng(seed)
+    return ArraySplit(rng.integers(0, INFO.levels, (n, INFO.seq_len)).astype("int64"), rng.integers(0, 3, n))
+
+
+def _no_test_split() -> ArraySplit:
+    raise AssertionError("trials never read the test split")
+
+
+DATA = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
+
+
+def _direct(trainable_class: type) -> type:
+    """The trainable with its Tuner-supplied arguments (tune.with_parameters) filled in."""
+
+    class Direct(trainable_class):
+        def setup(self, config: dict) -> None:
+            super().setup(config, spec=SPEC, data=DATA)
+
+    return Direct
+
+
+@pytest.fixture(autouse=True)
+def quiet_trainables(tmp_path, monkeypatch):
+    # Outside a Tuner a Trainable makes its log folder under ~/ray_results: keep it in tmp.
+    monkeypatch.setattr(ray_trainable, "DEFAULT_STORAGE_PATH", str(tmp_path / "ray_results"))
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)  # setup() sets the trial's thread count
+
+
+def test_a_restored_trial_ends_with_the_same_weights_as_one_never_interrupted(tmp_path):
+    trainable = _direct(FinetuneTrainable)
+    straight = trainable(dict(CONFIG))
+    results = [straight.train() for _ in range(4)]
+    assert results[-1]["done"] and results[-1]["epoch"] == 4
+
+    first_half = trainable(dict(CONFIG))
+    first_half.train(), first_half.train()
+    checkpoint = first_half.save_checkpoint(str(tmp_path))
+    first_half.stop()
+
+    torch.rand(1000)  # a reused actor's process RNG is wherever the last trial left it
+    restored = trainable(dict(CONFIG))
+    restored.load_checkpoint(checkpoint)
+    last = [restored.train() for _ in range(2)][-1]
+
+    assert last["epoch"] == 4 and last["done"]
+    assert last["best_val_acc"] == results[-1]["best_val_acc"] and last["best_epoch"] == results[-1]["best_epoch"]
+    for name, tensor in straight.loop.model.state_dict().items():
+        assert torch.equal(restored.loop.model.state_dict()[name], tensor), name
+    straight.stop(), restored.stop()
+
+
+@pytest.mark.parametrize("trainable_class", [FinetuneTrainable, PretrainTrainable], ids=["finetune", "pretrain"])
+def test_the_first_epoch_reports_every_training_parameter(trainable_class):
+    trial = _direct(trainable_class)(dict(CONFIG))
+    first, second = trial.train(), trial.train()
+    params = first["mlflow_params"]
+    for field in dataclasses.fields(OptimConfig):
+        assert f"optim.{field.name}" in params, field.name
+    cfg = trial.loop.cfg
+    assert params["optim.weight_decay"] == cfg.weight_decay and params["optim.betas"] == cfg.betas
+    assert params["optim.device_in_use"] == "cpu" and params["optim.precision_in_use"] == "fp32"
+    assert "mlflow_params" not in second  # once per trial
+    for key in ("loss", "lr", "grad_norm", trial.loop.train_accuracy_key):
+        assert key in first, key
+    trial.stop()
