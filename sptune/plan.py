@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sptune.ranking import TIE_RULE
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
 
@@ -27,6 +28,8 @@ class SearchPlan:
     space: SearchSpec
     num_samples: int
     epochs: int
+    # What the searcher, early stopping and selection all rank trials by: the best-so-far
+    # validation score ("best_val_acc", max; pretraining "best_val_loss", min), never the last epoch's.
     metric: str
     mode: str
     searcher: str  # "grid" | "optuna" | "random"
@@ -34,6 +37,11 @@ class SearchPlan:
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
     source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
+
+    @property
+    def epoch_score(self) -> str:
+        """The per-epoch number whose best is `metric`: "val_acc" or "val_loss" (see sptune.ranking)."""
+        return self.metric.removeprefix("best_")
 
     @property
     def objective(self) -> str | None:
@@ -141,7 +149,7 @@ def build_plan(
                 p.search,
                 p.num_samples,
                 p.epochs,
-                "val_loss",
+                "best_val_loss",
                 "min",
                 _searcher(spec, p.search),
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
@@ -158,7 +166,7 @@ def build_plan(
                 v.search,
                 spec.variant_samples(name),
                 spec.variant_epochs(name),
-                "val_acc",
+                "best_val_acc",
                 "max",
                 _searcher(spec, v.search),
                 init_from=source.stage_name if source else None,
@@ -190,7 +198,7 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
         extra = f" init from {search.init_from}" if search.init_from else ""
     return (
         f"{head} {what:<20} {search.searcher:<7} {search.n_trials:>3} trials x <= {search.epochs:>3} "
-        f"epochs  select {search.metric} ({search.mode})  {space}{extra}"
+        f"epochs  rank {search.metric} ({search.mode})  {space}{extra}"
     )
 
 
@@ -226,5 +234,7 @@ def describe(plan: StudyPlan) -> str:
         total_trials += reruns
         total_epochs += sum(s.rerun_seeds * search.epochs for search in plan.variant_searches())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
+    lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "
+                 f"ties: {TIE_RULE}.")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 RankKey = tuple[float, ...]
+TIE_RULE = "higher val_acc, then lower val_loss, then the earlier epoch, then the lower trial index"
 
 
 def _number(value: Any, worst: float) -> float:

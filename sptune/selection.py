@@ -1,7 +1,8 @@
 """Pick the validation-best trial *and epoch* of a Tuner, never the last checkpoint.
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints Ray kept
-by the search's metric (``checkpoint_score_attribute``) instead.
+(``checkpoint_score_attribute``) by `sptune.ranking`'s rule instead, the same rule the trials
+used for their logged best epoch, across trials too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ray.tune import ResultGrid
 
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
+from sptune.ranking import rank_key, trial_index
 
 
 @dataclass(frozen=True)
@@ -30,31 +32,29 @@ class Selection:
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
 
 
-def _is_better(score: float, than: float, mode: str) -> bool:
-    return score > than if mode == "max" else score < than
-
-
 def _usable(result: Any) -> bool:
     return result.error is None and not (result.metrics or {}).get("diverged")
 
 
 def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
-    best = None
-    for checkpoint, ck_metrics in result.best_checkpoints:
-        score = ck_metrics.get(search.metric)
-        if score is not None and (best is None or _is_better(score, best[0], search.mode)):
-            best = (score, result, checkpoint, ck_metrics)
-    return best
+    """(rank key, result, checkpoint, its metrics) of the trial's best kept checkpoint."""
+    index = trial_index(str((result.metrics or {}).get("trial_id", "")))
+    kept = [
+        (rank_key(ck_metrics, search.epoch_score, index), result, checkpoint, ck_metrics)
+        for checkpoint, ck_metrics in result.best_checkpoints
+        if ck_metrics.get(search.epoch_score) is not None
+    ]
+    return min(kept, key=lambda c: c[0]) if kept else None
 
 
 def _selection(best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
-    score, result, checkpoint, ck_metrics = best
+    _, result, checkpoint, ck_metrics = best
     return Selection(
         trial_id=result.metrics.get("trial_id", ""),
         config=dict(result.config),
         checkpoint_path=checkpoint.path,
-        metric=search.metric,
-        score=float(score),
+        metric=search.epoch_score,
+        score=float(ck_metrics[search.epoch_score]),
         epoch=int(ck_metrics.get("epoch", ck_metrics.get("training_iteration"))),
         metrics=dict(ck_metrics),
         n_trials=n_trials,
@@ -98,7 +98,7 @@ def select_best(grid: ResultGrid, search: SearchPlan) -> Selection:
         n_div += int(bool(metrics.get("diverged")))
         n_fail += int(result.error is not None)
         candidate = _best_checkpoint(result, search) if _usable(result) else None
-        if candidate is not None and (best is None or _is_better(candidate[0], best[0], search.mode)):
+        if candidate is not None and (best is None or candidate[0] < best[0]):
             best = candidate
     if best is None:
         raise _nothing_usable(grid, search)

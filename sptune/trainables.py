@@ -20,10 +20,13 @@ from ray import tune
 from sptune.build import classifier_config, encoder_config
 from sptune.checkpoints import STATE_FILE, load_state
 from sptune.device import precision_in_use
+from sptune.ranking import rank_key
 from sptune.spec import SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.train import Diverged, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.variants import build_model, trainable_summary
+
+CHECKPOINT_RANK = "checkpoint_rank"  # the CheckpointConfig score attribute: see _EpochTrainable.step
 
 
 def _set_threads(cpus: float) -> None:
@@ -50,8 +53,7 @@ def _optim_config(config: dict, spec: SweepSpec, epochs: int, weight_decay: floa
 class _EpochTrainable(tune.Trainable):
     """Shared step/checkpoint logic; subclasses build `self.loop` in `_build`."""
 
-    score_key = "val_acc"
-    higher_is_better = True
+    score_key = "val_acc"  # the per-epoch score ranked by sptune.ranking ("val_loss" when pretraining)
 
     def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, **kwargs) -> None:
         self.spec, self.data, self.extra = spec, data, kwargs
@@ -67,7 +69,8 @@ class _EpochTrainable(tune.Trainable):
         raise NotImplementedError
 
     def _start_tracking(self) -> None:
-        self.best_score, self.best_epoch = -math.inf, 0
+        self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.ranking's rule)
+        self.improvements = 0
 
     def step(self) -> dict:
         result = self._train_one_epoch()
@@ -95,40 +98,44 @@ class _EpochTrainable(tune.Trainable):
                 "done": True,
                 self.score_key: self._worst(),
                 "epoch": self.loop.epoch + 1,
-                "best_" + self.score_key: self._best_or_worst(),
+                "best_" + self.score_key: self.best.get(self.score_key, self._worst()),
+                CHECKPOINT_RANK: 0,
             }
-        score = metrics[self.score_key] if self.higher_is_better else -metrics[self.score_key]
-        if score > self.best_score:
-            self.best_score, self.best_epoch = score, metrics["epoch"]
-        best = self.best_score if self.higher_is_better else -self.best_score
-        # Variants sharing a Tuner may train for different numbers of epochs.
-        done = metrics["epoch"] >= self.max_epochs
-        return {**metrics, "diverged": 0, "best_" + self.score_key: best, "best_epoch": self.best_epoch, "done": done}
+        improved = not self.best or rank_key(metrics, self.score_key) < rank_key(self.best, self.score_key)
+        if improved:
+            self.best = {k: float(metrics[k]) for k in ("val_acc", "val_loss", "epoch") if k in metrics}
+            self.improvements += 1
+        return {
+            **metrics,
+            "diverged": 0,
+            "best_" + self.score_key: self.best[self.score_key],
+            "best_epoch": int(self.best["epoch"]),
+            # Ray keeps the checkpoint with the highest rank: the latest *improvement*, which is the
+            # epoch logged as best_epoch; epochs that do not improve rank 0 and are never kept.
+            CHECKPOINT_RANK: self.improvements if improved else 0,
+            # Variants sharing a Tuner may train for different numbers of epochs.
+            "done": metrics["epoch"] >= self.max_epochs,
+        }
 
     def _worst(self) -> float:
-        return -math.inf if self.higher_is_better else math.inf
-
-    def _best_or_worst(self) -> float:
-        if self.best_score == -math.inf:
-            return self._worst()
-        return self.best_score if self.higher_is_better else -self.best_score
+        return -math.inf if self.score_key == "val_acc" else math.inf
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
-        state = {**self.loop.state_dict(), "best_score": self.best_score, "best_epoch": self.best_epoch}
+        state = {**self.loop.state_dict(), "best": self.best, "improvements": self.improvements}
         torch.save(state, Path(checkpoint_dir) / STATE_FILE)
         return checkpoint_dir
 
     def load_checkpoint(self, checkpoint: str) -> None:
         state = load_state(checkpoint)
         self.loop.load_state_dict(state)
-        self.best_score, self.best_epoch = float(state["best_score"]), int(state["best_epoch"])
+        self.best = {k: float(v) for k, v in state["best"].items()}
+        self.improvements = int(state["improvements"])
 
 
 class PretrainTrainable(_EpochTrainable):
     """Masked (or causal) self-pretraining on the task's own training split."""
 
     score_key = "val_loss"
-    higher_is_better = False
 
     def _build(self, config: dict) -> None:
         p = self.spec.pretrain

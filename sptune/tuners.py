@@ -13,7 +13,7 @@ from ray.tune.search.optuna import OptunaSearch
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
-from sptune.trainables import FinetuneTrainable, PretrainTrainable
+from sptune.trainables import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable
 from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
 
 
@@ -138,9 +138,11 @@ def build_tuner(
             callbacks=callbacks,
             stop={"training_iteration": tuner.epochs},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=1,  # the best by the search's metric (Ray also keeps the latest for restore)
-                checkpoint_score_attribute=tuner.metric,
-                checkpoint_score_order=tuner.mode,
+                # The trial's best epoch by sptune.ranking's rule (Ray also keeps the latest for restore):
+                # ranking by val_acc itself would keep the *latest* of tied epochs, not the logged best.
+                num_to_keep=1,
+                checkpoint_score_attribute=CHECKPOINT_RANK,
+                checkpoint_score_order="max",
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),

@@ -15,9 +15,11 @@ from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 
 
-def _trial(trial_id: str, scores: list[float], seed: int = 0, diverged: bool = False) -> SimpleNamespace:
-    kept = [(SimpleNamespace(path=f"/{trial_id}/{e}"), {"val_acc": s, "val_loss": s, "epoch": e})
-            for e, s in enumerate(scores, 1)]
+def _trial(trial_id: str, scores: list[float], seed: int = 0, diverged: bool = False,
+           losses: list[float] | None = None) -> SimpleNamespace:
+    losses = losses or scores
+    kept = [(SimpleNamespace(path=f"/{trial_id}/{e}"), {"val_acc": s, "val_loss": loss, "epoch": e})
+            for e, (s, loss) in enumerate(zip(scores, losses, strict=True), 1)]
     metrics = {"trial_id": trial_id, "training_iteration": len(scores), "diverged": int(diverged)}
     return SimpleNamespace(error=None, metrics=metrics, config={"lr": 1e-3, "seed": seed}, best_checkpoints=kept)
 
@@ -37,7 +39,8 @@ def test_max_mode_picks_the_highest_epoch_of_any_usable_trial(search):
 
 
 def test_min_mode_picks_the_lowest(search):
-    best = select_best([_trial("a", [0.5, 0.3]), _trial("b", [0.4, 0.2, 0.25])], replace(search, mode="min"))
+    pretraining_like = replace(search, metric="best_val_loss", mode="min")
+    best = select_best([_trial("a", [0.5, 0.3]), _trial("b", [0.4, 0.2, 0.25])], pretraining_like)
     assert (best.trial_id, best.epoch) == ("b", 2)
 
 
@@ -49,3 +52,13 @@ def test_each_trial_its_own_best_epoch_in_seed_order(search):
 def test_nothing_usable_names_the_search(search):
     with pytest.raises(RuntimeFailure, match="search-scratch: no trial finished"):
         select_best([_trial("a", [0.9], diverged=True)], search)
+
+
+def test_tied_accuracy_goes_to_the_lower_loss_then_the_earlier_epoch(search):
+    best = select_best([_trial("x_00000", [0.7, 0.7, 0.7], losses=[0.5, 0.4, 0.4])], search)
+    assert best.epoch == 2  # 0.4 beats 0.5; epoch 2 ties epoch 3 and is earlier
+
+
+def test_tied_trials_go_to_the_lower_trial_index_whatever_the_order(search):
+    a, b = _trial("x_00003", [0.7], losses=[0.3]), _trial("x_00001", [0.7], losses=[0.3])
+    assert select_best([a, b], search).trial_id == select_best([b, a], search).trial_id == "x_00001"

@@ -41,6 +41,7 @@ def test_the_state_survives_save_and_read(tmp_path):
     state.timeline = [TunerRun("search", ["spt"], 1.0, 2.0, 4)]
     state.spt_from_cache = {"pretrain": "/cache/abc"}
     state.rows = [_row()]
+    state.published = True
     state_file.save()
     assert read_state(tmp_path) == state
     assert StateFile(tmp_path).state == state

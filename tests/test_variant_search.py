@@ -90,3 +90,32 @@ def test_scheduler_routes_each_trial_to_its_variants_asha():
     for t in trials:
         scheduler.on_trial_add(None, t)
     assert set(schedulers["a"]._trial_info) == {"a1"} and set(schedulers["b"]._trial_info) == {"b1"}
+
+
+def _asha_decisions(with_other_variant: bool) -> list[str]:
+    """Replay one variant's results through VariantScheduler, optionally interleaved with a far
+    better second variant's, and return the first variant's decisions."""
+    from ray.tune.experiment import Trial
+
+    variants = ["scratch", "spt"] if with_other_variant else ["scratch"]
+    scheduler = VariantScheduler({v: ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
+                                                   reduction_factor=2) for v in variants})
+    scheduler.set_search_properties("best_val_acc", "max")
+    trials = {(v, i): Trial("FinetuneTrainable", config={"variant": v}, trial_id=f"x_{v}{i}", stub=True)
+              for v in variants for i in range(4)}
+    for trial in trials.values():
+        scheduler.on_trial_add(None, trial)
+    decisions = []
+    for epoch in range(1, 5):
+        for (variant, i), trial in trials.items():
+            accuracy = (0.99 if variant == "spt" else 0.5) + 0.01 * i * epoch
+            decision = scheduler.on_trial_result(None, trial, {"training_iteration": epoch, "best_val_acc": accuracy})
+            if variant == "scratch":
+                decisions.append(f"{i}@{epoch}:{decision}")
+    return decisions
+
+
+def test_asha_decides_for_a_variant_as_if_it_were_alone():
+    alone, shared = _asha_decisions(with_other_variant=False), _asha_decisions(with_other_variant=True)
+    assert "STOP" in "".join(alone)  # the replay exercises stopping, not only continuing
+    assert shared == alone

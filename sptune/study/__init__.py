@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sptune.plan import StudyPlan, TunerPlan
 from sptune.results import ResultRow
-from sptune.study.final_evaluation import Candidate, evaluate_on_test
+from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
 from sptune.study.reruns import rerun_plan
@@ -50,14 +50,17 @@ class Study:
 
     def run(self) -> list[ResultRow]:
         state = self.state_file.state
-        if state.rows is not None:
+        if state.published:
             print("[sptune] study already finished; nothing to do", flush=True)
             return state.rows
-        rows = evaluate_on_test(self.plan, self.data, self.out, self.tracker, self._run_tuners())
-        state.rows = rows
+        if state.rows is None:
+            state.rows = evaluate_on_test(self.plan, self.data, self.out, self._run_tuners())
+            self.state_file.save()  # the test split has been read: recorded before anything else can fail
+        log_test_metrics(self.tracker, state.rows)
+        publish(self.plan, state, self.out, self.tracker, state.rows)
+        state.published = True
         self.state_file.save()
-        publish(self.plan, state, self.out, self.tracker, rows)
-        return rows
+        return state.rows
 
     def _run_tuners(self) -> list[Candidate]:
         """Every Tuner, in order; what each variant will test: its search's pick, or each seed's re-run."""

@@ -38,9 +38,10 @@ def _row(plan: StudyPlan, candidate: Candidate, test_loss: float, test_acc: floa
 
 
 def evaluate_on_test(
-    plan: StudyPlan, data: TaskSplits, output_dir: Path, tracker: Tracker, candidates: list[Candidate]
+    plan: StudyPlan, data: TaskSplits, output_dir: Path, candidates: list[Candidate]
 ) -> list[ResultRow]:
-    """Test every candidate once (each read audited in test_reads.jsonl); log test metrics on its run."""
+    """Test every candidate once (each read audited in test_reads.jsonl). Nothing else happens here:
+    the caller records the rows before anything that can fail (MLflow), so a resume never reads again."""
     rows = []
     with holdout.final_evaluation(output_dir / TEST_READS):
         for candidate in candidates:
@@ -49,8 +50,12 @@ def evaluate_on_test(
             )
             rows.append(_row(plan, candidate, loss, acc))
     add_deltas(rows, plan.spec.baseline)
+    return rows
+
+
+def log_test_metrics(tracker: Tracker, rows: list[ResultRow]) -> None:
+    """test_acc / test_loss on each tested trial's run (repeating this after a resume is harmless)."""
     for row in rows:
         if row.mlflow_run_id:
             tracker.client.log_metric(row.mlflow_run_id, "test_acc", row.test_acc)
             tracker.client.log_metric(row.mlflow_run_id, "test_loss", row.test_loss)
-    return rows

@@ -61,7 +61,8 @@ class StudyState:
     timeline: list[TunerRun] = field(default_factory=list)
     # pretraining label -> the campaign's cached SPT checkpoint that replaced its Tuner
     spt_from_cache: dict[str, str] = field(default_factory=dict)
-    rows: list[ResultRow] | None = None  # set once the test split has been read
+    rows: list[ResultRow] | None = None  # set as soon as the test split has been read, before MLflow hears of it
+    published: bool = False  # results files written and test metrics logged
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StudyState:
@@ -74,6 +75,7 @@ class StudyState:
             timeline=[TunerRun(**t) for t in data.get("timeline", [])],
             spt_from_cache=dict(data.get("spt_from_cache", {})),
             rows=None if rows is None else [ResultRow(**r) for r in rows],
+            published=bool(data.get("published", False)),
         )
 
 

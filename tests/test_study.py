@@ -1,0 +1,76 @@
+"""A study's own promises, end to end on digits: the tested checkpoint is the selected epoch's
+(ties included), and a study interrupted after reading the test split never reads it again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from sptune.checkpoints import load_state
+from sptune.sweep import main
+
+# lr 1e-9 leaves the weights (and so every validation number) unchanged from epoch to epoch:
+# every epoch ties, which is exactly where a second tie rule would test another epoch.
+TIED = """
+name: tied
+task: {name: digits}
+model: {d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32}
+finetune: {epochs: 3, num_samples: 1}
+variants:
+  scratch: {search: {lr: {type: grid, values: [1.0e-9]}, batch_size: {type: grid, values: [64]}}}
+scheduler: {type: fifo}
+"""
+
+
+def _children(results: dict) -> list:
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    parent = results["mlflow"]["parent_run_id"]
+    return client.search_runs([results["mlflow"]["experiment_id"]], f"tags.mlflow.parentRunId = '{parent}'")
+
+
+def test_the_tested_checkpoint_is_the_selected_epoch_even_when_epochs_tie(ray_session, tmp_path):
+    spec = tmp_path / "tied.yaml"
+    spec.write_text(TIED)
+    assert main([str(spec), "--output", str(tmp_path / "out")]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    state = json.loads((tmp_path / "out" / "study_state.json").read_text())
+    [row] = results["rows"]
+    [selected] = state["searches"]["search-scratch"]["selected"]
+    [run] = [r for r in _children(results) if r.info.run_id == row["mlflow_run_id"]]
+    tested_epoch = int(load_state(row["checkpoint"])["epoch"])
+    assert row["best_epoch"] == selected["selection"]["epoch"] == tested_epoch
+    assert int(run.data.metrics["best_epoch"]) == tested_epoch
+    assert int(run.data.metrics["selected_epoch"]) == tested_epoch
+    assert tested_epoch == 1  # all epochs tie on accuracy and (to the last digit) loss: the earliest wins
+
+
+class KilledHere(BaseException):
+    """Stands for the driver dying at this exact point (BaseException: nothing may catch it)."""
+
+
+def test_a_study_killed_between_the_test_read_and_mlflow_never_reads_the_test_split_again(
+    ray_session, repo_root, tmp_path, monkeypatch
+):
+    spec = tmp_path / "tied.yaml"
+    spec.write_text(TIED.replace("1.0e-9", "1.0e-3"))
+    out = tmp_path / "out"
+    real_log_metric = MlflowClient.log_metric
+
+    def dies_on_the_first_test_metric(self, run_id, key, *args, **kwargs):
+        if key == "test_acc":
+            raise KilledHere()
+        return real_log_metric(self, run_id, key, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(MlflowClient, "log_metric", dies_on_the_first_test_metric)
+        with pytest.raises(KilledHere):
+            main([str(spec), "--output", str(out)])
+    reads = out / "test_reads.jsonl"
+    assert len(reads.read_text().splitlines()) == 1
+    assert main([str(spec), "--output", str(out), "--resume"]) == 0
+    assert len(reads.read_text().splitlines()) == 1  # the resume used the recorded evaluation
+    results = json.loads((out / "results.json").read_text())
+    [run] = [r for r in _children(results) if r.info.run_id == results["rows"][0]["mlflow_run_id"]]
+    assert run.data.metrics["test_acc"] == pytest.approx(results["rows"][0]["test_acc"])
