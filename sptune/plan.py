@@ -202,6 +202,20 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     )
 
 
+def _warmup_note(plan: StudyPlan) -> list[str]:
+    """Early stopping that decides during the LR warm-up ranks trials before their LR peaks."""
+    s = plan.spec
+    if s.scheduler.type == "fifo":
+        return []
+    late = [x for x in plan.searches if x.n_trials and s.training.warmup_fraction * x.epochs > s.scheduler.grace_period]
+    if not late:
+        return []
+    worst = max(late, key=lambda x: x.epochs)
+    return [f"Note: the first early-stopping rung (epoch {s.scheduler.grace_period}) comes before the LR warm-up ends "
+            f"(epoch {s.training.warmup_fraction * worst.epochs:g} of {worst.epochs} in {worst.label}); raise "
+            "scheduler.grace_period or lower training.warmup_fraction to rank trials after their LR peaks."]
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
@@ -234,6 +248,7 @@ def describe(plan: StudyPlan) -> str:
         total_trials += reruns
         total_epochs += sum(s.rerun_seeds * search.epochs for search in plan.variant_searches())
     lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
+    lines += _warmup_note(plan)
     lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "
                  f"ties: {TIE_RULE}.")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")

@@ -21,7 +21,7 @@ from sptune.build import classifier_config, encoder_config
 from sptune.checkpoints import STATE_FILE, load_state
 from sptune.device import precision_in_use
 from sptune.ranking import rank_key
-from sptune.spec import SweepSpec
+from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.train import Diverged, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.variants import build_model, trainable_summary
@@ -35,19 +35,29 @@ def _set_threads(cpus: float) -> None:
 
 
 def _optim_config(config: dict, spec: SweepSpec, epochs: int, weight_decay: float) -> OptimConfig:
+    """The trial's optimiser settings: searched values from its config, the rest from the spec."""
     t = spec.training
     return OptimConfig(
         lr=float(config["lr"]),
         batch_size=int(config["batch_size"]),
         epochs=epochs,
-        weight_decay=weight_decay,
-        warmup_fraction=t.warmup_fraction,
+        weight_decay=float(config.get("weight_decay", weight_decay)),
+        warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
         grad_clip=t.grad_clip,
+        betas=tuple(t.betas),
+        eps=t.eps,
         seed=int(config.get("seed", spec.seed)),
         device=t.device,
         precision=t.precision,
         compile=t.compile,
     )
+
+
+def _model_spec(config: dict, spec: SweepSpec) -> ModelSpec:
+    """The model section with a searched dropout applied (shapes never change, so checkpoints fit)."""
+    if "dropout" not in config:
+        return spec.model
+    return spec.model.model_copy(update={"dropout": float(config["dropout"])})
 
 
 class _EpochTrainable(tune.Trainable):
@@ -140,7 +150,7 @@ class PretrainTrainable(_EpochTrainable):
     def _build(self, config: dict) -> None:
         p = self.spec.pretrain
         self.loop = PretrainLoop(
-            encoder_config(self.spec.model, self.data.info),
+            encoder_config(_model_spec(config, self.spec), self.data.info),
             PretrainObjective(config.get("objective", p.objective), p.mask_ratio, p.loss),
             self.data.info,
             self.data.train,
@@ -161,7 +171,7 @@ class FinetuneTrainable(_EpochTrainable):
         spt_dir = self.extra.get("spt_checkpoints", {}).get(variant)
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
         cfg = classifier_config(
-            self.spec.model, self.data.info, causal=self.spec.variant_objective(variant) == "causal"
+            _model_spec(config, self.spec), self.data.info, causal=self.spec.variant_objective(variant) == "causal"
         )
         lm = self.spec.language_model
         # Seed before building: a reused actor must not carry RNG state into the next trial's init.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -63,3 +65,26 @@ def test_accepted_spaces_keep_their_values():
 def test_candidates_are_the_values_or_the_range_ends():
     assert LrSpace.model_validate(LR).candidates() == [1e-4, 1e-2]
     assert BatchSizeSpace.model_validate(BATCH).candidates() == [32.0, 64.0]
+
+
+def test_weight_decay_warmup_and_dropout_can_be_searched_per_variant():
+    space = SearchSpec.model_validate({
+        "lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
+        "batch_size": {"type": "choice", "values": [32]},
+        "weight_decay": {"type": "grid", "values": [0, 0.1]},
+        "warmup_fraction": {"type": "uniform", "low": 0.0, "high": 0.3},
+        "dropout": {"type": "choice", "values": [0.0, 0.1]},
+    })
+    assert [name for name, _ in space.items()] == ["lr", "batch_size", "weight_decay", "warmup_fraction", "dropout"]
+    assert space.grid_size() == 2
+
+
+@pytest.mark.parametrize("field,values,needle", [
+    ("weight_decay", [-0.1], "weight_decay must be >= 0"),
+    ("dropout", [1.0], "must be in [0, 1)"),
+])
+def test_searched_regularisers_are_refused_out_of_range(field, values, needle):
+    with pytest.raises(ValidationError, match=re.escape(needle)):
+        SearchSpec.model_validate({"lr": {"type": "choice", "values": [1e-3]},
+                                   "batch_size": {"type": "choice", "values": [32]},
+                                   field: {"type": "grid", "values": values}})

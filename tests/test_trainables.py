@@ -98,3 +98,20 @@ def test_the_first_epoch_reports_every_training_parameter(trainable_class):
     for key in ("loss", "lr", "grad_norm", trial.loop.train_accuracy_key):
         assert key in first, key
     trial.stop()
+
+
+def test_searched_weight_decay_warmup_and_dropout_and_the_specs_betas_reach_the_trial():
+    spec = SPEC.model_copy(update={"training": SPEC.training.model_copy(update={"betas": (0.8, 0.99), "eps": 1e-6})})
+
+    class Direct(FinetuneTrainable):
+        def setup(self, config: dict) -> None:
+            super().setup(config, spec=spec, data=DATA)
+
+    trial = Direct({**CONFIG, "weight_decay": 0.3, "warmup_fraction": 0.25, "dropout": 0.4})
+    cfg = trial.loop.cfg
+    assert (cfg.weight_decay, cfg.warmup_fraction, cfg.betas, cfg.eps) == (0.3, 0.25, (0.8, 0.99), 1e-6)
+    dropouts = {m.p for m in trial.loop.model.modules() if isinstance(m, torch.nn.Dropout)}
+    assert dropouts == {0.4}
+    decayed = [g for g in trial.loop.optimizer.param_groups if g["weight_decay"] > 0]
+    assert decayed and all(g["weight_decay"] == 0.3 and g["betas"] == (0.8, 0.99) for g in decayed)
+    trial.stop()

@@ -93,12 +93,40 @@ class BatchSizeSpace(ParamSpace):
         return self
 
 
+class WeightDecaySpace(ParamSpace):
+    """AdamW's decoupled weight decay: 0 (none) is a value worth searching."""
+
+    quantity: ClassVar[str] = "weight_decay"
+
+    def _check_candidate(self, at: str, value: float) -> None:
+        if value < 0:
+            raise problem(f"weight_decay must be >= 0 (got {value})", "use e.g. 0, 0.01 or 0.1", at)
+
+
+class FractionSpace(ParamSpace):
+    """A fraction in [0, 1): the warm-up share of the schedule, or a dropout probability."""
+
+    quantity: ClassVar[str] = "fraction"
+
+    def _check_candidate(self, at: str, value: float) -> None:
+        if not 0 <= value < 1:
+            raise problem(f"must be in [0, 1) (got {value})", "use e.g. 0.0, 0.1 or 0.2", at)
+
+
 class SearchSpec(Strict):
     lr: LrSpace
     batch_size: BatchSizeSpace
+    # Searched like lr when given; otherwise the section's weight_decay, training.warmup_fraction
+    # and model.dropout hold for every trial.
+    weight_decay: WeightDecaySpace | None = None
+    warmup_fraction: FractionSpace | None = None
+    dropout: FractionSpace | None = None
 
     def items(self) -> list[tuple[str, ParamSpace]]:
-        return [("lr", self.lr), ("batch_size", self.batch_size)]
+        """Every searched hyperparameter, in the order trials and reports list them."""
+        optional = [("weight_decay", self.weight_decay), ("warmup_fraction", self.warmup_fraction),
+                    ("dropout", self.dropout)]
+        return [("lr", self.lr), ("batch_size", self.batch_size), *((n, p) for n, p in optional if p is not None)]
 
     def has_grid(self) -> bool:
         return any(p.is_grid for _, p in self.items())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
@@ -128,9 +128,22 @@ class ResourcesSpec(Strict):
 class TrainingSpec(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    warmup_fraction: float = 0.1
-    grad_clip: float = 1.0
+    # Linear warm-up over this share of the steps, then cosine decay to 0. Early stopping's first
+    # rung (scheduler.grace_period) should come after the warm-up, or it ranks LRs mid-warm-up
+    # (the plan warns when it does not).
+    warmup_fraction: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
+    grad_clip: float = ranged(1.0, "use e.g. 1.0, or 0 for no clipping", ge=0)  # 0: no clipping
     compile: bool = False
+    # AdamW's moment decay rates and epsilon (PyTorch's defaults).
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = ranged(1e-8, "use e.g. 1e-8", gt=0)
+
+    @field_validator("betas")
+    @classmethod
+    def _betas_in_unit_interval(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        if not all(0 <= b < 1 for b in betas):
+            raise problem(f"each beta must be in [0, 1) (got {list(betas)})", "use e.g. [0.9, 0.999]")
+        return betas
 
 
 class LanguageModelSpec(Strict):
