@@ -1,11 +1,12 @@
-"""No import cycle through the task package or the data CLI, lazy (function-level) imports included.
+"""The rules of docs/architecture.md, checked on the source: no import cycle anywhere (lazy,
+function-level imports included), training code knows no Ray, one MLflow writer, small modules.
 
 The graph is read from the source with `ast`, so nothing is imported to build it. An import of
 ``sptune.tasks.x`` from outside the package also runs ``sptune/tasks/__init__.py``, so it counts
 as an edge to the package too. The registry's ``importlib`` load of the task modules by name is
 a plugin load, not a static import, and is deliberately not an edge.
 
-Run as a script to print every cycle in ``sptune``: ``python tests/test_tasks_imports.py``.
+Run as a script to print every cycle in ``sptune``: ``python tests/test_architecture.py``.
 """
 
 from __future__ import annotations
@@ -101,6 +102,50 @@ def test_no_import_cycle_through_tasks_or_the_data_cli():
     assert any(m.startswith("sptune.tasks.") for m in graph) and "sptune.data" in graph
     touching = [c for c in cycles(graph) if any(m.startswith(IN_SCOPE) for m in c)]
     assert touching == []
+
+
+def test_no_import_cycle_anywhere():
+    assert cycles(import_graph(lazy=True)) == []
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+# Pure-PyTorch training code: no Ray (and so it runs the same in a plain loop, a trial or a benchmark).
+TRAINING_CODE = ("sptune.train", "sptune.objectives", "sptune.variants", "sptune.models", "sptune.device",
+                 "sptune.build", "sptune.tasks", "sptune.spec", "sptune.ranking", "sptune.stats")
+# The only writers to MLflow: the driver's tracker and study, the launcher; the report only reads.
+MLFLOW_USERS = ("sptune.tracking", "sptune.study", "sptune.launch", "sptune.report")
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_training_code_knows_no_ray_and_only_the_driver_talks_to_mlflow():
+    imports = {m: _third_party_imports(p) for m, p in module_files().items()}
+    assert [m for m, found in imports.items() if _within(m, TRAINING_CODE) and "ray" in found] == []
+    assert [m for m, found in imports.items() if "mlflow" in found and not _within(m, MLFLOW_USERS)] == []
+
+
+def test_modules_and_functions_stay_small():
+    """One screen per function, one job per module (docs/architecture.md)."""
+    long_modules, long_functions = [], []
+    for module, path in module_files().items():
+        text = path.read_text()
+        if len(text.splitlines()) > 400:
+            long_modules.append(module)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long_functions.append(f"{module}.{node.name}")
+    assert (long_modules, long_functions) == ([], [])
 
 
 def test_task_modules_never_import_the_cli():
