@@ -7,6 +7,7 @@ anything starts (input errors exit with status 2), `sptune.launch` runs what it 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import traceback
 from pathlib import Path
@@ -18,7 +19,8 @@ from sptune.preflight import RunOptions, prepare, prepare_inputs
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sptune.sweep", description=__doc__.splitlines()[0])
-    p.add_argument("spec", type=Path, help="sweep spec or campaign YAML (see search_spaces/ and sweeps/)")
+    p.add_argument("spec_path", metavar="spec", type=Path,
+                   help="sweep spec or campaign YAML (see search_spaces/ and sweeps/)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override a spec field, e.g. --set finetune.epochs=5 (repeatable)")
     p.add_argument("--output", type=Path, help="study output directory (default runs/<name>-<time>)")
@@ -34,16 +36,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def options_from(args: argparse.Namespace) -> RunOptions:
-    return RunOptions(
-        spec_path=args.spec,
-        overrides=tuple(args.overrides),
-        output=args.output,
-        data_dir=args.data_dir,
-        tracking_uri=args.tracking_uri,
-        address=args.address,
-        storage=args.storage,
-        resume=args.resume,
-    )
+    """The arguments RunOptions names (argparse's dests are its field names)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunOptions)}
+    return RunOptions(**{**values, "overrides": tuple(args.overrides)})
 
 
 def run(args: argparse.Namespace) -> int:
