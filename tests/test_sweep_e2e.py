@@ -213,3 +213,25 @@ def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
     assert f"<strong>{len(runs)}</strong> matching runs" in dom  # parent + every trial's child run
     assert "Detect Issues" not in dom  # the GenAI overview page's marker
     assert shot.stat().st_size > 20_000
+
+
+def test_the_parent_run_says_where_its_numbers_came_from(study, repo_root):
+    out, results, client, runs = study
+    [parent] = [r for r in runs if r.info.run_id == results["mlflow"]["parent_run_id"]]
+    params = parent.data.params
+    for library in ("python", "torch", "ray", "mlflow", "optuna"):
+        assert params[f"version.{library}"] not in ("", "not installed"), library
+    assert params["device"].startswith(("cpu:", "cuda:"))
+    assert "--set" not in params["command.overrides"] and "finetune.epochs=4" in params["command.overrides"]
+    if (Path(repo_root) / ".git").exists():  # a git checkout (CI's fresh clone is one)
+        assert len(params["git.commit"]) == 40 and params["git.dirty"] in ("true", "false")
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "spec/given")}
+    assert artifacts == {"spec/given/digits_quick.yaml"}
+    resolved = client.download_artifacts(parent.info.run_id, "spec/resolved/spec.yaml", str(out / "check"))
+    assert Path(resolved).read_text() == (out / "spec.yaml").read_text()
+    # Every child run carries every training parameter and the per-epoch training curves.
+    child = next(r for r in _children(runs, parent.info.run_id) if r.data.tags["sptune.phase"] == "search")
+    for key in ("optim.weight_decay", "optim.warmup_fraction", "optim.grad_clip", "optim.precision", "optim.betas"):
+        assert key in child.data.params, key
+    for metric in ("lr", "grad_norm", "loss", "train_acc"):
+        assert client.get_metric_history(child.info.run_id, metric), metric
