@@ -48,7 +48,7 @@ def evaluate_on_test(
                 plan.spec, plan.info, candidate.tested.selection.checkpoint_path, data.test, candidate.search.variant
             )
             rows.append(_row(plan, candidate, loss, acc))
-    add_deltas(rows, plan.spec.baseline)
+    add_deltas(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     for row in rows:
         if row.mlflow_run_id:
             tracker.client.log_metric(row.mlflow_run_id, "test_acc", row.test_acc)
