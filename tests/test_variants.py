@@ -165,7 +165,8 @@ def test_causal_classifier_ignores_future_positions(variant, objective):
 
 def test_scratch_causal_is_causal_with_no_pretraining():
     spec = _study({"scratch": "scratch", "sc": "scratch_causal"})
-    assert spec.variant_objective("sc") is None and spec.variant_is_causal("sc") and not spec.variant_is_causal("scratch")
+    assert spec.variant_objective("sc") is None and spec.variant_is_causal("sc")
+    assert not spec.variant_is_causal("scratch")
     assert spec.pretraining_objectives() == []
     assert variant_classifier_config(spec, INFO, "sc").causal
 
