@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sptune.models import EncoderConfig, ModelConfig
-from sptune.spec import ModelSpec
+from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskInfo
 
 
@@ -33,3 +33,11 @@ def classifier_config(model: ModelSpec, info: TaskInfo, causal: bool = False) ->
         paired=info.paired,
         causal=causal,
     )
+
+
+def variant_classifier_config(
+    spec: SweepSpec, info: TaskInfo, variant: str, model: ModelSpec | None = None
+) -> ModelConfig:
+    """The classifier config of one variant: causal exactly when its kind's model is (the kinds table).
+    ``model`` replaces the spec's model section (a trial's searched dropout)."""
+    return classifier_config(model or spec.model, info, causal=spec.variant_is_causal(variant))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from sptune.build import classifier_config
+from sptune.build import variant_classifier_config
 from sptune.checkpoints import load_state
 from sptune.device import pick_device
 from sptune.spec import SweepSpec
@@ -18,7 +18,7 @@ def accuracy_on_test(
 ) -> tuple[float, float]:
     """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
     device = pick_device(spec.training.device)
-    cfg = classifier_config(spec.model, info, causal=spec.variant_objective(variant) == "causal")
+    cfg = variant_classifier_config(spec, info, variant)
     lm = spec.language_model
     model = build_for_evaluation(spec.variant_kind(variant), cfg, lm.path if lm else None)
     model.load_state_dict(load_state(checkpoint_dir)["model"])

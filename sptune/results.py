@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sptune import stats
+from sptune.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.stats import DEFAULT_BASELINE, Summary
 
 DELTA_COLUMN = "delta_test_vs_baseline"
@@ -21,6 +22,7 @@ COLUMNS = (
     "val_acc",
     "test_acc",
     DELTA_COLUMN,
+    "delta_baseline",
     "trials",
 )
 
@@ -48,15 +50,25 @@ class ResultRow:
     mlflow_run_id: str | None
     checkpoint: str
     delta_test_vs_baseline: float | None = None
+    # The variant that Δ is against (sptune.pairing: the baseline, or the like-for-like one).
+    delta_baseline: str | None = None
 
 
-def add_deltas(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE) -> None:
-    """Per row: Δ test accuracy vs the baseline variant's run with the same seed; None for the baseline's own
-    rows, and when the baseline has no run with that seed (or no variant is named ``baseline``)."""
-    base = {r.seed: r.test_acc for r in rows if r.variant == baseline}
+def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:
+    return pairings({r.variant: r.kind for r in rows}, baseline, pretrain_objective)
+
+
+def add_deltas(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_objective: str | None = None) -> None:
+    """Per row: Δ test accuracy vs its paired variant's run with the same seed (``sptune.pairing``), and that
+    variant's name; None for the baseline's own rows, and when the paired variant has no run with that seed
+    (or no variant is named ``baseline``). ``pretrain_objective``: the spec's, which `spt` follows."""
+    paired = _pairings(rows, baseline, pretrain_objective)
+    acc = {(r.variant, r.seed): r.test_acc for r in rows}
     for r in rows:
-        base_acc = None if r.variant == baseline else base.get(r.seed)
+        pair = paired.get(r.variant)
+        base_acc = acc.get((pair.baseline, r.seed)) if pair else None
         r.delta_test_vs_baseline = None if base_acc is None else r.test_acc - base_acc
+        r.delta_baseline = None if base_acc is None else pair.baseline
 
 
 def _by_variant(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
@@ -66,21 +78,24 @@ def _by_variant(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE) -> dict[str, dict[str, Any]]:
+def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE,
+              pretrain_objective: str | None = None) -> dict[str, dict[str, Any]]:
     """Per variant: test accuracy over seeds (``test_acc_mean``, ``_std``, ``_ci95``, ``_ci_method``, ``_n``),
-    the mean validation accuracy, and, except for the baseline itself, Δ test vs the baseline (``delta_*``)."""
+    the mean validation accuracy, and, except for the baseline itself, Δ test (``delta_*``) vs its paired variant
+    (``delta_vs``; ``delta_like_for_like`` and ``delta_pairing`` say whether both train the same model)."""
     groups = _by_variant(rows)
-    base = stats.baseline_variant(groups, baseline)
-    base_test = stats.values_by_seed(groups[base], "test_acc") if base else {}
+    paired = _pairings(rows, baseline, pretrain_objective)
     summary: dict[str, dict[str, Any]] = {}
     for variant, mine in groups.items():
         test = stats.values_by_seed(mine, "test_acc")
         val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
         entry = {"seeds": len(mine), **_fields("test_acc", stats.summarize(list(test.values()))),
                  "val_acc_mean": val.mean if val else None}
-        if base is not None and variant != base:
-            entry["delta_vs"] = base
-            entry.update(_fields("delta", stats.paired_delta(test, base_test)))
+        if variant in paired:
+            pair = paired[variant]
+            entry.update(delta_vs=pair.baseline, delta_like_for_like=pair.like_for_like, delta_pairing=pair.note)
+            entry.update(_fields("delta", stats.paired_delta(test, stats.values_by_seed(groups[pair.baseline],
+                                                                                        "test_acc"))))
         summary[variant] = entry
     return summary
 
@@ -104,17 +119,23 @@ def _delta_cell(entry: dict[str, Any], baseline: str, variant: str) -> str:
     return f"{_signed(delta.mean)} {stats.interval_text(delta, _signed)}"
 
 
+def _against_cell(entry: dict[str, Any]) -> str:
+    # e.g. "scratch_causal (like-for-like: both causal)": which variant the Δ is against, and whether it is fair.
+    return pairing_label(entry["delta_vs"], entry.get("delta_pairing") or "") if "delta_vs" in entry else "-"
+
+
 def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> str:
-    """Per variant: mean ± std, the 95 % interval (saying which, with n) and Δ vs the baseline; then the rules."""
-    lines = [f"| variant | seeds | test acc mean ± std | 95 % interval of the mean | Δ test vs {baseline} |",
-             "|---|---|---|---|---|"]
+    """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
+    then the rules."""
+    lines = ["| variant | seeds | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
+             "|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
         interval = "-" if test is None else stats.interval_text(test, _fraction)
         lines.append(f"| {variant} | {entry['seeds']} | {spread} | {interval} | "
-                     f"{_delta_cell(entry, baseline, variant)} |")
-    return "\n".join(lines + ["", stats.INTERVAL_RULE, stats.delta_rule(summary, baseline)])
+                     f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} |")
+    return "\n".join(lines + ["", stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE])
 
 
 def _cell(key: str, value: Any) -> str:

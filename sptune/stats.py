@@ -7,7 +7,8 @@ The rules, stated once here and printed with every table (``INTERVAL_RULE``, ``d
   [min, max] (with 3 seeds its "95 %" covers the true mean at most 75 % of the time: 1 - 2·(1/2)³). The
   t-interval is exact for normal seed noise and approaches the bootstrap as n grows, so one method serves all n.
 - Baseline: the variant named by the spec's ``baseline:`` (default ``scratch``). When no variant has that name
-  there is no Δ at all (no guessing, e.g. "the first variant of kind scratch").
+  there is no Δ at all (no guessing, e.g. "the first variant of kind scratch"). A variant that trains another
+  model than the baseline (causal vs bidirectional) is paired with its like-for-like one: ``sptune.pairing``.
 - Δ vs the baseline: paired by seed (t-interval of the per-seed differences) over the seeds both have; with no
   seed in common, a Welch interval of the difference of means (none when either side has a single seed).
 

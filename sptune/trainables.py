@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from ray import tune
 
-from sptune.build import classifier_config, encoder_config
+from sptune.build import encoder_config, variant_classifier_config
 from sptune.checkpoints import STATE_FILE, load_state
 from sptune.device import precision_in_use
 from sptune.ranking import rank_key
@@ -170,9 +170,7 @@ class FinetuneTrainable(_EpochTrainable):
         # One Tuner trains every variant: each finds its own SPT checkpoint (spt_cross: another task's).
         spt_dir = self.extra.get("spt_checkpoints", {}).get(variant)
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
-        cfg = classifier_config(
-            _model_spec(config, self.spec), self.data.info, causal=self.spec.variant_objective(variant) == "causal"
-        )
+        cfg = variant_classifier_config(self.spec, self.data.info, variant, _model_spec(config, self.spec))
         lm = self.spec.language_model
         # Seed before building: a reused actor must not carry RNG state into the next trial's init.
         torch.manual_seed(int(config.get("seed", self.spec.seed)))

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from sptune.errors import DataError
 from sptune.models import Classifier, ModelConfig, encoder_state
 from sptune.spec.variant_kinds import KINDS
 
@@ -40,8 +41,9 @@ def check_every_kind_built(builders: Mapping[str, Builder]) -> None:
         raise ValueError(f"variant kinds without a builder: {', '.join(missing)} (add @builds in sptune/variants.py)")
 
 
-@builds("scratch")
+@builds("scratch", "scratch_causal")
 def _scratch(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    # scratch_causal is spt_causal's model from a random init: cfg.causal says which (checked in build_model).
     return Classifier(cfg)
 
 
@@ -78,14 +80,33 @@ def _spt_cross(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     return model
 
 
+def _query_key(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in state.items() if ".attn.query." in k or ".attn.key." in k}
+
+
+def copy_query_key(model: Classifier, spt_state: dict) -> None:
+    """Copy every attention query/key map of the SPT encoder into ``model``; refuse a partial copy.
+
+    qk_init's claim is "the pretrained query/key maps, nothing else": a checkpoint from a model with
+    other layers or sizes would copy some maps or none, so it is refused with what did not match."""
+    pretrained, own = _query_key(encoder_state(spt_state)), _query_key(model.encoder.state_dict())
+    missing, extra = sorted(set(own) - set(pretrained)), sorted(set(pretrained) - set(own))
+    wrong = sorted(k for k in set(own) & set(pretrained) if own[k].shape != pretrained[k].shape)
+    if missing or extra or wrong:
+        detail = (f"missing {missing[:3]}" if missing else f"extra {extra[:3]}" if extra
+                  else f"{wrong[0]} has shape {tuple(pretrained[wrong[0]].shape)}, the model needs "
+                       f"{tuple(own[wrong[0]].shape)}")
+        raise DataError("qk_init: the SPT checkpoint", f"its query/key weights do not match this model ({detail})",
+                        "pretrain with this spec's model sizes (n_layers, d_model, n_heads), or give a "
+                        "pretrain.checkpoint from such a model")
+    model.encoder.load_state_dict(pretrained, strict=False)
+
+
 @builds("qk_init")
 def _qk_init(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Random init, then only the attention query/key maps copied from SPT."""
     model = Classifier(cfg)
-    pretrained = encoder_state(_require(spt_state, "qk_init"))
-    qk = {k: v for k, v in pretrained.items() if ".attn.query." in k or ".attn.key." in k}
-    missing, unexpected = model.encoder.load_state_dict(qk, strict=False)
-    assert not unexpected and len(qk) == 4 * cfg.encoder.n_layers, "query/key weights and biases per layer"
+    copy_query_key(model, _require(spt_state, "qk_init"))
     return model
 
 
@@ -132,7 +153,13 @@ check_every_kind_built(BUILDERS)  # a kind added to the table without a builder 
 def build_model(
     kind: str, cfg: ModelConfig, spt_state: dict | None = None, lm_path: str | None = None
 ) -> torch.nn.Module:
-    if KINDS[kind].language_model:
+    facts = KINDS[kind]
+    # A causal kind built on a bidirectional config would silently train the wrong model (the language
+    # models are causal by their own backbone and ignore cfg.causal).
+    if facts.architecture == "causal" and not facts.language_model and not cfg.causal:
+        raise ValueError(f"variant kind '{kind}' trains a causal model: build its config with causal=True "
+                         "(sptune.build.variant_classifier_config)")
+    if facts.language_model:
         return BUILDERS[kind](cfg, spt_state, lm_path)
     return BUILDERS[kind](cfg, spt_state)
 

@@ -109,3 +109,11 @@ def test_ssm_family_classifier(pooling):
     assert logits.shape == (3, TOKENS.num_classes) and torch.isfinite(logits).all()
     logits.sum().backward()
     assert model.encoder.blocks[0].ssm.ssm.log_dt.grad is not None
+
+
+def test_a_causal_classifier_refuses_cls_pooling():
+    """Causal, the CLS token at position 0 sees only itself: a constant to classify (the spec refuses it first)."""
+    spec = ModelSpec(d_model=32, n_layers=1, n_heads=4, d_ff=64, pooling="cls")
+    with pytest.raises(ValueError, match="cls pooling on a causal model"):
+        Classifier(classifier_config(spec, PIXELS, causal=True))
+    assert Classifier(classifier_config(spec, PIXELS)).cfg.pooling == "cls"  # bidirectional: it sees every position

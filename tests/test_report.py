@@ -29,6 +29,7 @@ from mlflow.tracking import MlflowClient
 
 from sptune.report import build_report
 from sptune.report.cli import main
+from sptune.report.compute import variant_objectives
 from sptune.report.figures import asha_rungs
 from sptune.report.flags import edge_side
 from sptune.stats import paired_delta
@@ -229,7 +230,8 @@ def test_table_aggregates_seeds_and_pairs_deltas(reports):
     assert "| variant | digits | image |" in md
     # Two seeds: t(0.975, 1) = 12.71 times the standard error 0.20 pt; the per-seed Δ does not vary.
     assert ("| spt | 93.20 ± 0.28 [90.66, 95.74] (95 % t-interval, n = 2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] "
-            "(95 % t-interval, paired by seed, n = 2) | 63.20 ± 0.28 [60.66, 65.74] (95 % t-interval, n = 2)") in md
+            "(95 % t-interval, paired by seed, n = 2) vs scratch (like-for-like: both bidirectional) | "
+            "63.20 ± 0.28 [60.66, 65.74] (95 % t-interval, n = 2)") in md
     csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[2].startswith("digits,spt,spt,2,0;1,0.932")
 
@@ -305,3 +307,11 @@ def test_browser_renders_table_figures_and_flags(reports, tmp_path):
     if keep:
         shutil.copy(png, keep)
     print(f"screenshot: {png}")
+
+
+def test_compute_counts_the_pretraining_each_kind_builds_on_by_the_kinds_table():
+    """One rule with the spec (variant_kinds.as_built): `spt` and `spt_cross` follow pretrain.objective."""
+    kinds = {"a": "spt", "b": "spt_cross", "c": "qk_init", "d": "spt_causal", "e": "scratch_causal", "f": "other"}
+    assert variant_objectives({"pretrain": {"objective": "causal"}}, kinds) == {
+        "a": "causal", "b": "causal", "c": "masked", "d": "causal", "e": None, "f": None}
+    assert variant_objectives({}, kinds)["b"] == "masked"

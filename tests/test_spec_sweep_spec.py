@@ -45,6 +45,12 @@ def _where(*overrides: str) -> str:
         (["max_failures=-1"], "max_failures"),
         (["variants.spt.epochs=0"], "variants.spt.epochs"),
         (["seeds=3"], "seeds"),
+        # cls pooling reads position 0, which sees only itself in a causal model: refused, never replaced.
+        (["model.pooling=cls", f"variants.c={{kind: spt_causal, {GRID}}}"], "model.pooling"),
+        (["model.pooling=cls", f"variants.c={{kind: scratch_causal, {GRID}}}"], "model.pooling"),
+        (["model.pooling=cls", "pretrain.objective=causal"], "model.pooling"),  # `spt` follows it: causal
+        (["model.pooling=cls", f"variants.lm={{kind: fpt_frozen, {GRID}}}", "language_model.path=/m"],
+         "model.pooling"),
     ],
 )
 def test_refused_at(overrides, where):
@@ -59,6 +65,9 @@ def test_refused_at(overrides, where):
         ["scheduler.type=fifo", "scheduler.grace_period=100"],  # FIFO has no grace period
         [f"variants.lm={{kind: fpt_frozen, {GRID}}}", "language_model.path=/models/gpt2"],
         ["model.family=ssm"],
+        ["model.pooling=cls"],  # every variant bidirectional
+        ["model.pooling=last", f"variants.c={{kind: spt_causal, {GRID}}}"],
+        ["pretrain=null", "variants.spt.kind=scratch_causal"],  # a causal model with no pretraining
     ],
 )
 def test_accepted(overrides):
@@ -80,3 +89,19 @@ def test_a_cross_task_variant_pretrains_on_its_source_task():
     source = spec.variant_source("spt")
     assert source.task.name == "listops" and source.stage_name == "pretrain-on-listops-gen_n5"
     assert spec.variant_source("scratch") is None
+
+
+def test_which_variants_are_causal_comes_from_the_kinds_table():
+    spec = _spec(f"variants.sc={{kind: scratch_causal, {GRID}}}", f"variants.c={{kind: spt_causal, {GRID}}}",
+                 f"variants.lm={{kind: fpt_frozen, {GRID}}}", "language_model.path=/m")
+    assert {v: spec.variant_is_causal(v) for v in spec.variants} == {
+        "scratch": False, "spt": False, "sc": True, "c": True, "lm": True}
+    assert spec.variant_objective("sc") is None and spec.variant_facts("c").baseline == "scratch_causal"
+    causal = _spec("pretrain.objective=causal")  # `spt` follows pretrain.objective: its model and its baseline
+    assert causal.variant_is_causal("spt") and causal.variant_facts("spt").baseline == "scratch_causal"
+
+
+def test_the_cls_refusal_names_the_fix():
+    with pytest.raises(SpecError) as caught:
+        _spec("model.pooling=cls", f"variants.c={{kind: spt_causal, {GRID}}}")
+    assert "variant 'c'" in caught.value.problem and caught.value.fix == "use last or mean pooling for causal models"

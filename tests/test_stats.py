@@ -141,3 +141,56 @@ def test_report_reads_the_baseline_and_never_rewrites_results_md(tmp_path):
     table = {r["variant"]: r for r in csv.DictReader((out / "results.csv").open())}
     assert table["scratch"]["test_acc_ci_method"] == "t" and float(table["scratch"]["test_acc_ci_low"]) < 0.90
     assert table["single"]["test_acc_ci_low"] == table["single"]["test_acc_ci_method"] == ""
+
+
+CAUSAL = {"scratch": [0.900, 0.920, 0.950], "scratch_causal": [0.850, 0.860, 0.880],
+          "spt_causal": [0.900, 0.905, 0.925], "spt": ACC["spt"]}
+
+
+def test_a_causal_variant_is_paired_with_the_causal_scratch_in_results_and_report(tmp_path):
+    rows = make_rows(CAUSAL)
+    out = write_study(tmp_path / "causal", rows)
+    by = {(r.variant, r.seed): r for r in rows}
+    assert by[("spt_causal", 2)].delta_test_vs_baseline == pytest.approx(0.925 - 0.880)
+    assert by[("spt_causal", 2)].delta_baseline == "scratch_causal" and by[("spt", 2)].delta_baseline == "scratch"
+    assert by[("scratch", 0)].delta_baseline is None
+    summary, cells = json.loads((out / "results.json").read_text())["summary"], report_cells(rows)
+    entry = summary["spt_causal"]
+    assert (entry["delta_vs"], entry["delta_like_for_like"]) == ("scratch_causal", True)
+    assert entry["delta_mean"] == pytest.approx((0.900 + 0.905 + 0.925 - 0.850 - 0.860 - 0.880) / 3)
+    for variant in CAUSAL:  # the report pairs by the same rule: the same Δ against the same variant
+        assert Summary.from_fields(summary[variant], "delta") == cells[("digits", variant)].delta
+        assert summary[variant].get("delta_vs") == cells[("digits", variant)].baseline
+    md = (out / "results.md").read_text()
+    assert "| scratch_causal (like-for-like: both causal) |" in md
+    assert "| scratch (not like-for-like: causal vs bidirectional) |" in md  # scratch_causal's own Δ
+    assert "0.0450 | scratch_causal |" in md  # the per-row Δ names its baseline
+    page = build_report(out).read_text()
+    assert "Δ vs scratch_causal" in page and "like-for-like: both causal" in page
+
+
+def test_a_causal_variant_with_only_a_bidirectional_baseline_is_marked(tmp_path):
+    out = write_study(tmp_path / "mixed", make_rows({"scratch": CAUSAL["scratch"], "spt_causal": CAUSAL["spt_causal"]}))
+    entry = json.loads((out / "results.json").read_text())["summary"]["spt_causal"]
+    assert (entry["delta_vs"], entry["delta_like_for_like"]) == ("scratch", False)
+    assert entry["delta_pairing"] == "not like-for-like: causal vs bidirectional"
+    assert "| scratch (not like-for-like: causal vs bidirectional) |" in (out / "results.md").read_text()
+    assert "not like-for-like: causal vs bidirectional" in build_report(out).read_text()
+
+
+def test_the_report_pairs_spt_by_the_studys_pretrain_objective(tmp_path):
+    """`spt` follows pretrain.objective: with the causal one it is a causal model, paired with the causal scratch,
+    in results.json (the study passes the objective) and in the report (read from spec.yaml)."""
+    rows = make_rows({k: CAUSAL[k] for k in ("scratch", "scratch_causal", "spt")})
+    out = tmp_path / "spt_causal_objective"
+    out.mkdir()
+    results.add_deltas(rows, "scratch", pretrain_objective="causal")
+    summary = results.summarize(rows, "scratch", pretrain_objective="causal")
+    results.write_results(out, {"study": "s", "task": "digits", "summary": summary}, rows)
+    (out / "spec.yaml").write_text("pretrain: {objective: causal}\n")
+    assert summary["spt"]["delta_vs"] == "scratch_causal" and {r.delta_baseline for r in rows} == {
+        None, "scratch", "scratch_causal"}
+    build_report(out)
+    written = {r["variant"]: r for r in csv.DictReader((out / "results.csv").open())}
+    assert written["spt"]["delta_vs"] == "scratch_causal" and written["spt"]["delta_pairing"] == (
+        "like-for-like: both causal")

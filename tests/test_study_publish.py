@@ -17,7 +17,7 @@ from sptune.tasks.base import TaskInfo
 
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",
             "trials", "diverged", "failed", "trial_epochs", "trial_id", "mlflow_run_id", "checkpoint",
-            "delta_test_vs_baseline"]
+            "delta_test_vs_baseline", "delta_baseline"]
 SELECTION_KEYS = ["trial_id", "config", "checkpoint_path", "metric", "score", "epoch", "n_trials", "n_diverged",
                   "n_failed", "trial_epochs"]
 
@@ -64,6 +64,7 @@ def test_rows_are_written_under_their_keys_with_paired_deltas(tmp_path):
     rows = [_row("scratch", "scratch", 0, 0.8), _row("spt", "spt", 0, 0.85), _row("spt", "spt", 1, 0.9)]
     add_deltas(rows)
     assert [r.delta_test_vs_baseline for r in rows] == [None, pytest.approx(0.05), None]  # the baseline has no Δ
+    assert [r.delta_baseline for r in rows] == [None, "scratch", None]  # the variant each Δ is against
     write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}}, rows)
     written = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [list(r) for r in written] == [ROW_KEYS] * 3

@@ -40,11 +40,31 @@ def test_results_reach_only_the_searcher_that_proposed_the_trial():
     assert [t.value for t in completed] == [0.9]
 
 
-def test_fixed_and_random_searchers_accept_results():
-    # Tune reports every finished trial to the searcher that proposed it.
-    for searcher in (FixedConfigs([{"lr": 1e-3}]), RandomConfigs(dict(SPACE), 0)):
-        searcher.on_trial_complete("t", {"val_acc": 0.5}, error=False)
-        searcher.on_trial_complete("u", None, error=True)
+def _report(searcher: Searcher, trial_id: str, config: dict) -> None:
+    # Tune reports every finished trial (and every failed one) to the searcher that proposed it.
+    searcher.on_trial_complete(trial_id, {"val_acc": 0.99, **config}, error=False)
+    searcher.on_trial_complete(trial_id + "-failed", None, error=True)
+
+
+def test_fixed_configs_hand_out_the_list_in_order_whatever_the_results():
+    given = [{"lr": 1e-3}, {"lr": 2e-3}]
+    searcher = FixedConfigs(given)
+    first = searcher.suggest("t")
+    _report(searcher, "t", first)
+    first["lr"] = 0.5  # a trial changing its config must not change the list
+    assert [searcher.suggest("u"), searcher.suggest("v")] == [{"lr": 2e-3}, Searcher.FINISHED]
+    assert searcher.configs == given
+
+
+def test_random_configs_draw_the_same_stream_whatever_the_results():
+    told, untold = RandomConfigs(dict(SPACE), 0), RandomConfigs(dict(SPACE), 0)
+    draws = []
+    for i in range(3):
+        config = told.suggest(f"t{i}")
+        _report(told, f"t{i}", config)
+        draws.append(config)
+    assert draws == [untold.suggest(f"t{i}") for i in range(3)]
+    assert len({c["lr"] for c in draws}) == 3  # independent draws, not one value repeated
 
 
 def test_a_given_config_keeps_its_own_seed():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sptune.build import classifier_config, encoder_config
+from sptune.build import classifier_config, encoder_config, variant_classifier_config
+from sptune.errors import DataError
 from sptune.models import Pretrainer
-from sptune.spec import PRETRAINING_OF, VARIANT_KINDS, ModelSpec
+from sptune.spec import KINDS, PRETRAINING_OF, VARIANT_KINDS, ModelSpec, SweepSpec, from_dict
 from sptune.tasks.base import TaskInfo
 from sptune.variants import BUILDERS, build_model, builds, check_every_kind_built, trainable_summary
 
@@ -15,9 +16,13 @@ INFO = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, 
 SPEC = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64)
 
 
-def _spt_state() -> dict:
+def _spt_state(model: ModelSpec = SPEC) -> dict:
     torch.manual_seed(123)
-    return Pretrainer(encoder_config(SPEC, INFO), 1).state_dict()
+    return Pretrainer(encoder_config(model, INFO), 1).state_dict()
+
+
+def _config(kind: str):
+    return classifier_config(SPEC, INFO, causal=KINDS[kind].architecture == "causal")
 
 
 def _frozen(model) -> set[str]:
@@ -59,9 +64,9 @@ def test_a_kind_added_to_the_table_alone_breaks_the_import(repo_root):
     assert proc.returncode != 0 and "variant kinds without a builder: new_kind" in proc.stderr
 
 
-@pytest.mark.parametrize("kind", ["scratch", "spt", "spt_causal", "qk_init"])
+@pytest.mark.parametrize("kind", ["scratch", "scratch_causal", "spt", "spt_causal", "qk_init"])
 def test_fully_trainable_variants(kind):
-    model = build_model(kind, classifier_config(SPEC, INFO), _spt_state() if PRETRAINING_OF[kind] else None)
+    model = build_model(kind, _config(kind), _spt_state() if PRETRAINING_OF[kind] else None)
     assert _frozen(model) == set()
     summary = trainable_summary(model)
     assert summary["trainable_params"] == summary["total_params"] > 0
@@ -112,16 +117,63 @@ def test_qk_init_copies_only_query_and_key():
             assert copied == is_qk, local
 
 
-def test_causal_classifier_ignores_future_positions():
-    cfg = classifier_config(ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling="last", dropout=0.0),
-                            INFO, causal=True)
-    model = build_model("spt_causal", cfg, _spt_state()).eval()
+def test_qk_init_refuses_a_checkpoint_whose_query_key_maps_do_not_match():
+    """A checkpoint of another model would copy some maps or none: refused, saying what did not match."""
+    deeper, shallower = SPEC.model_copy(update={"n_layers": 3}), SPEC.model_copy(update={"n_layers": 1})
+    wider = SPEC.model_copy(update={"d_model": 64})
+    for other, detail in ((deeper, "extra ['blocks.2.attn"), (shallower, "missing ['blocks.1.attn"),
+                          (wider, "key.bias has shape (64,), the model needs (32,)")):
+        with pytest.raises(DataError, match="query/key weights do not match this model") as caught:
+            build_model("qk_init", classifier_config(SPEC, INFO), _spt_state(other))
+        assert detail in caught.value.problem and "n_layers" in caught.value.fix
+
+
+def _study(kinds: dict[str, str], objective: str = "masked") -> SweepSpec:
+    search = {"lr": {"type": "grid", "values": [1e-3]}, "batch_size": {"type": "grid", "values": [32]}}
+    model = {**SPEC.model_dump(), "pooling": "last", "dropout": 0.0}
+    return from_dict({"name": "c", "task": {"name": "digits"}, "model": model,
+                      "pretrain": {"objective": objective, "search": search},
+                      "variants": {name: {"kind": kind, "search": search} for name, kind in kinds.items()}})
+
+
+def _earlier_positions_move(model: torch.nn.Module) -> bool:
+    """Whether changing the last position's input changes any earlier position's encoding in the classifier."""
+    seen = []
+    model.encoder.register_forward_hook(lambda module, inputs, h: seen.append(h))
     x = torch.rand(1, 64, 2)
     y = x.clone()
-    y[:, 63] = 0.5  # only the last position differs: with "last" pooling the output changes
-    z = x.clone()
-    z[:, 10] = 0.9  # an earlier position: still visible to the last one (causal, not blind)
-    assert not torch.allclose(model(x), model(y)) and not torch.allclose(model(x), model(z))
+    y[:, 63] = 0.5
+    with torch.no_grad():
+        logits_x, logits_y = model(x), model(y)
+    assert not torch.allclose(logits_x, logits_y)  # "last" pooling reads the changed position: not blind
+    return not torch.allclose(seen[0][:, :63], seen[1][:, :63], atol=1e-6)
+
+
+@pytest.mark.parametrize("variant, objective", [("spt_causal", "masked"), ("scratch_causal", "masked"),
+                                                ("spt", "causal")])
+def test_causal_classifier_ignores_future_positions(variant, objective):
+    """Built as the study builds it (its kind's model, from the kinds table): a causal variant's earlier positions
+    never see a later one, while the bidirectional `scratch` of the same study, same test, does."""
+    spec = _study({"c": "spt" if variant == "spt" else variant, "b": "scratch"}, objective)
+    kind = spec.variant_kind("c")
+    causal = build_model(kind, variant_classifier_config(spec, INFO, "c"),
+                         _spt_state() if spec.variant_objective("c") else None).eval()
+    bidirectional = build_model("scratch", variant_classifier_config(spec, INFO, "b")).eval()
+    assert not _earlier_positions_move(causal)
+    assert _earlier_positions_move(bidirectional)
+
+
+def test_scratch_causal_is_causal_with_no_pretraining():
+    spec = _study({"scratch": "scratch", "sc": "scratch_causal"})
+    assert spec.variant_objective("sc") is None and spec.variant_is_causal("sc")
+    assert not spec.variant_is_causal("scratch")
+    assert spec.pretraining_objectives() == []
+    assert variant_classifier_config(spec, INFO, "sc").causal
+
+
+def test_a_causal_kind_on_a_bidirectional_config_is_refused():
+    with pytest.raises(ValueError, match="'scratch_causal' trains a causal model"):
+        build_model("scratch_causal", classifier_config(SPEC, INFO))
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +211,13 @@ def test_fpt_loads_the_pretrained_weights_and_frozen_random_does_not(tiny_gpt2):
                                                        or n.endswith("wte.weight")}
     x = torch.rand(3, 64, 2)
     assert fpt(x).shape == (3, 10) and rnd(x).shape == (3, 10)
+
+
+def test_a_language_model_never_turns_cls_pooling_into_another(tiny_gpt2):
+    """GPT-2 is causal and has no CLS token: refused (the spec refuses it first), never silently mean-pooled."""
+    with pytest.raises(ValueError, match="cls pooling on a causal language model"):
+        build_model("fpt_frozen", classifier_config(SPEC.model_copy(update={"pooling": "cls"}), INFO),
+                    lm_path=str(tiny_gpt2))
 
 
 def test_fpt_spec_needs_a_language_model(repo_root, tmp_path, capsys):

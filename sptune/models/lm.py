@@ -43,6 +43,10 @@ def backbone_width(backbone: nn.Module) -> int:
 class LMClassifier(nn.Module):
     def __init__(self, cfg: ModelConfig, backbone: nn.Module) -> None:
         super().__init__()
+        if cfg.pooling == "cls":
+            # No CLS token here, and the backbone is causal: position 0 sees only itself. The spec refuses
+            # it (model.pooling); never replaced by another pooling behind the spec's back.
+            raise ValueError("cls pooling on a causal language model reads a position that sees only itself")
         self.cfg = cfg
         width = backbone_width(backbone)
         enc = cfg.encoder
@@ -57,7 +61,7 @@ class LMClassifier(nn.Module):
     def _encode(self, inputs: torch.Tensor, key_padding: torch.Tensor | None) -> torch.Tensor:
         attention = None if key_padding is None else (~key_padding).long()
         h = self.backbone(inputs_embeds=self.embed(inputs), attention_mask=attention).last_hidden_state
-        return pool(h, "mean" if self.cfg.pooling == "cls" else self.cfg.pooling, key_padding)
+        return pool(h, self.cfg.pooling, key_padding)
 
     def forward(self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None) -> torch.Tensor:
         return classify(self._encode, self.head, inputs, key_padding)

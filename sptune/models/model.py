@@ -24,6 +24,9 @@ class ModelConfig:
 class Classifier(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        if cfg.causal and cfg.pooling == "cls":
+            # The spec refuses it (model.pooling); here so no other caller builds it either.
+            raise ValueError("cls pooling on a causal model reads a position that sees only itself")
         self.cfg = cfg
         self.encoder = Encoder(cfg.encoder)
         self.head = ClassificationHead(cfg.encoder.d_model, cfg.num_classes, cfg.pooling, cfg.paired)

@@ -1,12 +1,15 @@
 """The report's cells: one variant on one task, its per-seed values and their statistics (``sptune.stats``, the
-same implementation results.json uses), with Δ against the study's baseline on the same task."""
+same implementation results.json uses), with Δ against its paired variant on the same task (``sptune.pairing``,
+the same rule results.json uses: the study's baseline, or the like-for-like one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from sptune.stats import DEFAULT_BASELINE, Summary, baseline_variant, paired_delta, summarize, values_by_seed
+from sptune.pairing import Pairing, pairings
+from sptune.report.records import OBJECTIVE_KEY
+from sptune.stats import DEFAULT_BASELINE, Summary, paired_delta, summarize, values_by_seed
 
 
 @dataclass
@@ -23,6 +26,7 @@ class Cell:
     val_summary: Summary | None = None
     delta: Summary | None = None
     baseline: str | None = None  # the variant Δ is taken against; None for the baseline itself
+    pairing: Pairing | None = None  # ... and whether both train the same model
 
 
 def _cell(task: str, variant: str, kind: str, rows: list[dict[str, Any]]) -> Cell:
@@ -33,19 +37,25 @@ def _cell(task: str, variant: str, kind: str, rows: list[dict[str, Any]]) -> Cel
     return cell
 
 
+def _pair_deltas(cells: dict[tuple[str, str], Cell], task: str, kinds: dict[str, str], baseline: str,
+                 pretrain_objective: str | None) -> None:
+    present = {v: kinds[v] for (t, v) in cells if t == task}
+    for v, pair in pairings(present, baseline, pretrain_objective).items():
+        cell = cells[(task, v)]
+        cell.delta = paired_delta(cell.test, cells[(task, pair.baseline)].test)
+        cell.baseline, cell.pairing = pair.baseline, pair
+
+
 def aggregate(rows: list[dict[str, Any]], tasks: list[str], variants: list[str], kinds: dict[str, str],
               baseline: str = DEFAULT_BASELINE) -> dict[tuple[str, str], Cell]:
-    """(task, variant) -> its cell, with the Δ against the variant named ``baseline`` on the same task."""
+    """(task, variant) -> its cell, with the Δ against its paired variant on the same task (``sptune.pairing``)."""
     cells = {}
-    base = baseline_variant(variants, baseline)
     for task in tasks:
+        on_task = [r for r in rows if r["task"] == task]
         for v in variants:
-            mine = [r for r in rows if r["task"] == task and r["variant"] == v]
+            mine = [r for r in on_task if r["variant"] == v]
             if mine:
                 cells[(task, v)] = _cell(task, v, kinds[v], mine)
-        if base and (task, base) in cells:
-            for v in variants:
-                if (task, v) in cells and v != base:
-                    cells[(task, v)].delta = paired_delta(cells[(task, v)].test, cells[(task, base)].test)
-                    cells[(task, v)].baseline = base
+        objective = next((r.get(OBJECTIVE_KEY) for r in on_task if r.get(OBJECTIVE_KEY)), None)
+        _pair_deltas(cells, task, kinds, baseline, objective)
     return cells

@@ -5,29 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sptune.report.records import RERUN, SEARCH, ReportData, Trial
+from sptune.report.records import RERUN, SEARCH, ReportData, Trial, pretrain_objective
+from sptune.spec.variant_kinds import KINDS, as_built
 
-# Used only when sptune.spec has no kind -> objective table: kinds initialised from an SPT checkpoint.
-SPT_KIND_PREFIXES = ("spt", "qk")
 COMPUTE_HEADER = ("variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
                   "total epochs", "total seconds")
 
 
 def variant_objectives(spec: dict[str, Any], kinds: dict[str, str]) -> dict[str, str | None]:
-    """The pretraining objective each variant is initialised from (None: none), by the spec's own rule."""
-    from sptune import spec as spec_module
-
-    table = getattr(spec_module, "PRETRAINING_OF", None)
-    spt_objective = (spec.get("pretrain") or {}).get("objective") or "masked"
-    out: dict[str, str | None] = {}
-    for v, kind in kinds.items():
-        if kind == "spt":  # `spt` follows pretrain.objective
-            out[v] = spt_objective
-        elif table is not None and kind in table:
-            out[v] = table[kind]
-        else:
-            out[v] = "masked" if kind.startswith(SPT_KIND_PREFIXES) else None
-    return out
+    """The pretraining objective each variant is initialised from (None: none, or a kind outside the table), by
+    the kinds table's one rule (``as_built``: `spt` and `spt_cross` follow pretrain.objective)."""
+    objective = pretrain_objective(spec)
+    return {v: as_built(KINDS[kind], objective).pretraining if kind in KINDS else None for v, kind in kinds.items()}
 
 
 def cost(trials: list[Trial]) -> tuple[int, float]:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
-from sptune.report.records import ReportData, ReportError, Trial
+from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
 from sptune.report.store import resolve_tracking_uri, unreachable
 from sptune.stats import DEFAULT_BASELINE
 
@@ -108,11 +108,13 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     uri = tracking_uri or resolve_tracking_uri(ml.get("tracking_uri"), run_dir)
     parent = parent_run_id or ml.get("parent_run_id")
     trials, results, notes = _mlflow_trials(uri, parent, results)
+    spec = _read_spec(run_dir)
     rows = _normalise_rows(results.get("rows") or rows_from_trials(trials), str(results.get("task", "")))
+    rows = [{**r, OBJECTIVE_KEY: pretrain_objective(spec)} for r in rows]  # a campaign merges studies' rows
     if not rows and not trials:
         raise ReportError(str(run_dir), "no results.json rows and no MLflow trial runs to report on",
                           "pass a finished study's output directory, or a parent run id with --tracking-uri")
     source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / "results.json")
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
-                      spec=_read_spec(run_dir), timeline=list(results.get("timeline") or []), source=source,
+                      spec=spec, timeline=list(results.get("timeline") or []), source=source,
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE))

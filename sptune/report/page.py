@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 
+from sptune.pairing import PAIRING_RULE
 from sptune.report.cells import Cell
 from sptune.report.figures import figures_html, variant_colors
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
@@ -20,8 +21,10 @@ FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
 def _delta_html(cell: Cell) -> str:
     d = cell.delta
     tone = "pos" if d.mean > 0 else "neg" if d.mean < 0 else ""
+    # Whether the Δ is like-for-like is part of the number: said next to it, not only in the rule below.
+    pairing = f'<div class="sub">{esc(cell.pairing.note)}</div>' if cell.pairing and cell.pairing.note else ""
     return (f'<div class="delta {tone}">Δ vs {esc(cell.baseline)} {esc(mean_std(d, signed=True))} pts</div>'
-            f'<div class="sub">{esc(interval_pct(d, signed=True))}</div>')
+            f'<div class="sub">{esc(interval_pct(d, signed=True))}</div>{pairing}')
 
 
 def _cell_html(cell: Cell | None, baseline: str) -> str:
@@ -89,7 +92,7 @@ def render_html(data: ReportData, cells: dict[tuple[str, str], Cell], flags: lis
 <div class="summary"><strong>{n_warn} fairness flag{"s" if n_warn != 1 else ""} raised:</strong>{chips}</div>
 <h2>Results</h2>
 <p class="sub">Test accuracy (%) of each variant's validation-selected trial and epoch; mean ± std over seeds;
-Δ in points. {esc(INTERVAL_RULE)} {esc(delta_rule(variants, data.baseline))}</p>
+Δ in points. {esc(INTERVAL_RULE)} {esc(delta_rule(variants, data.baseline))} {esc(PAIRING_RULE)}</p>
 {results_table_html(cells, tasks, variants, kinds, data.baseline)}
 <h2>Fairness flags</h2>
 <div class="flags">{"".join(flag_html(f) for f in flags)}</div>

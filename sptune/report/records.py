@@ -13,6 +13,8 @@ from sptune.stats import DEFAULT_BASELINE, finite_float
 # The study's phases (MLflow tag sptune.phase): the LR/batch search (ASHA), re-training of the selected config
 # per seed, SPT pretraining.
 SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
+# Set by sptune.report.gather on every result row: its study's pretrain.objective, which `spt` follows.
+OBJECTIVE_KEY = "pretrain_objective"
 
 
 class ReportError(SptuneError):
@@ -72,6 +74,12 @@ class ReportData:
             if (t.phase, t.task) == (PRETRAIN, task):
                 out.setdefault(t.objective or "masked", []).append(t)
         return out
+
+
+def pretrain_objective(spec: dict[str, Any]) -> str | None:
+    """The objective of the spec's pretrain section (masked unless it says), None without one."""
+    pretrain = spec.get("pretrain")
+    return (pretrain.get("objective") or "masked") if isinstance(pretrain, dict) else None
 
 
 def as_int(value: Any) -> int | None:

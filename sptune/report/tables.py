@@ -8,6 +8,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from sptune.pairing import PAIRING_RULE
 from sptune.report.cells import Cell
 from sptune.report.flags import Flag
 from sptune.report.records import ReportData, as_float, seed_key
@@ -20,9 +21,9 @@ DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val ac
                  "trials", "diverged", "failed", "trial-epochs")
 # ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).
 CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
-               "test_acc_ci_high", "test_acc_ci_method", "val_acc_mean", "val_acc_std", "delta_vs", "delta_test_mean",
-               "delta_test_std", "delta_test_ci_low", "delta_test_ci_high", "delta_test_ci_method", "delta_paired",
-               "best_lrs")
+               "test_acc_ci_high", "test_acc_ci_method", "val_acc_mean", "val_acc_std", "delta_vs", "delta_pairing",
+               "delta_test_mean", "delta_test_std", "delta_test_ci_low", "delta_test_ci_high", "delta_test_ci_method",
+               "delta_paired", "best_lrs")
 
 
 def _seed_delta(row: dict[str, Any], cells: dict[tuple[str, str], Cell]) -> str:
@@ -50,7 +51,8 @@ def _md_cell(cell: Cell | None) -> str:
         return "—"
     out = f"{mean_std(cell.test_summary)} {interval_pct(cell.test_summary)}"
     if cell.delta is not None:
-        out += f"<br>Δ {mean_std(cell.delta, signed=True)} {interval_pct(cell.delta, signed=True)}"
+        against = cell.pairing.label if cell.pairing else cell.baseline
+        out += f"<br>Δ {mean_std(cell.delta, signed=True)} {interval_pct(cell.delta, signed=True)} vs {against}"
     return out
 
 
@@ -59,7 +61,7 @@ def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[F
     """report.md: the results table (tasks as columns), the per-seed rows and the flags."""
     lines = [f"# {data.name} — results", "",
              "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds "
-             "[95 % interval]; Δ in points.", "", INTERVAL_RULE, delta_rule(variants, data.baseline), "",
+             "[95 % interval]; Δ in points.", "", INTERVAL_RULE, delta_rule(variants, data.baseline), PAIRING_RULE, "",
              "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v))) for t in tasks) + " |" for v in variants]
     detail = detail_rows(data.rows, cells)
@@ -91,7 +93,8 @@ def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
             "task": task, "variant": variant, "kind": c.kind, "n_seeds": len(c.test),
             "seeds": ";".join(sorted(c.test, key=seed_key)),
             **_summary_columns("test_acc", c.test_summary), **_summary_columns("val_acc", c.val_summary, False),
-            "delta_vs": c.baseline or "", **_summary_columns("delta_test", c.delta),
+            "delta_vs": c.baseline or "", "delta_pairing": c.pairing.note if c.pairing else "",
+            **_summary_columns("delta_test", c.delta),
             "delta_paired": "" if c.delta is None else str(bool(c.delta.paired)).lower(),
             "best_lrs": ";".join(f"{c.lrs[s]:.6g}" for s in sorted(c.lrs, key=seed_key)),
         })

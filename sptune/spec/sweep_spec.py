@@ -19,7 +19,7 @@ from sptune.spec.sections import (
     TrainingSpec,
     VariantSpec,
 )
-from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind
+from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_built
 
 
 class SweepSpec(Strict):
@@ -64,6 +64,7 @@ class SweepSpec(Strict):
         self._check_model_family()
         self._check_pretraining_stage()
         self._check_language_model()
+        self._check_pooling()
         self._check_grace_period()
         self._check_baseline()
         return self
@@ -84,6 +85,14 @@ class SweepSpec(Strict):
         if uses_lm and self.language_model is None:
             fix = "add language_model: {path: DIR} with a local Hugging Face checkpoint (e.g. GPT-2)"
             raise problem("this variant needs a pretrained language model", fix, f"variants.{uses_lm[0]}")
+
+    def _check_pooling(self) -> None:
+        # With a causal model position 0 sees only itself: cls pooling would classify a constant. Refused
+        # rather than replaced by another pooling, so the spec says what is trained.
+        causal = [name for name in self.variants if self.variant_is_causal(name)]
+        if self.model.pooling == "cls" and causal:
+            message = f"cls pooling reads position 0, which sees only itself in a causal model (variant '{causal[0]}')"
+            raise problem(message, "use last or mean pooling for causal models", "model.pooling")
 
     def _check_grace_period(self) -> None:
         s = self.scheduler
@@ -106,10 +115,23 @@ class SweepSpec(Strict):
     # ------------------------------------------------------------ reading the spec
 
     def _kinds(self) -> dict[str, VariantKind]:
-        return {name: KINDS[self.variant_kind(name)] for name in self.variants}
+        return {name: self.variant_facts(name) for name in self.variants}
 
     def variant_kind(self, name: str) -> str:
         return self.variants[name].kind or name
+
+    @property
+    def pretrain_objective(self) -> str | None:
+        """The objective kinds following pretrain.objective take (None: no pretrain section)."""
+        return self.pretrain.objective if self.pretrain is not None else None
+
+    def variant_facts(self, name: str) -> VariantKind:
+        """The variant's kind as this study builds it (`spt` follows pretrain.objective: `as_built`)."""
+        return as_built(KINDS[self.variant_kind(name)], self.pretrain_objective)
+
+    def variant_is_causal(self, name: str) -> bool:
+        """Whether the variant trains a causal model: its attention never looks ahead."""
+        return self.variant_facts(name).architecture == "causal"
 
     def variant_epochs(self, name: str) -> int:
         return self.variants[name].epochs or self.finetune.epochs
@@ -119,10 +141,7 @@ class SweepSpec(Strict):
 
     def variant_objective(self, name: str) -> str | None:
         """The pretraining objective a variant's init comes from (None: random init)."""
-        kind = KINDS[self.variant_kind(name)]
-        if kind.follows_pretrain_objective and self.pretrain is not None:
-            return self.pretrain.objective  # `spt` follows pretrain.objective (masked by default)
-        return kind.pretraining
+        return self.variant_facts(name).pretraining
 
     def variant_source(self, name: str) -> PretrainSource | None:
         """Which pretraining (objective, and task if not the study's own) a variant starts from."""

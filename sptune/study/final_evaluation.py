@@ -49,7 +49,7 @@ def evaluate_on_test(
                 plan.spec, plan.info, candidate.tested.selection.checkpoint_path, data.test, candidate.search.variant
             )
             rows.append(_row(plan, candidate, loss, acc))
-    add_deltas(rows, plan.spec.baseline)
+    add_deltas(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return rows
 
 

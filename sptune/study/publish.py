@@ -46,7 +46,7 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
         "timeline": [_timeline_entry(run) for run in state.timeline],
     }
     study.update({p.label: _pretraining_entry(p, state) for p in plan.pretrainings()})
-    study["summary"] = summarize(rows, plan.spec.baseline)
+    study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return study
 
 
