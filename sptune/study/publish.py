@@ -46,6 +46,9 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
         "timeline": [_timeline_entry(run) for run in state.timeline],
     }
     study.update({p.label: _pretraining_entry(p, state) for p in plan.pretrainings()})
+    # Which seeds the trainings used, and what the reported spread over seeds covers (seeds.SPREAD_TEXT).
+    study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
+    study["spread"] = plan.spread()
     study["summary"] = summarize(rows, plan.spec.baseline)
     return study
 

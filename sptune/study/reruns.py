@@ -1,16 +1,30 @@
-"""Re-runs: each variant's selected config re-trained once per seed, to the end."""
+"""Re-runs: a selected config re-trained once per seed, to the end (a variant's finetuning, or
+with `rerun_pretrain` a pretraining). Their seeds are ones the search never used (sptune.seeds)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from sptune import seeds
 from sptune.plan import SearchPlan
 from sptune.selection import Selection
 from sptune.spec import SweepSpec
 
 
-def rerun_plan(spec: SweepSpec, search: SearchPlan, best: Selection) -> SearchPlan:
-    """The variant's selected config with ``spec.rerun_seeds`` seeds (no early stopping: phase rerun)."""
-    seeds = [spec.seed + i for i in range(spec.rerun_seeds)]
-    configs = tuple({"lr": best.config["lr"], "batch_size": best.config["batch_size"], "seed": s} for s in seeds)
-    return replace(search, phase="rerun", num_samples=1, searcher="grid", fixed_configs=configs)
+def rerun_seeds(spec: SweepSpec) -> list[int]:
+    return seeds.rerun_seeds(spec.seed, spec.rerun_seeds)
+
+
+def rerun_plan(
+    spec: SweepSpec, search: SearchPlan, best: Selection, spt_checkpoints: dict[int, str] | None = None
+) -> SearchPlan:
+    """The search's selected config with each re-run seed (no early stopping: phase rerun). For an SPT
+    variant, `spt_checkpoints` (seed -> checkpoint) names the checkpoint each seed's re-run starts from:
+    carried in its config, so its MLflow params show it."""
+    configs = []
+    for seed in rerun_seeds(spec):
+        config = {"lr": best.config["lr"], "batch_size": best.config["batch_size"], "seed": seed}
+        if spt_checkpoints is not None:
+            config["spt_checkpoint"] = spt_checkpoints[seed]
+        configs.append(config)
+    return replace(search, phase="rerun", num_samples=1, searcher="grid", grid_repeats=1, fixed_configs=tuple(configs))
