@@ -64,13 +64,17 @@ class SearchPlan:
 
     @property
     def label(self) -> str:
-        """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ...;
-        a pretraining's re-runs per seed: pretrain-rerun, pretrain-causal-rerun, ..."""
+        """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
+        if self.phase == "rerun":
+            return self.rerun_label
         if self.phase == "pretrain":
             return self.source.stage_name
-        if self.is_pretraining:
-            return f"{self.source.stage_name}-rerun"
         return f"{self.phase}-{self.variant}"
+
+    @property
+    def rerun_label(self) -> str:
+        """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
+        return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -246,7 +250,7 @@ def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
         n = s.rerun_seeds if pretraining.epochs > 0 else 0
         what = f"re-pretrained with seeds {used}: {n} trials, no early stopping" if n else \
             f"0 epochs: an untrained encoder per seed {used}"
-        lines.append(f"  {pretraining.label}-rerun: the selected pretraining config {what}; each SPT re-run "
+        lines.append(f"  {pretraining.rerun_label}: the selected pretraining config {what}; each SPT re-run "
                      "starts from the checkpoint of its own seed")
         trials, epochs = trials + n, epochs + n * pretraining.epochs
     variants = plan.variant_searches()
