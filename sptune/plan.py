@@ -118,7 +118,7 @@ class StudyPlan:
     searches: list[SearchPlan]
     concurrency: int
     data_summary: str = ""
-    # spt_cross: pretraining label -> the other task's data (train/val only are used).
+    # spt_cross: pretraining stage name (PretrainSource.stage_name) -> the other task's data (train/val only).
     source_data: dict[str, Any] = field(default_factory=dict)
 
     def variant_searches(self) -> list[SearchPlan]:
@@ -141,8 +141,9 @@ class StudyPlan:
         return seeds.spread(self.spec.rerun_seeds, self.spec.rerun_pretrain)
 
     def training_data(self, search: SearchPlan, study_data: TaskSplits) -> TaskSplits:
-        """spt_cross pretraining trains on another task; every other search on the study's own."""
-        return self.source_data.get(search.label, study_data)
+        """spt_cross pretraining (its search and its re-runs) trains on another task; every other search on
+        the study's own."""
+        return self.source_data.get(search.source.stage_name, study_data) if search.is_pretraining else study_data
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:

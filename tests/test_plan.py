@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from sptune.plan import build_plan, describe
@@ -71,3 +72,16 @@ def test_rerun_pretrain_is_planned_and_counted():
     total = pretraining + 3 + 3 + 2 + 2 * 2  # pretraining, 2 grid searches, 2 re-pretrainings, 2 x 2 re-runs
     assert f"Total: {total} trials = {total} distinct trainings" in text
     assert plan.spread() == "pretrain+finetune"
+
+
+def test_a_cross_task_pretrainings_reruns_train_on_its_source_task():
+    spec = _spec("rerun_seeds=2", "rerun_pretrain=true",
+                 f"variants.cross={{kind: spt_cross, source_task: {{name: listops}}, search: {{lr: {LR_GRID}, "
+                 f"batch_size: {ONE_BATCH}}}}}")
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2,
+                      source_data={"pretrain-on-listops": "listops data"})
+    cross = next(p for p in plan.pretrainings() if p.source.task is not None)
+    rerun = replace(cross, phase="rerun", fixed_configs=({"lr": 1e-3, "batch_size": 32, "seed": 1000},))
+    assert rerun.label == "pretrain-on-listops-rerun"
+    assert plan.training_data(rerun, "digits data") == plan.training_data(cross, "digits data") == "listops data"
+    assert plan.training_data(plan.variant_searches()[0], "digits data") == "digits data"
