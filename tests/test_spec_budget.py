@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sptune.errors import SpecError
-from sptune.spec import SweepSpec, apply_override, from_dict, read_yaml
+from sptune.spec import SweepSpec, load_spec
 
 BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
 LR_GRID = "variants.spt.search.lr={type: grid, values: [1.0e-3, 3.0e-3]}"
@@ -19,10 +19,7 @@ SCRATCH_ONLY = ("variants={scratch: {search: {lr: {type: loguniform, low: 1.0e-4
 
 
 def _spec(*overrides: str) -> SweepSpec:
-    data = read_yaml(BASE)
-    for assignment in overrides:
-        apply_override(data, assignment)
-    return from_dict(data)
+    return load_spec(BASE, list(overrides))
 
 
 def _refused(*overrides: str) -> SpecError:
