@@ -68,7 +68,7 @@ def test_reruns_use_seeds_the_search_never_used():
     plan = _plan()
     searches = plan.variant_searches()
     configs = _handed_out(plan, TunerPlan("search", tuple(searches)))
-    reruns = tuple(rerun_plan(plan.spec, s, _winner(next(c for c in configs if c["variant"] == s.variant)))
+    reruns = tuple(rerun_plan(s, _winner(next(c for c in configs if c["variant"] == s.variant)), plan.rerun_seeds())
                    for s in searches)
     rerun_configs = _handed_out(plan, TunerPlan("rerun", reruns))
     assert not {_training(c) for c in rerun_configs} & {_training(c) for c in configs}  # the winner never replayed
@@ -81,7 +81,7 @@ def test_a_rerun_names_the_spt_checkpoint_of_its_own_seed():
     plan = _plan()
     search = plan.variant_searches()[0]
     per_seed = {1000: "/spt/a", 1001: "/spt/b", 1002: "/spt/c"}
-    rerun = rerun_plan(plan.spec, search, _winner({"lr": 1e-3, "batch_size": 32, "seed": 0}), per_seed)
+    rerun = rerun_plan(search, _winner({"lr": 1e-3, "batch_size": 32, "seed": 0}), plan.rerun_seeds(), per_seed)
     assert [(c["seed"], c["spt_checkpoint"]) for c in rerun.fixed_configs] == sorted(per_seed.items())
 
 

@@ -16,7 +16,7 @@ from sptune.results import ResultRow
 from sptune.study.final_evaluation import Candidate, evaluate_on_test
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
-from sptune.study.reruns import rerun_plan, rerun_seeds
+from sptune.study.reruns import rerun_plan
 from sptune.study.state import StateFile, StudyState, read_state
 from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
@@ -69,8 +69,8 @@ class Study:
         found = self.tuners.run(TunerPlan("search", tuple(searches)), spt_checkpoints)
         tested = found
         if self.plan.spec.rerun_seeds > 1:
-            per_seed = self._spt_per_seed(spt_of)
-            reruns = tuple(rerun_plan(self.plan.spec, s, found[s.label].best.selection, per_seed.get(s.init_from))
+            per_seed, seeds = self._spt_per_seed(spt_of), self.plan.rerun_seeds()
+            reruns = tuple(rerun_plan(s, found[s.label].best.selection, seeds, per_seed.get(s.init_from))
                            for s in searches)
             rerun = self.tuners.run(TunerPlan("rerun", reruns), spt_checkpoints)
             tested = {s.label: rerun[r.label] for s, r in zip(searches, reruns, strict=True)}
@@ -81,4 +81,4 @@ class Study:
         selected checkpoint, or with rerun_pretrain the selected config re-pretrained with that seed."""
         if self.plan.spec.rerun_pretrain:
             return {p.label: self.spt.rerun_checkpoints(p) for p in self.plan.pretrainings()}
-        return {label: dict.fromkeys(rerun_seeds(self.plan.spec), path) for label, path in spt_of.items()}
+        return {label: dict.fromkeys(self.plan.rerun_seeds(), path) for label, path in spt_of.items()}

@@ -10,7 +10,7 @@ from sptune import spt_cache
 from sptune.checkpoints import checkpoint_dir
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
-from sptune.study.reruns import rerun_plan, rerun_seeds
+from sptune.study.reruns import rerun_plan
 from sptune.study.state import StateFile
 from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
@@ -60,11 +60,11 @@ class SptCheckpoints:
     def rerun_checkpoints(self, pretraining: SearchPlan) -> dict[int, str]:
         """rerun_pretrain: re-run seed -> the SPT checkpoint of the selected pretraining config re-pretrained
         with that seed (all seeds in one Tuner of their own, trained to the end)."""
-        seeds = rerun_seeds(self.plan.spec)
+        seeds = self.plan.rerun_seeds()
         if pretraining.epochs == 0:
             return {seed: str(self._untrained(pretraining, seed)) for seed in seeds}
         best = self.state_file.state.searches[pretraining.label].best.selection
-        rerun = rerun_plan(self.plan.spec, pretraining, best)
+        rerun = rerun_plan(pretraining, best, seeds)
         found = self.tuners.run(TunerPlan(rerun.label, (rerun,)))
         by_seed = {int(s.selection.config["seed"]): s.selection.checkpoint_path for s in found[rerun.label].selected}
         missing = [seed for seed in seeds if seed not in by_seed]

@@ -1,28 +1,22 @@
 """Re-runs: a selected config re-trained once per seed, to the end (a variant's finetuning, or
-with `rerun_pretrain` a pretraining). Their seeds are ones the search never used (sptune.seeds)."""
+with `rerun_pretrain` a pretraining). Their seeds are ones the search never used (StudyPlan.rerun_seeds)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from sptune import seeds
 from sptune.plan import SearchPlan
 from sptune.selection import Selection
-from sptune.spec import SweepSpec
-
-
-def rerun_seeds(spec: SweepSpec) -> list[int]:
-    return seeds.rerun_seeds(spec.seed, spec.rerun_seeds)
 
 
 def rerun_plan(
-    spec: SweepSpec, search: SearchPlan, best: Selection, spt_checkpoints: dict[int, str] | None = None
+    search: SearchPlan, best: Selection, seeds: list[int], spt_checkpoints: dict[int, str] | None = None
 ) -> SearchPlan:
     """The search's selected config with each re-run seed (no early stopping: phase rerun). For an SPT
     variant, `spt_checkpoints` (seed -> checkpoint) names the checkpoint each seed's re-run starts from:
     carried in its config, so its MLflow params show it."""
     configs = []
-    for seed in rerun_seeds(spec):
+    for seed in seeds:
         config = {"lr": best.config["lr"], "batch_size": best.config["batch_size"], "seed": seed}
         if spt_checkpoints is not None:
             config["spt_checkpoint"] = spt_checkpoints[seed]
