@@ -82,3 +82,19 @@ def test_results_and_report_say_the_spread_includes_pretraining(study):
     assert results["seeds"] == {"search": [0], "rerun": [1000, 1001]}
     assert SPREAD_TEXT[PRETRAIN_SPREAD] in (out / "results.md").read_text()
     assert SPREAD_TEXT[PRETRAIN_SPREAD] in (out / "report.md").read_text()
+
+
+def test_the_report_counts_re_pretraining_as_pretraining_not_as_a_variant(study):
+    from sptune.report.mlflow_runs import fetch_trials, rows_from_trials
+    from sptune.report.records import PRETRAIN_RERUN
+
+    out, results, _ = study
+    client = MlflowClient(tracking_uri=results["mlflow"]["tracking_uri"])
+    trials = fetch_trials(client, results["mlflow"]["parent_run_id"], "digits")
+    repretrained = [t for t in trials if t.phase == PRETRAIN_RERUN]
+    assert sorted(t.seed for t in repretrained) == ["1000", "1001"] and {t.objective for t in repretrained} == {
+        "masked"}
+    # Rebuilt from MLflow alone, the rows are the variants' re-runs only.
+    assert sorted((r["variant"], r["seed"]) for r in rows_from_trials(trials)) == [
+        ("scratch", "1000"), ("scratch", "1001"), ("spt", "1000"), ("spt", "1001")]
+    assert "| masked |" not in (out / "report.md").read_text()
