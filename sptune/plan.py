@@ -2,7 +2,8 @@
 
 A study runs in three phases: `pretrain` (one Tuner per pretraining objective), `search`
 (one Tuner for every variant's LR/batch search) and `rerun` (each variant's selected config
-re-trained per seed). A `SearchPlan` is one variant's (or objective's) trials in one phase.
+re-trained per seed, and with `rerun_pretrain` each pretraining's selected config re-pretrained
+per seed first). A `SearchPlan` is one variant's (or objective's) trials in one phase.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from sptune import seeds
 from sptune.ranking import TIE_RULE
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
@@ -33,6 +35,7 @@ class SearchPlan:
     metric: str
     mode: str
     searcher: str  # "grid" | "optuna" | "random"
+    grid_repeats: int = 1  # a grid search: runs of each grid point, repeat r with seed + r (num_samples unused)
     init_from: str | None = None  # the label of the pretraining whose checkpoint initialises the variant
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
@@ -49,6 +52,11 @@ class SearchPlan:
         return self.source.objective if self.source else None
 
     @property
+    def is_pretraining(self) -> bool:
+        """A pretraining's trials (its search, or its re-runs per seed), not a variant's."""
+        return self.variant is None
+
+    @property
     def trial_variant(self) -> str:
         """The `variant` its trials carry in their config and MLflow tags, by which a Tuner routes
         them to their search: the variant, or for pretraining the objective."""
@@ -56,18 +64,25 @@ class SearchPlan:
 
     @property
     def n_trials(self) -> int:
-        if self.reuse_checkpoint is not None or (self.phase == "pretrain" and self.epochs == 0):
+        if self.reuse_checkpoint is not None or (self.is_pretraining and self.epochs == 0):
             return 0
         if self.fixed_configs is not None:
             return len(self.fixed_configs)
-        return self.space.grid_size() * self.num_samples if self.searcher == "grid" else self.num_samples
+        return self.space.grid_size() * self.grid_repeats if self.searcher == "grid" else self.num_samples
 
     @property
     def label(self) -> str:
         """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
+        if self.phase == "rerun":
+            return self.rerun_label
         if self.phase == "pretrain":
             return self.source.stage_name
         return f"{self.phase}-{self.variant}"
+
+    @property
+    def rerun_label(self) -> str:
+        """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
+        return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,11 @@ class TunerPlan:
     @property
     def phase(self) -> str:
         return self.searches[0].phase
+
+    @property
+    def pretraining(self) -> bool:
+        """Pretraining trials (a pretraining's search or its re-runs): a Tuner never mixes them with finetuning."""
+        return self.searches[0].is_pretraining
 
     @property
     def metric(self) -> str:
@@ -106,7 +126,7 @@ class StudyPlan:
     searches: list[SearchPlan]
     concurrency: int
     data_summary: str = ""
-    # spt_cross: pretraining label -> the other task's data (train/val only are used).
+    # spt_cross: pretraining stage name (PretrainSource.stage_name) -> the other task's data (train/val only).
     source_data: dict[str, Any] = field(default_factory=dict)
 
     def variant_searches(self) -> list[SearchPlan]:
@@ -115,9 +135,23 @@ class StudyPlan:
     def pretrainings(self) -> list[SearchPlan]:
         return [s for s in self.searches if s.phase == "pretrain"]
 
+    def search_seeds(self) -> list[int]:
+        """Every seed a search trial uses: the spec's, and one more per further repeat of a grid point."""
+        repeats = max(s.grid_repeats if s.searcher == "grid" else 1 for s in self.searches)
+        return seeds.search_seeds(self.spec.seed, repeats)
+
+    def rerun_seeds(self) -> list[int]:
+        """The re-runs' seeds (none used by a search); [] without re-runs."""
+        return seeds.rerun_seeds(self.spec.seed, self.spec.rerun_seeds) if self.spec.rerun_seeds > 1 else []
+
+    def spread(self) -> str:
+        """What the reported spread over seeds covers (sptune.seeds: none, finetune, pretrain+finetune)."""
+        return seeds.spread(self.spec.rerun_seeds, self.spec.rerun_pretrain)
+
     def training_data(self, search: SearchPlan, study_data: TaskSplits) -> TaskSplits:
-        """spt_cross pretraining trains on another task; every other search on the study's own."""
-        return self.source_data.get(search.label, study_data)
+        """spt_cross pretraining (its search and its re-runs) trains on another task; every other search on
+        the study's own."""
+        return self.source_data.get(search.source.stage_name, study_data) if search.is_pretraining else study_data
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
@@ -152,6 +186,7 @@ def build_plan(
                 "best_val_loss",
                 "min",
                 _searcher(spec, p.search),
+                grid_repeats=p.grid_repeats,
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
                 source=source,
             )
@@ -169,6 +204,7 @@ def build_plan(
                 "best_val_acc",
                 "max",
                 _searcher(spec, v.search),
+                grid_repeats=spec.variant_repeats(name),
                 init_from=source.stage_name if source else None,
             )
         )
@@ -179,6 +215,16 @@ def _describe_param(p: ParamSpace) -> str:
     if p.type in ("loguniform", "uniform"):
         return f"{p.type}[{p.low:g}, {p.high:g}]"
     return f"{p.type}{[v if v != int(v) else int(v) for v in p.values]}"
+
+
+def _trial_count(search: SearchPlan, seed: int) -> str:
+    """How many distinct trainings a search runs, and with which seeds."""
+    if search.searcher != "grid":
+        return f"{search.n_trials:>3} trials (seed {seed})"
+    repeats = search.grid_repeats
+    used = seeds.seed_range(seeds.search_seeds(seed, repeats))
+    return (f"{search.space.grid_size()} grid points x {repeats} seed{'s' if repeats > 1 else ''} ({used}) "
+            f"= {search.n_trials} trials")
 
 
 def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
@@ -197,9 +243,30 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
         what = f"kind={search.kind}"
         extra = f" init from {search.init_from}" if search.init_from else ""
     return (
-        f"{head} {what:<20} {search.searcher:<7} {search.n_trials:>3} trials x <= {search.epochs:>3} "
+        f"{head} {what:<20} {search.searcher:<7} {_trial_count(search, plan.spec.seed)} x <= {search.epochs:>3} "
         f"epochs  rank {search.metric} ({search.mode})  {space}{extra}"
     )
+
+
+def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
+    """The re-run lines (pretraining re-runs first, as they run), their trials and trial-epochs."""
+    s = plan.spec
+    if s.rerun_seeds < 2:
+        return [], 0, 0
+    used, searched = seeds.seed_range(plan.rerun_seeds()), seeds.seed_range(plan.search_seeds())
+    lines, trials, epochs = [], 0, 0
+    for pretraining in plan.pretrainings() if s.rerun_pretrain else []:
+        n = s.rerun_seeds if pretraining.epochs > 0 else 0
+        what = f"re-pretrained with seeds {used}: {n} trials, no early stopping" if n else \
+            f"0 epochs: an untrained encoder per seed {used}"
+        lines.append(f"  {pretraining.rerun_label}: the selected pretraining config {what}; each SPT re-run "
+                     "starts from the checkpoint of its own seed")
+        trials, epochs = trials + n, epochs + n * pretraining.epochs
+    variants = plan.variant_searches()
+    n = s.rerun_seeds * len(variants)
+    lines.append(f"  rerun: each variant's selected config re-trained with seeds {used} (none used by the search: "
+                 f"seeds {searched}): {n} trials, no early stopping, each tested once")
+    return lines, trials + n, epochs + sum(s.rerun_seeds * search.epochs for search in variants)
 
 
 def _warmup_note(plan: StudyPlan) -> list[str]:
@@ -219,6 +286,7 @@ def _warmup_note(plan: StudyPlan) -> list[str]:
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
+    stops_early = s.scheduler.type != "fifo"
     lines = [
         f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "
         f"{info.num_classes} classes), seed {s.seed}",
@@ -234,20 +302,19 @@ def describe(plan: StudyPlan) -> str:
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
         "Searches (each pretraining objective in its own Tuner, then ONE Tuner for all variants' searches, "
-        "each variant with its own searcher and early stopping):",
+        f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),
     ]
-    total_trials = sum(search.n_trials for search in plan.searches)
-    total_epochs = sum(search.n_trials * search.epochs for search in plan.searches)
-    if s.rerun_seeds > 1:
-        reruns = s.rerun_seeds * len(plan.variant_searches())
-        lines.append(
-            f"  rerun: each variant's selected config re-trained with {s.rerun_seeds} seeds ({reruns} trials, "
-            "no early stopping), each tested once"
-        )
-        total_trials += reruns
-        total_epochs += sum(s.rerun_seeds * search.epochs for search in plan.variant_searches())
-    lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
+    reruns, rerun_trials, rerun_epochs = _describe_reruns(plan)
+    lines += reruns
+    total_trials = sum(search.n_trials for search in plan.searches) + rerun_trials
+    total_epochs = sum(search.n_trials * search.epochs for search in plan.searches) + rerun_epochs
+    lines.append(seeds.SPREAD_TEXT[plan.spread()])
+    early = " (early stopping ends weak search trials sooner)" if stops_early else ""
+    lines.append(
+        f"Total: {total_trials} trials = {total_trials} distinct trainings (no config trained twice with one seed), "
+        f"at most {total_epochs} trial-epochs{early}"
+    )
     lines += _warmup_note(plan)
     lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "
                  f"ties: {TIE_RULE}.")

@@ -10,6 +10,7 @@ from typing import Any
 
 from sptune import stats
 from sptune.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
+from sptune.seeds import SPREAD_TEXT
 from sptune.stats import DEFAULT_BASELINE, Summary
 
 DELTA_COLUMN = "delta_test_vs_baseline"
@@ -172,6 +173,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         summary_table(study["summary"], baseline),
         "",
+        *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
     ]
     md_path.write_text("\n".join(md) + "\n")

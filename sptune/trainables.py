@@ -167,8 +167,9 @@ class FinetuneTrainable(_EpochTrainable):
     def _build(self, config: dict) -> None:
         variant = config["variant"]
         kind = self.spec.variant_kind(variant)
-        # One Tuner trains every variant: each finds its own SPT checkpoint (spt_cross: another task's).
-        spt_dir = self.extra.get("spt_checkpoints", {}).get(variant)
+        # One Tuner trains every variant: each finds its own SPT checkpoint (spt_cross: another task's);
+        # a re-run names its own in its config (with rerun_pretrain: the one pretrained with its seed).
+        spt_dir = config.get("spt_checkpoint") or self.extra.get("spt_checkpoints", {}).get(variant)
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
         cfg = variant_classifier_config(self.spec, self.data.info, variant, _model_spec(config, self.spec))
         lm = self.spec.language_model

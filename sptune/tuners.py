@@ -63,7 +63,7 @@ def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
         return FixedConfigs(list(search.fixed_configs))
     space = {name: _domain(name, p) for name, p in search.space.items() if p.type != "grid"}
     if search.searcher == "grid":
-        return FixedConfigs(grid_configs(space, _grids(search), search.num_samples, seed))
+        return FixedConfigs(grid_configs(space, _grids(search), search.grid_repeats, seed))
     if search.searcher == "random":
         return RandomConfigs(space, seed)
     optuna = OptunaSearch(
@@ -90,7 +90,7 @@ def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearc
 def make_trainable(
     plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
 ) -> Any:
-    cls = PretrainTrainable if tuner.phase == "pretrain" else FinetuneTrainable  # searches and re-runs finetune
+    cls = PretrainTrainable if tuner.pretraining else FinetuneTrainable  # a pretraining's search or re-runs
     extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
     res = plan.spec.resources
     # with_parameters puts the (test-free) data in Ray's object store once, not per trial.

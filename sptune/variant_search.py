@@ -18,6 +18,8 @@ import numpy as np
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from sptune.seeds import search_seeds
+
 
 class FixedConfigs(Searcher):
     """Hands out a given list of configs in order (grids, re-runs per seed)."""
@@ -52,14 +54,15 @@ class RandomConfigs(Searcher):
 
 def grid_configs(space: dict[str, Any], grids: dict[str, list], repeats: int, seed: int) -> list[dict[str, Any]]:
     """Every grid combination, `repeats` times, non-grid parameters drawn per config (as Ray's
-    BasicVariantGenerator does for a grid_search with num_samples)."""
+    BasicVariantGenerator does for a grid_search with num_samples). Repeat r carries its own
+    `seed` (seed + r): repeats of a grid point are distinct trainings, never replays."""
     rng = np.random.RandomState(seed)
     names = list(grids)
     configs = []
-    for _ in range(repeats):
+    for repeat_seed in search_seeds(seed, repeats):
         for values in itertools.product(*(grids[n] for n in names)):
             drawn = {name: d.sample(random_state=rng) for name, d in space.items()}
-            configs.append({**drawn, **dict(zip(names, values, strict=True))})
+            configs.append({**drawn, **dict(zip(names, values, strict=True)), "seed": repeat_seed})
     return configs
 
 
@@ -95,7 +98,7 @@ class VariantSearcher(Searcher):
             self.turn = (names.index(name) + 1) % len(names)
             self.suggested[name] += 1
             self.owner[trial_id] = name
-            return {**self.fixed[name], **config}  # a given config (a re-run) names its own seed
+            return {**self.fixed[name], **config}  # a given config (a re-run, a grid repeat) names its own seed
         return None if self._open() else Searcher.FINISHED
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:

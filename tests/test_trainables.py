@@ -21,8 +21,8 @@ SPEC = SweepSpec.model_validate(
         "name": "trainables",
         "task": {"name": "px"},
         "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "dropout": 0.2, "pooling": "mean"},
-        "pretrain": {"epochs": 4, "search": SEARCH},
-        "finetune": {"epochs": 4, "weight_decay": 0.01},
+        "pretrain": {"epochs": 4, "num_samples": 1, "search": SEARCH},
+        "finetune": {"epochs": 4, "num_samples": 1, "weight_decay": 0.01},
         "variants": {"scratch": {"search": SEARCH}},
         "training": {"device": "cpu"},
     }

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sptune.report.records import RERUN, SEARCH, ReportData, Trial, pretrain_objective
+from sptune.report.records import PRETRAIN, PRETRAIN_RERUN, RERUN, SEARCH, ReportData, Trial, pretrain_objective
 from sptune.spec.variant_kinds import KINDS, as_built
+
+# SPT pretraining's compute: its search and, with rerun_pretrain, its re-runs per seed.
+PRETRAINING_PHASES = (PRETRAIN, PRETRAIN_RERUN)
 
 COMPUTE_HEADER = ("variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
                   "total epochs", "total seconds")
@@ -27,7 +30,7 @@ def cost(trials: list[Trial]) -> tuple[int, float]:
 def compute_table(data: ReportData, task: str, variants: list[str],
                   objectives: dict[str, str | None]) -> tuple[list[list[str]], dict[str, tuple[int, float]]]:
     """Rows per variant: own search and seed re-runs, the SPT pretraining it builds on, and the total."""
-    pre = {obj: cost(ts) for obj, ts in data.pretraining(task).items()}
+    pre = {obj: cost(ts) for obj, ts in data.pretraining(task, PRETRAINING_PHASES).items()}
     table, totals = [list(COMPUTE_HEADER)], {}
     for v in variants:
         search, reruns = data.phase_trials((SEARCH,), task, v), data.phase_trials((RERUN,), task, v)
@@ -44,7 +47,7 @@ def compute_table(data: ReportData, task: str, variants: list[str],
 def _pretraining_rows(data: ReportData, task: str, variants: list[str], objectives: dict[str, str | None],
                       pre: dict[str, tuple[int, float]]) -> list[list[str]]:
     rows = []
-    for obj, trials in data.pretraining(task).items():
+    for obj, trials in data.pretraining(task, PRETRAINING_PHASES).items():
         users = ", ".join(v for v in variants if objectives.get(v) == obj) or "none"
         ep, s = pre[obj]
         rows.append([f"SPT pretraining, {obj} (used by {users})", str(len(trials)), "", str(ep), f"{s:.0f}",

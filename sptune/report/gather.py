@@ -12,6 +12,7 @@ import yaml
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
 from sptune.report.store import resolve_tracking_uri, unreachable
+from sptune.report.text import spread_sentence
 from sptune.stats import DEFAULT_BASELINE
 
 MISSING = "figures and trial-level flags are missing."
@@ -73,17 +74,19 @@ def load_campaign(run_dir: Path, results: dict[str, Any]) -> ReportData:
     notes: list[str] = []
     timeline: list[dict[str, Any]] = []
     baselines: dict[str, str] = {}
+    spreads: dict[str, str | None] = {}
     for name in results.get("studies") or {}:
         part = load_data(run_dir / name)
-        baselines[name] = part.baseline
+        baselines[name], spreads[name] = part.baseline, part.spread
         rows += [{**r, "task": f"{r['task']} · {name}"} for r in part.rows]
         trials += [dataclasses.replace(t, task=f"{t.task} · {name}") for t in part.trials]
         notes += [f"{name}: {n}" for n in part.notes]
         timeline += [{**t, "stage": f"{name}/{t['stage']}"} for t in part.timeline]
     # Search spaces differ between studies: the LR-edge check falls back to the LRs each study tried.
     return ReportData(name=str(results.get("campaign")), run_dir=run_dir, rows=rows, trials=trials, spec={},
-                      timeline=timeline, source=f"campaign {run_dir}", notes=notes + _baseline_note(baselines),
-                      baseline=_campaign_baseline(baselines))
+                      timeline=timeline, source=f"campaign {run_dir}",
+                      notes=notes + _baseline_note(baselines) + _spread_note(spreads),
+                      baseline=_campaign_baseline(baselines), spread=_common(spreads))
 
 
 def _campaign_baseline(baselines: dict[str, str]) -> str:
@@ -97,6 +100,18 @@ def _baseline_note(baselines: dict[str, str]) -> list[str]:
         return []
     named = ", ".join(f"{study}: {b}" for study, b in baselines.items())
     return [f"The studies name different baselines ({named}); Δ is shown vs {DEFAULT_BASELINE!r}."]
+
+
+def _common(spreads: dict[str, str | None]) -> str | None:
+    names = set(spreads.values())
+    return names.pop() if len(names) == 1 else None
+
+
+def _spread_note(spreads: dict[str, str | None]) -> list[str]:
+    # Studies whose spreads cover different sources of variance: each says its own.
+    if _common(spreads) is not None or not spreads:
+        return []
+    return [f"{study}: {spread_sentence(s) or 'spread not recorded'}" for study, s in spreads.items()]
 
 
 def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str | None = None) -> ReportData:
@@ -117,4 +132,5 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / "results.json")
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
                       spec=spec, timeline=list(results.get("timeline") or []), source=source,
-                      notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE))
+                      notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
+                      spread=results.get("spread"))

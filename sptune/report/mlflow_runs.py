@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sptune.report.records import PRETRAIN, RERUN, SEARCH, Trial, as_float, as_int, seed_key
+from sptune.report.records import PRETRAIN, PRETRAIN_RERUN, RERUN, SEARCH, Trial, as_float, as_int, seed_key
 
 
 def _search_children(client: Any, experiment_id: str, parent_id: str) -> list[Any]:
@@ -36,11 +36,14 @@ def _status(tags: dict[str, str], run_status: str) -> str:
 def _trial(client: Any, run: Any, default_task: str) -> Trial:
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
     phase = tags.get("sptune.phase", params.get("phase", ""))
-    curve = _history(client, run.info.run_id, "val_loss" if phase == PRETRAIN else "val_acc")
+    if phase == RERUN and params.get("objective"):  # a pretraining's re-run per seed, not a variant's
+        phase = PRETRAIN_RERUN
+    pretraining = phase in (PRETRAIN, PRETRAIN_RERUN)
+    curve = _history(client, run.info.run_id, "val_loss" if pretraining else "val_acc")
     seconds = _history(client, run.info.run_id, "epoch_seconds")
     epochs = max([s for s, _ in curve] + [s for s, _ in seconds] + [0])
     best = metrics.get("best_val_acc")
-    if best is None and phase != PRETRAIN and curve:
+    if best is None and not pretraining and curve:
         best = max(v for _, v in curve)
     variant = tags.get("sptune.variant", params.get("variant", ""))
     return Trial(
@@ -51,7 +54,7 @@ def _trial(client: Any, run: Any, default_task: str) -> Trial:
         best_val_acc=as_float(best), test_acc=as_float(metrics.get("test_acc")),
         selected_epoch=as_int(metrics.get("selected_epoch", metrics.get("best_epoch"))),
         curve=curve, seconds=sum(v for _, v in seconds), epochs=epochs,
-        objective=(params.get("objective") or "masked") if phase == PRETRAIN else None,
+        objective=(params.get("objective") or "masked") if pretraining else None,
     )
 
 

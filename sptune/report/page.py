@@ -12,7 +12,7 @@ from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
 from sptune.report.records import ReportData, seed_key
 from sptune.report.style import CSS
 from sptune.report.tables import detail_rows
-from sptune.report.text import esc, interval_pct, mean_std
+from sptune.report.text import esc, interval_pct, mean_std, spread_sentence
 from sptune.stats import INTERVAL_RULE, delta_rule
 
 FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
@@ -92,7 +92,8 @@ def render_html(data: ReportData, cells: dict[tuple[str, str], Cell], flags: lis
 <div class="summary"><strong>{n_warn} fairness flag{"s" if n_warn != 1 else ""} raised:</strong>{chips}</div>
 <h2>Results</h2>
 <p class="sub">Test accuracy (%) of each variant's validation-selected trial and epoch; mean ± std over seeds;
-Δ in points. {esc(INTERVAL_RULE)} {esc(delta_rule(variants, data.baseline))} {esc(PAIRING_RULE)}</p>
+Δ in points. <span class="spread">{esc(spread_sentence(data.spread))}</span> {esc(INTERVAL_RULE)}
+{esc(delta_rule(variants, data.baseline))} {esc(PAIRING_RULE)}</p>
 {results_table_html(cells, tasks, variants, kinds, data.baseline)}
 <h2>Fairness flags</h2>
 <div class="flags">{"".join(flag_html(f) for f in flags)}</div>

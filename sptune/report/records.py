@@ -15,6 +15,9 @@ from sptune.stats import DEFAULT_BASELINE, finite_float
 SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
 # Set by sptune.report.gather on every result row: its study's pretrain.objective, which `spt` follows.
 OBJECTIVE_KEY = "pretrain_objective"
+# Read from a rerun-phase run that names a pretraining objective (rerun_pretrain): SPT re-pretrained per seed.
+# Its own phase here, so a variant's search and re-runs never include it.
+PRETRAIN_RERUN = "pretrain-rerun"
 
 
 class ReportError(SptuneError):
@@ -26,7 +29,7 @@ class Trial:
     """One MLflow child run (one Ray Tune trial)."""
 
     run_id: str
-    phase: str  # SEARCH | RERUN | PRETRAIN
+    phase: str  # SEARCH | RERUN | PRETRAIN | PRETRAIN_RERUN
     variant: str
     kind: str
     task: str
@@ -62,16 +65,17 @@ class ReportData:
     source: str
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
+    spread: str | None = None  # what the spread over seeds covers (sptune.seeds), as results.json records it
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""
         return [t for t in self.trials if t.phase in phases and (t.task, t.variant) == (task, variant)]
 
-    def pretraining(self, task: str) -> dict[str, list[Trial]]:
-        """objective -> its pretraining trials (one shared Tuner per objective)."""
+    def pretraining(self, task: str, phases: tuple[str, ...] = (PRETRAIN,)) -> dict[str, list[Trial]]:
+        """objective -> its pretraining trials (one shared Tuner per objective; PRETRAIN_RERUN: its re-runs)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:
-            if (t.phase, t.task) == (PRETRAIN, task):
+            if t.phase in phases and t.task == task:
                 out.setdefault(t.objective or "masked", []).append(t)
         return out
 

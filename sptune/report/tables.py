@@ -12,7 +12,7 @@ from sptune.pairing import PAIRING_RULE
 from sptune.report.cells import Cell
 from sptune.report.flags import Flag
 from sptune.report.records import ReportData, as_float, seed_key
-from sptune.report.text import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts
+from sptune.report.text import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
 from sptune.stats import INTERVAL_RULE, Summary, delta_rule
 
 REPORT_MD = "report.md"
@@ -61,7 +61,8 @@ def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[F
     """report.md: the results table (tasks as columns), the per-seed rows and the flags."""
     lines = [f"# {data.name} — results", "",
              "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds "
-             "[95 % interval]; Δ in points.", "", INTERVAL_RULE, delta_rule(variants, data.baseline), PAIRING_RULE, "",
+             "[95 % interval]; Δ in points.", "", *([spread_sentence(data.spread)] if data.spread else []),
+             INTERVAL_RULE, delta_rule(variants, data.baseline), PAIRING_RULE, "",
              "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
     lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v))) for t in tasks) + " |" for v in variants]
     detail = detail_rows(data.rows, cells)

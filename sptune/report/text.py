@@ -6,12 +6,18 @@ import html
 from typing import Any
 
 from sptune.report.records import as_float
+from sptune.seeds import SPREAD_TEXT
 from sptune.stats import Summary, interval_text
 
 
 def esc(text: Any) -> str:
     """Any value as HTML text (attribute-safe)."""
     return html.escape(str(text), quote=True)
+
+
+def spread_sentence(spread: str | None) -> str:
+    """What the spread over seeds covers, as results.json records it; "" for studies that predate the record."""
+    return SPREAD_TEXT.get(spread or "", "")
 
 
 def fmt_lr(x: float | None) -> str:

@@ -60,6 +60,10 @@ class ParamSpace(Strict):
                 raise problem(f"a {self.type} takes values, not low/high", "use type: loguniform for a range", bound)
         if not self.values:
             raise problem("empty list of values", "list at least one value", "values")
+        # A grid value listed twice would train the same config twice with the same seed.
+        if self.is_grid and len(set(self.values)) < len(self.values):
+            at = next(i for i, v in enumerate(self.values) if v in self.values[:i])
+            raise problem(f"grid value {self.values[at]:g} is listed twice", "list each value once", f"values[{at}]")
 
     def _candidates(self) -> list[tuple[str, float]]:
         """(field, value) for every value the search can reach the edge of."""
@@ -130,6 +134,13 @@ class SearchSpec(Strict):
 
     def has_grid(self) -> bool:
         return any(p.is_grid for _, p in self.items())
+
+    def only_choices(self) -> bool:
+        """Every parameter a choice: a searcher can only draw from a finite set of configs."""
+        return all(p.type == "choice" for _, p in self.items())
+
+    def choice_combinations(self) -> int:
+        return math.prod(len(set(p.values)) for _, p in self.items() if p.type == "choice")
 
     def grid_size(self) -> int:
         return math.prod(p.size() or 1 for _, p in self.items() if p.is_grid)

@@ -7,10 +7,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from sptune.seeds import MAX_GRID_REPEATS
+from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
 
 RESOURCES = "e.g. cpu: 1, gpu: 0.25"
+# Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.seeds).
+REPEATS = f"use 1 (each grid point once) up to {MAX_GRID_REPEATS}"
+
+
+def repeats_field(default: int | None) -> int | None:
+    """The grid_repeats field: how many times (each with its own seed) a grid search trains each grid point."""
+    return ranged(default, REPEATS, ge=1, le=MAX_GRID_REPEATS)
 
 
 class TaskSpec(BaseModel):
@@ -73,17 +82,34 @@ class PretrainSpec(Strict):
     loss: Literal["ce", "l1", "l2"] = "l2"
     # 0 is the budget axis' origin: SPT variants start from an untrained encoder.
     epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
+    # Trials of a search without a grid (Optuna/random draws); a grid search ignores it.
     num_samples: int = ranged(4, POSITIVE, ge=1)
+    # A grid search trains each grid point this many times, repeat r with seed + r (sptune.seeds).
+    grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
     search: SearchSpec
     # Reuse an existing SPT checkpoint (an sptune state.pt, or the folder holding it) for
     # the `objective` stage instead of pretraining again.
     checkpoint: str | None = None
 
+    @model_validator(mode="after")
+    def _budget_fits_search(self) -> PretrainSpec:
+        written = self.model_fields_set
+        samples = self.num_samples if "num_samples" in written else None
+        repeats = self.grid_repeats if "grid_repeats" in written else None
+        found = written_budget_problem(self.search, samples, repeats)
+        found = found or repeated_choice_problem(self.search, self.num_samples)
+        if found:
+            raise found
+        return self
+
 
 class FinetuneSpec(Strict):
     epochs: int = ranged(10, POSITIVE, ge=1)
+    # Defaults of every variant: trials of a search without a grid (Optuna/random draws) ...
     num_samples: int = ranged(4, POSITIVE, ge=1)
+    # ... and how many times a grid search trains each grid point (repeat r with seed + r).
+    grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
 
 
@@ -93,8 +119,19 @@ class VariantSpec(Strict):
     search: SearchSpec
     # spt_cross: pretrain on this task instead of the study's own (A -> B transfer).
     source_task: TaskSpec | None = None
+    # None: finetune's. num_samples: trials of a search without a grid; grid_repeats: runs of each
+    # grid point of a grid search, each with its own seed (the spec's seed + the repeat index).
     num_samples: int | None = ranged(None, POSITIVE, ge=1)
+    grid_repeats: int | None = repeats_field(None)
     epochs: int | None = ranged(None, POSITIVE, ge=1)
+
+    @model_validator(mode="after")
+    def _budget_fits_search(self) -> VariantSpec:
+        # Only what this section writes; the finetune: defaults are checked by SweepSpec.
+        found = written_budget_problem(self.search, self.num_samples, self.grid_repeats)
+        if found:
+            raise found
+        return self
 
 
 class SchedulerSpec(Strict):

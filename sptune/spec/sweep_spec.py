@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -27,8 +28,12 @@ class SweepSpec(Strict):
     seed: int = 0
     # Retries per trial that raises (Ray Tune FailureConfig).
     max_failures: int = ranged(0, "use 0 for no retries", ge=0)
-    # > 1: each variant's selected config is re-trained with this many seeds.
+    # > 1: each variant's selected config is re-trained with this many seeds (seed+1000, seed+1001, ...:
+    # seeds no search trial used, so no re-run replays the trial that won the search).
     rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1)
+    # true: before the re-runs, the selected pretraining config is re-pretrained with each re-run seed, and
+    # each SPT variant's re-run starts from the checkpoint of its own seed: the spread includes pretraining.
+    rerun_pretrain: bool = False
     task: TaskSpec
     model: ModelSpec = Field(default_factory=ModelSpec)
     pretrain: PretrainSpec | None = None
@@ -67,6 +72,8 @@ class SweepSpec(Strict):
         self._check_pooling()
         self._check_grace_period()
         self._check_baseline()
+        self._check_variant_budgets()
+        self._check_rerun_pretrain()
         return self
 
     def _check_model_family(self) -> None:
@@ -112,6 +119,25 @@ class SweepSpec(Strict):
             fix = f"name one of the variants: {', '.join(self.variants)}"
             raise problem(f"'{self.baseline}' is not a variant of this spec", fix, "baseline")
 
+    def _check_variant_budgets(self) -> None:
+        # Here, not on VariantSpec: a variant's num_samples may be finetune's default.
+        for name, variant in self.variants.items():
+            found = repeated_choice_problem(variant.search, self.variant_samples(name), f"variants.{name}.")
+            if found:
+                raise found
+
+    def _check_rerun_pretrain(self) -> None:
+        if not self.rerun_pretrain:
+            return
+        if self.rerun_seeds < 2:
+            fix = "set rerun_seeds: 3 (or more), or drop rerun_pretrain"
+            raise problem("re-pretraining per seed needs seed re-runs (rerun_seeds > 1)", fix, "rerun_pretrain")
+        if not self.needs_pretraining():
+            raise problem("no variant starts from SPT: nothing to re-pretrain", "drop rerun_pretrain", "rerun_pretrain")
+        if self.pretrain.checkpoint is not None:
+            message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
+            raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
+
     # ------------------------------------------------------------ reading the spec
 
     def _kinds(self) -> dict[str, VariantKind]:
@@ -138,6 +164,10 @@ class SweepSpec(Strict):
 
     def variant_samples(self, name: str) -> int:
         return self.variants[name].num_samples or self.finetune.num_samples
+
+    def variant_repeats(self, name: str) -> int:
+        """How many times (each with its own seed) the variant's grid search trains each grid point."""
+        return self.variants[name].grid_repeats or self.finetune.grid_repeats
 
     def variant_objective(self, name: str) -> str | None:
         """The pretraining objective a variant's init comes from (None: random init)."""

@@ -1,6 +1,7 @@
 """Runs a planned study: a pretraining Tuner per objective, one Tuner for all variants'
-searches (each its own searcher and early stopping), one Tuner of their re-runs per seed,
-the single test evaluation per selected checkpoint, results and tracking.
+searches (each its own searcher and early stopping), with `rerun_pretrain` one Tuner per
+pretraining of its re-runs per seed, one Tuner of the variants' re-runs per seed, the single
+test evaluation per selected checkpoint, results and tracking.
 
 Progress is saved to ``study_state.json`` after every Tuner, so ``--resume`` skips finished
 Tuners, restores an interrupted one, and never re-reads the test split.
@@ -71,7 +72,16 @@ class Study:
         found = self.tuners.run(TunerPlan("search", tuple(searches)), spt_checkpoints)
         tested = found
         if self.plan.spec.rerun_seeds > 1:
-            reruns = tuple(rerun_plan(self.plan.spec, s, found[s.label].best.selection) for s in searches)
+            per_seed, seeds = self._spt_per_seed(spt_of), self.plan.rerun_seeds()
+            reruns = tuple(rerun_plan(s, found[s.label].best.selection, seeds, per_seed.get(s.init_from))
+                           for s in searches)
             rerun = self.tuners.run(TunerPlan("rerun", reruns), spt_checkpoints)
             tested = {s.label: rerun[r.label] for s, r in zip(searches, reruns, strict=True)}
         return [Candidate(s, found[s.label], picked) for s in searches for picked in tested[s.label].selected]
+
+    def _spt_per_seed(self, spt_of: dict[str, str]) -> dict[str, dict[int, str]]:
+        """pretraining label -> re-run seed -> the SPT checkpoint that seed's re-runs start from: the one
+        selected checkpoint, or with rerun_pretrain the selected config re-pretrained with that seed."""
+        if self.plan.spec.rerun_pretrain:
+            return {p.label: self.spt.rerun_checkpoints(p) for p in self.plan.pretrainings()}
+        return {label: dict.fromkeys(self.plan.rerun_seeds(), path) for label, path in spt_of.items()}

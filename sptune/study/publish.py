@@ -33,6 +33,17 @@ def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, 
     return {"reused_checkpoint": pretraining.reuse_checkpoint or state.spt_from_cache[pretraining.label]}
 
 
+def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[dict[str, Any]]]:
+    """rerun_pretrain: per pretraining, each seed's re-pretrained checkpoint (label-rerun -> one entry per seed)."""
+    found = {}
+    for pretraining in plan.pretrainings():
+        record = state.searches.get(pretraining.rerun_label)
+        if record is not None:
+            found[pretraining.rerun_label] = [
+                {k: v for k, v in asdict(picked.selection).items() if k != "metrics"} for picked in record.selected]
+    return found
+
+
 def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, Any]:
     """results.json without its rows."""
     study = {
@@ -46,6 +57,10 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
         "timeline": [_timeline_entry(run) for run in state.timeline],
     }
     study.update({p.label: _pretraining_entry(p, state) for p in plan.pretrainings()})
+    study.update(_pretraining_reruns(plan, state))
+    # Which seeds the trainings used, and what the reported spread over seeds covers (seeds.SPREAD_TEXT).
+    study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
+    study["spread"] = plan.spread()
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return study
 

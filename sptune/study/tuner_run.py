@@ -100,7 +100,7 @@ class TunerRunner:
             "max_epochs": search.epochs,
             **{f"model.{k}": v for k, v in spec.model.model_dump().items()},
         }
-        if search.phase == "pretrain":
+        if search.is_pretraining:  # its search or its re-runs per seed
             pretrain = spec.pretrain
             params.update({"objective": search.objective, "mask_ratio": pretrain.mask_ratio,
                            "recon_loss": pretrain.loss})
