@@ -36,7 +36,7 @@ from helpers_cluster import (
 from mlflow.tracking import MlflowClient
 
 SPEC = "search_spaces/digits_quick.yaml"
-# The small digits study of tests/test_sweep_e2e.py: 2 pretrain + 3 scratch + 3 spt trials.
+# The small digits study of tests/test_sweep.py: 2 pretrain + 3 scratch + 3 spt trials.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
