@@ -194,6 +194,30 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     )
 
 
+def _describe_scheduler(spec: SweepSpec) -> str:
+    s = spec.scheduler
+    if s.type == "fifo":
+        return "Scheduler: FIFO (no early stopping: every trial trains all its epochs)"
+    settings = f"grace {s.grace_period} epochs, η {s.reduction_factor:g}"
+    if s.type == "sha":
+        return (f"Scheduler: synchronous successive halving per variant ({settings}; each rung waits for all "
+                "of the variant's trials: order-independent)")
+    return f"Scheduler: ASHA per variant ({settings}; asynchronous: decisions depend on finish order)"
+
+
+def _describe_searcher(plan: StudyPlan) -> list[str]:
+    """Only when some search uses Optuna: grids and random draws never depend on results."""
+    if not any(search.searcher == "optuna" and search.fixed_configs is None for search in plan.searches):
+        return []
+    spec = plan.spec
+    if spec.searcher.mode == "async":
+        return ["Searcher: Optuna (TPE) per variant, told results as trials finish (asynchronous: its proposals "
+                "depend on finish order)"]
+    where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
+    return [f"Searcher: Optuna (TPE) per variant in batches of {plan.concurrency}, told each trial's result {where} "
+            "in trial order once its batch is in: order-independent"]
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
@@ -203,12 +227,8 @@ def describe(plan: StudyPlan) -> str:
         f"Data: {plan.data_summary}",
         f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
-        f"Scheduler: {s.scheduler.type}"
-        + (
-            f" (grace {s.scheduler.grace_period} epochs, reduction {s.scheduler.reduction_factor:g}, per variant)"
-            if s.scheduler.type == "asha"
-            else ""
-        ),
+        _describe_scheduler(s),
+        *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
         "Searches (each pretraining objective in its own Tuner, then ONE Tuner for all variants' searches, "
@@ -225,6 +245,7 @@ def describe(plan: StudyPlan) -> str:
         )
         total_trials += reruns
         total_epochs += sum(s.rerun_seeds * search.epochs for search in plan.variant_searches())
-    lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs (ASHA stops weak trials early)")
+    stopping = "" if s.scheduler.type == "fifo" else " (early stopping ends weak trials sooner)"
+    lines.append(f"Total: {total_trials} trials, at most {total_epochs} trial-epochs{stopping}")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 from ray.tune import ResultGrid
 
 from sptune.errors import RuntimeFailure
+from sptune.halving import index_in_tag
 from sptune.plan import SearchPlan
 
 
@@ -89,10 +90,15 @@ def select_each(grid: ResultGrid, search: SearchPlan) -> list[Selection]:
     return sorted(picked, key=lambda s: s.config.get("seed", 0))
 
 
+def _creation_order(result: Any) -> int:
+    return index_in_tag((result.metrics or {}).get("experiment_tag"))
+
+
 def select_best(grid: ResultGrid, search: SearchPlan) -> Selection:
     best: tuple | None = None
     n_div = n_fail = epochs = 0
-    for result in grid:
+    # Equal scores go to the trial created first (the grid's own order changes on Tuner.restore).
+    for result in sorted(grid, key=_creation_order):
         metrics = result.metrics or {}
         epochs += int(metrics.get("training_iteration", 0))
         n_div += int(bool(metrics.get("diverged")))

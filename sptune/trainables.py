@@ -95,6 +95,11 @@ class _EpochTrainable(tune.Trainable):
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
         state = {**self.loop.state_dict(), "best_score": self.best_score, "best_epoch": self.best_epoch}
+        # Dropout draws from torch's global generator: without it a trial paused at a rung (and
+        # resumed on any actor) would train on differently from one that went straight on.
+        state["torch_rng"] = torch.get_rng_state()
+        if torch.cuda.is_available():
+            state["cuda_rng"] = torch.cuda.get_rng_state()
         torch.save(state, Path(checkpoint_dir) / STATE_FILE)
         return checkpoint_dir
 
@@ -102,6 +107,10 @@ class _EpochTrainable(tune.Trainable):
         state = load_state(checkpoint)
         self.loop.load_state_dict(state)
         self.best_score, self.best_epoch = float(state["best_score"]), int(state["best_epoch"])
+        if "torch_rng" in state:  # absent from checkpoints written before it was saved
+            torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state(state["cuda_rng"])
 
 
 class PretrainTrainable(_EpochTrainable):

@@ -1,0 +1,89 @@
+"""The same spec and seed select the same configurations, in whatever order trials finish.
+
+The same tiny study (two variants in one Tuner, 6 Optuna trials each, 2 at a time) runs twice
+through the CLI: once as it is, once with every trial of a high learning rate slowed down, so
+that trials reach rungs and finish in a different order. With the default decisions (batched
+TPE, synchronous halving) both runs must propose the same trials, stop the same ones at the
+same epochs and select the same config and epoch per variant.
+
+The delay needs no hook in sptune: the Tuner's trainable is swapped for a subclass defined
+here, which Ray ships to its workers by value (this module is not importable there).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ray import cloudpickle
+
+import sptune.tuners
+from sptune.sweep import main
+from sptune.trainables import FinetuneTrainable
+
+TINY = [
+    "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
+    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=6", "--set", "variants.spt.num_samples=6",
+    "--set", "scheduler.grace_period=1", "--set", "scheduler.reduction_factor=2", "--set", "model.n_layers=1",
+    "--set", "rerun_seeds=1", "--set", "resources.max_concurrent=2",
+]
+DEFAULTS = ["--set", "scheduler.type=sha", "--set", "searcher.mode=batched"]  # the shipped spec names asha
+
+SLOW_ABOVE_LR = 1e-3  # the log-middle of the searched range: about half the trials are slowed
+SLOW_EPOCH_S = 1.5
+
+
+class SlowHighLR(FinetuneTrainable):
+    """A finetuning trial that sleeps before every epoch when its learning rate is high."""
+
+    def step(self) -> dict:
+        if float(self.config["lr"]) > SLOW_ABOVE_LR:
+            time.sleep(SLOW_EPOCH_S)
+        return super().step()
+
+
+def run_study(spec: str, out: Path, overrides: list[str], slow: bool) -> dict:
+    """Run the study through the CLI; with `slow`, on SlowHighLR. Returns what it decided."""
+    original = sptune.tuners.FinetuneTrainable
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    sptune.tuners.FinetuneTrainable = SlowHighLR if slow else original
+    try:
+        start = time.perf_counter()
+        assert main([spec, "--output", str(out), *overrides]) == 0
+        wall = time.perf_counter() - start
+    finally:
+        sptune.tuners.FinetuneTrainable = original
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    return {**decisions(out), "wall_s": wall}
+
+
+def decisions(out: Path) -> dict:
+    """Per variant: the selected lr, batch size and epoch, and every trial's config and epochs."""
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    selected = {r["variant"]: (round(r["lr"], 12), r["batch_size"], r["best_epoch"]) for r in rows}
+    trials = []
+    for result in (out / "ray_results" / "search").glob("*/result.json"):
+        lines = [json.loads(line) for line in result.read_text().splitlines()]
+        config = lines[0]["config"]
+        trials.append((config["variant"], round(config["lr"], 12), config["batch_size"], len(lines)))
+    return {"selected": selected, "trials": sorted(trials)}
+
+
+@pytest.fixture(scope="module")
+def spec(repo_root) -> str:
+    return str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
+
+
+def test_a_delay_in_some_trials_changes_no_decision(ray_session, spec, tmp_path):
+    quiet = run_study(spec, tmp_path / "quiet", TINY + DEFAULTS, slow=False)
+    loaded = run_study(spec, tmp_path / "loaded", TINY + DEFAULTS, slow=True)
+    print(f"\nquiet  {quiet['wall_s']:.0f}s selected {quiet['selected']}")
+    print(f"loaded {loaded['wall_s']:.0f}s selected {loaded['selected']}")
+    slowed = [t for t in quiet["trials"] if t[1] > SLOW_ABOVE_LR]
+    assert 0 < len(slowed) < len(quiet["trials"])  # the delay hit some trials, not all
+    assert len(quiet["trials"]) == 12 and any(t[3] < 4 for t in quiet["trials"])  # halving stopped some
+    assert loaded["trials"] == quiet["trials"]  # same proposals, same trials stopped at the same epochs
+    assert loaded["selected"] == quiet["selected"]
