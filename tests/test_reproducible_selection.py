@@ -26,7 +26,8 @@ from sptune.trainables import FinetuneTrainable
 
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
-    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=6", "--set", "variants.spt.num_samples=6",
+    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=6", "--set", "variants.spt.num_samples=5",
+    "--set", "variants.spt.search.lr.low=3.0e-4",  # its own space and budget (the last batch is smaller)
     "--set", "scheduler.grace_period=1", "--set", "scheduler.reduction_factor=2", "--set", "model.n_layers=1",
     "--set", "rerun_seeds=1", "--set", "resources.max_concurrent=2",
 ]
@@ -47,6 +48,7 @@ class SlowHighLR(FinetuneTrainable):
 
 def run_study(spec: str, out: Path, overrides: list[str], slow: bool) -> dict:
     """Run the study through the CLI; with `slow`, on SlowHighLR. Returns what it decided."""
+    # Pickled by value: Ray's workers cannot import this module.
     original = sptune.tuners.FinetuneTrainable
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     sptune.tuners.FinetuneTrainable = SlowHighLR if slow else original
@@ -84,6 +86,6 @@ def test_a_delay_in_some_trials_changes_no_decision(ray_session, spec, tmp_path)
     print(f"loaded {loaded['wall_s']:.0f}s selected {loaded['selected']}")
     slowed = [t for t in quiet["trials"] if t[1] > SLOW_ABOVE_LR]
     assert 0 < len(slowed) < len(quiet["trials"])  # the delay hit some trials, not all
-    assert len(quiet["trials"]) == 12 and any(t[3] < 4 for t in quiet["trials"])  # halving stopped some
+    assert len(quiet["trials"]) == 11 and any(t[3] < 4 for t in quiet["trials"])  # halving stopped some
     assert loaded["trials"] == quiet["trials"]  # same proposals, same trials stopped at the same epochs
     assert loaded["selected"] == quiet["selected"]
