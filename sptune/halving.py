@@ -78,6 +78,9 @@ class SuccessiveHalving(FIFOScheduler):
     # ------------------------------------------------------------ Tune's notifications
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        if trial.trial_id in self.entries:  # requeued to retry after a failure: it keeps its rungs
+            self.entries[trial.trial_id].trial = trial
+            return
         # After Tuner.restore, finished trials are added again: they take no further part.
         ended = trial.status in (Trial.TERMINATED, Trial.ERROR)
         self.entries[trial.trial_id] = _Entry(trial, trial_index(trial), ended=ended)
@@ -88,6 +91,8 @@ class SuccessiveHalving(FIFOScheduler):
         epoch = result.get("training_iteration", 0)
         # A loop, not an if: a trial resumed after Tuner.restore may already be past several rungs.
         while (step := entry.passed) < len(self.rungs) and epoch >= self.rungs[step]:
+            if step < self.decided:
+                return TrialScheduler.STOP  # a safeguard: its rung was decided without it
             entry.values.setdefault(self.rungs[step], self._score(result))
             if result.get("done"):
                 return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
@@ -102,7 +107,10 @@ class SuccessiveHalving(FIFOScheduler):
         self._end(tune_controller, trial)
 
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
-        self._end(tune_controller, trial)
+        # Tune calls this also for a trial it is about to retry (max_failures), already marked
+        # ERROR then; that trial is still to reach its rung, so the rung must wait for it.
+        if trial.status != Trial.ERROR:
+            self._end(tune_controller, trial)
 
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         self._end(tune_controller, trial)

@@ -164,6 +164,24 @@ def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
     assert scheduler.choose_trial_to_run(controller) is second
 
 
+def test_a_trial_retried_after_a_failure_is_still_waited_for():
+    scheduler = SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "max")
+    controller = Controller(scheduler)
+    first, second = _trial(1), _trial(2)
+    for trial in (first, second):
+        controller.add(trial)
+        trial.set_status(Trial.RUNNING)
+    _report(controller, second, 1, CURVES)
+    first.set_status(Trial.ERROR)  # what Tune does before it requeues a trial to retry it
+    scheduler.on_trial_error(controller, first)
+    first.set_status(Trial.PENDING)
+    scheduler.on_trial_add(controller, first)
+    assert second.status == Trial.PAUSED  # the rung still waits for the retried trial
+    first.set_status(Trial.RUNNING)
+    _report(controller, first, 1, CURVES)
+    assert first.status == Trial.TERMINATED and scheduler.choose_trial_to_run(controller) is second
+
+
 def test_variant_scheduler_resumes_in_trial_order_within_the_concurrency_limit():
     schedulers = {v: SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "max") for v in ("a", "b")}
     scheduler = VariantScheduler(schedulers, max_concurrent=1)
