@@ -141,13 +141,20 @@ def test_min_mode_keeps_the_lowest_loss():
     assert epochs == {"t1": 1, "t2": 8}
 
 
-def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
-    scheduler = SuccessiveHalving(3, MAX_T, 1, 2, "val_acc", "max")
+def _two_running(budget: int) -> tuple[SuccessiveHalving, Controller, Trial, Trial]:
+    """A variant of `budget` trials whose first two are running."""
+    scheduler = SuccessiveHalving(budget, MAX_T, 1, 2, "val_acc", "max")
     controller = Controller(scheduler)
     first, second = _trial(1), _trial(2)
     for trial in (first, second):
         controller.add(trial)
         trial.set_status(Trial.RUNNING)
+    return scheduler, controller, first, second
+
+
+def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
+    scheduler, controller, first, second = _two_running(3)
+    for trial in (first, second):
         _report(controller, trial, 1, CURVES)
     # Both wait at the rung for the third trial, paused, without a slot, and are never chosen.
     assert first.status == second.status == Trial.PAUSED
@@ -165,12 +172,7 @@ def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
 
 
 def test_a_trial_retried_after_a_failure_is_still_waited_for():
-    scheduler = SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "max")
-    controller = Controller(scheduler)
-    first, second = _trial(1), _trial(2)
-    for trial in (first, second):
-        controller.add(trial)
-        trial.set_status(Trial.RUNNING)
+    scheduler, controller, first, second = _two_running(2)
     _report(controller, second, 1, CURVES)
     first.set_status(Trial.ERROR)  # what Tune does before it requeues a trial to retry it
     scheduler.on_trial_error(controller, first)
