@@ -1,18 +1,21 @@
 """The same spec and seed select the same configurations, in whatever order trials finish.
 
 The same tiny study (two variants in one Tuner, 6 and 5 Optuna trials, 3 at a time) runs twice
-through the CLI: once as it is, once with every trial of batch size 32 slowed down, so that
-trials reach rungs and finish in another order. With the default decisions (batched TPE,
-synchronous halving) both runs must propose the same trials, stop the same ones at the same
-epochs and select the same config and epoch per variant.
+through the CLI, each time with an artificial delay in half of its trials: first those of batch
+size 64 are slowed down, then those of batch size 32, so that trials reach rungs and finish in
+another order by construction (two runs on a quiet machine race, so they differ only sometimes).
+With the default decisions (batched TPE, synchronous halving) both runs must propose the same
+trials, stop the same ones at the same epochs and select the same config and epoch per variant.
 
 With the asynchronous ones (`SPTUNE_REPRO_DECISIONS="--set scheduler.type=asha --set
-searcher.mode=async"`, what sptune did before) this test fails: on a quiet machine scratch's
-first trial (batch 32) reaches ASHA's first rung first and is promoted, slowed down it arrives
-after a batch-64 trial that scores higher there and is stopped, so another config is selected.
+searcher.mode=async"`, what sptune did before) this test fails: with the batch-64 trials slowed,
+scratch's first trial (batch 32) reaches ASHA's first rung first and is promoted; with the
+batch-32 trials slowed, it arrives after a batch-64 trial that scores higher there and is
+stopped, so another config is selected (and Optuna, told results in another order, proposes
+other configs).
 
-The delay needs no hook in sptune: the Tuner's trainable is swapped for a subclass defined
-here, which Ray ships to its workers by value (this module is not importable there).
+The delay needs no hook in sptune: the Tuner's trainable is swapped for a subclass made here,
+which Ray ships to its workers by value (this module is not importable there).
 """
 
 from __future__ import annotations
@@ -43,25 +46,26 @@ TINY = [
 DEFAULTS = ["--set", "scheduler.type=sha", "--set", "searcher.mode=batched"]  # the shipped spec names asha
 DECISIONS = os.environ.get("SPTUNE_REPRO_DECISIONS", "").split() or DEFAULTS
 
-SLOW_BATCH_SIZE = 32  # about half the trials
 SLOW_EPOCH_S = 2.0
 
 
-class SlowTrials(FinetuneTrainable):
-    """A finetuning trial that sleeps before every epoch when its batch size is SLOW_BATCH_SIZE."""
+def slowed(batch_size: int) -> type:
+    """The finetuning trainable, sleeping before every epoch of the trials of `batch_size`."""
 
-    def step(self) -> dict:
-        if int(self.config["batch_size"]) == SLOW_BATCH_SIZE:
-            time.sleep(SLOW_EPOCH_S)
-        return super().step()
+    class SlowTrials(FinetuneTrainable):
+        def step(self) -> dict:
+            if int(self.config["batch_size"]) == batch_size:
+                time.sleep(SLOW_EPOCH_S)
+            return super().step()
+
+    return SlowTrials
 
 
-def run_study(spec: str, out: Path, overrides: list[str], slow: bool) -> dict:
-    """Run the study through the CLI; with `slow`, on SlowTrials. Returns what it decided."""
-    # Pickled by value: Ray's workers cannot import this module.
+def run_study(spec: str, out: Path, overrides: list[str], slow_batch_size: int) -> dict:
+    """Run the study through the CLI with the trials of `slow_batch_size` slowed down."""
     original = sptune.tuners.FinetuneTrainable
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    sptune.tuners.FinetuneTrainable = SlowTrials if slow else original
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import it
+    sptune.tuners.FinetuneTrainable = slowed(slow_batch_size)
     try:
         start = time.perf_counter()
         assert main([spec, "--output", str(out), *overrides]) == 0
@@ -90,12 +94,11 @@ def spec(repo_root) -> str:
 
 
 def test_a_delay_in_some_trials_changes_no_decision(ray_session, spec, tmp_path):
-    quiet = run_study(spec, tmp_path / "quiet", TINY + DECISIONS, slow=False)
-    loaded = run_study(spec, tmp_path / "loaded", TINY + DECISIONS, slow=True)
-    print(f"\nquiet  {quiet['wall_s']:.0f}s selected {quiet['selected']}")
-    print(f"loaded {loaded['wall_s']:.0f}s selected {loaded['selected']}")
-    slowed = [t for t in quiet["trials"] if t[2] == SLOW_BATCH_SIZE]
-    assert 0 < len(slowed) < len(quiet["trials"])  # the delay hit some trials, not all
-    assert len(quiet["trials"]) == 11 and any(t[3] < 4 for t in quiet["trials"])  # halving stopped some
-    assert loaded["trials"] == quiet["trials"]  # same proposals, same trials stopped at the same epochs
-    assert loaded["selected"] == quiet["selected"]
+    first = run_study(spec, tmp_path / "slow64", TINY + DECISIONS, slow_batch_size=64)
+    second = run_study(spec, tmp_path / "slow32", TINY + DECISIONS, slow_batch_size=32)
+    for name, run in (("batch 64 slowed", first), ("batch 32 slowed", second)):
+        print(f"\n{name}: {run['wall_s']:.0f}s, selected {run['selected']}")
+    assert {t[2] for t in first["trials"]} == {32, 64}  # each delay hit some trials, not all
+    assert len(first["trials"]) == 11 and any(t[3] < 4 for t in first["trials"])  # halving stopped some
+    assert second["trials"] == first["trials"]  # same proposals, same trials stopped at the same epochs
+    assert second["selected"] == first["selected"]
