@@ -1,4 +1,4 @@
-"""Exhaustive LR x batch grid vs random search, Optuna and Optuna+ASHA, all through sptune's real Tuners.
+"""Exhaustive LR x batch grid vs random search, Optuna, Optuna+ASHA and Optuna+SHA, all through sptune's real Tuners.
 
 One variant (scratch) of the spec, finetuning only. Every method is a real Ray Tune Tuner
 built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick is made by
@@ -6,9 +6,12 @@ built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick
 
   grid         n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
                (the reference: its best validation accuracy is the target to match)
-  optuna+asha  Optuna (TPE) over loguniform [lr_low, lr_high] x choice(batches), ASHA early stopping
+  optuna+asha  Optuna (TPE, told results as trials finish) over loguniform [lr_low, lr_high] x choice(batches),
+               ASHA early stopping: both asynchronous, so the pick depends on the machine's load
+  optuna+sha   the same space and budget, batched TPE and synchronous successive halving (sptune's
+               default): the pick does not depend on finish order
   random       random search, FIFO, as many full trials as fit in ASHA's spent trial-epochs
-  optuna       Optuna, FIFO, same budget as random
+  optuna       Optuna (told results as trials finish), FIFO, same budget as random
 
 A driver-side Tune callback records every epoch result in arrival order, which gives each
 method's curve of best-found validation accuracy vs trial-epochs spent.
@@ -16,6 +19,7 @@ method's curve of best-found validation accuracy vs trial-epochs spent.
 trial-epochs / grid trial-epochs. Target: gap <= 0.5 pt with <= 1/3 of the epochs.
 
     python benchmarks/asha_efficiency.py --json benchmarks/results/asha_efficiency.json
+    python benchmarks/asha_efficiency.py --methods optuna+sha   # the grid (the reference) and one method
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any
 import bench_common as bc
 import numpy as np
 from ray import tune
+
+METHODS = ("optuna+asha", "optuna+sha", "random", "optuna")
 
 
 class EpochRecorder(tune.Callback):
@@ -57,9 +63,12 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
                   "batch_size": {"type": "choice", "values": args.batches}}
     data["variants"]["scratch"] = {"search": search, "num_samples": samples, "epochs": args.epochs}
     data["finetune"] = {**data.get("finetune", {}), "epochs": args.epochs}
-    data["searcher"] = {"type": "random" if method == "random" else "optuna"}
-    data["scheduler"] = ({"type": "asha", "grace_period": args.grace, "reduction_factor": args.reduction}
-                         if method == "optuna+asha" else {"type": "fifo"})
+    # The arms measured before sptune had a batched mode keep telling Optuna results as trials finish.
+    data["searcher"] = {"type": "random" if method == "random" else "optuna",
+                        "mode": "batched" if method == "optuna+sha" else "async"}
+    halving = {"optuna+asha": "asha", "optuna+sha": "sha"}
+    data["scheduler"] = ({"type": halving[method], "grace_period": args.grace, "reduction_factor": args.reduction}
+                         if method in halving else {"type": "fifo"})
     data["resources"] = {"cpu": 1, "gpu": 0}
     return from_dict(data)
 
@@ -142,25 +151,32 @@ def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
     first = method_spec(base, "grid", args, 1)
     task = bc.load_data(first, args.data_dir)
     results = {"grid": run_method("grid", first, task, storage)}
-    asha = method_spec(base, "optuna+asha", args, args.asha_samples)
-    results["optuna+asha"] = run_method("optuna+asha", asha, task, storage)
-    # Same or smaller budget: as many full-length trials as fit in what ASHA spent.
-    full_trials = max(1, results["optuna+asha"]["trial_epochs"] // args.epochs)
-    for method in ("random", "optuna"):
+    for method in [m for m in ("optuna+asha", "optuna+sha") if m in args.methods]:
+        spec = method_spec(base, method, args, args.asha_samples)
+        results[method] = run_method(method, spec, task, storage)
+    # Same or smaller budget: as many full-length trials as fit in what early stopping spent.
+    spent = max([r["trial_epochs"] for k, r in results.items() if k != "grid"], default=args.epochs * 3)
+    full_trials = max(1, spent // args.epochs)
+    for method in [m for m in ("random", "optuna") if m in args.methods]:
         results[method] = run_method(method, method_spec(base, method, args, full_trials), task, storage)
     return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val), "methods": results}
 
 
 def summarize(out: dict[str, Any], grace: int) -> dict[str, Any]:
+    """Headline numbers for ASHA when it ran (as before SHA existed), else for SHA; both per method."""
     m = out["methods"]
-    grid, asha = m["grid"], m["optuna+asha"]
+    grid = m["grid"]
     gaps = {k: 100 * (grid["selected_val_acc"] - v["selected_val_acc"]) for k, v in m.items() if k != "grid"}
     fractions = {k: v["trial_epochs"] / grid["trial_epochs"] for k, v in m.items() if k != "grid"}
-    return {"acc_gap_pt": gaps["optuna+asha"], "epochs_fraction": fractions["optuna+asha"],
+    stopping = [k for k in ("optuna+asha", "optuna+sha") if k in m]
+    met = {k: gaps[k] <= 0.5 and fractions[k] <= 1 / 3 + 1e-9 for k in stopping}
+    head = stopping[0] if stopping else None
+    return {"headline_method": head, "acc_gap_pt": gaps.get(head), "epochs_fraction": fractions.get(head),
             "gap_pt_by_method": gaps, "epochs_fraction_by_method": fractions,
             "one_val_example_pt": 100 / out["val_rows"],
-            "target_met": gaps["optuna+asha"] <= 0.5 and fractions["optuna+asha"] <= 1 / 3 + 1e-9,
-            "grid_best_val_acc": grid["selected_val_acc"], "asha_selected_val_acc": asha["selected_val_acc"],
+            "target_met": met.get(head), "target_met_by_method": met,
+            "grid_best_val_acc": grid["selected_val_acc"],
+            "selected_val_acc_by_method": {k: v["selected_val_acc"] for k, v in m.items()},
             "rung": rung_diagnostics(grid["val_acc_by_trial_epoch"], grace)}
 
 
@@ -178,8 +194,11 @@ def print_report(out: dict[str, Any], epochs: int) -> None:
         curve_rows.append([b, *("-" if c is None else f"{100 * c:.2f}" for c in cells)])
     bc.print_table(["N", *m.keys()], curve_rows)
     s = out["summary"]
-    print(f"\nacc_gap_pt={s['acc_gap_pt']:.2f} (1 val example = {s['one_val_example_pt']:.2f} pt)  "
-          f"epochs_fraction={s['epochs_fraction']:.3f}  target met: {s['target_met']}")
+    for k, gap in s["gap_pt_by_method"].items():
+        print(f"\n{k}: acc_gap_pt={gap:.2f} (1 val example = {s['one_val_example_pt']:.2f} pt)  "
+              f"epochs_fraction={s['epochs_fraction_by_method'][k]:.3f}  "
+              f"target met: {s['target_met_by_method'].get(k, '-')}", end="")
+    print()
     r = s["rung"]
     print(f"grid trials: accuracy at epoch {r['grace_epoch']} (ASHA's first rung) vs final best, Spearman "
           f"{r['spearman_rung_vs_final']:.2f}; the grid's winner ranked {r['winner_rank_at_rung']}/{r['trials']} "
@@ -196,9 +215,11 @@ def main() -> int:
     ap.add_argument("--lr-low", type=float, default=1e-4)
     ap.add_argument("--lr-high", type=float, default=1e-2)
     ap.add_argument("--batches", type=int, nargs="+", default=[32, 64])
-    ap.add_argument("--asha-samples", type=int, default=9)
+    ap.add_argument("--asha-samples", type=int, default=9, help="trials of each early-stopping method (ASHA, SHA)")
     ap.add_argument("--grace", type=int, default=2)
     ap.add_argument("--reduction", type=float, default=3.0)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
+                    help="which methods run beside the grid (the reference)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     bc.quiet_env()

@@ -283,6 +283,30 @@ def _warmup_note(plan: StudyPlan) -> list[str]:
             "scheduler.grace_period or lower training.warmup_fraction to rank trials after their LR peaks."]
 
 
+def _describe_scheduler(spec: SweepSpec) -> str:
+    s = spec.scheduler
+    if s.type == "fifo":
+        return "Scheduler: FIFO (no early stopping: every trial trains all its epochs)"
+    settings = f"grace {s.grace_period} epochs, η {s.reduction_factor:g}"
+    if s.type == "sha":
+        return (f"Scheduler: synchronous successive halving per variant ({settings}; each rung waits for all "
+                "of the variant's trials: order-independent)")
+    return f"Scheduler: ASHA per variant ({settings}; asynchronous: decisions depend on finish order)"
+
+
+def _describe_searcher(plan: StudyPlan) -> list[str]:
+    """Only when some search uses Optuna: grids and random draws never depend on results."""
+    if not any(search.searcher == "optuna" and search.fixed_configs is None for search in plan.searches):
+        return []
+    spec = plan.spec
+    if spec.searcher.mode == "async":
+        return ["Searcher: Optuna (TPE) per variant, told results as trials finish (asynchronous: its proposals "
+                "depend on finish order)"]
+    where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
+    return [f"Searcher: Optuna (TPE) per variant in batches of {plan.concurrency}, told each trial's result {where} "
+            "in trial order once its batch is in: order-independent"]
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
@@ -293,12 +317,8 @@ def describe(plan: StudyPlan) -> str:
         f"Data: {plan.data_summary}",
         f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
-        f"Scheduler: {s.scheduler.type}"
-        + (
-            f" (grace {s.scheduler.grace_period} epochs, reduction {s.scheduler.reduction_factor:g}, per variant)"
-            if s.scheduler.type == "asha"
-            else ""
-        ),
+        _describe_scheduler(s),
+        *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
         "Searches (each pretraining objective in its own Tuner, then ONE Tuner for all variants' searches, "

@@ -36,7 +36,8 @@ def rank_key(metrics: Mapping[str, Any], metric: str, trial_index: int = 0) -> R
     raise ValueError(f"no ranking rule for metric {metric!r}")
 
 
-def trial_index(trial_id: str) -> int:
-    """Ray Tune numbers a Tuner's trials in the order it creates them: '<experiment>_00003' -> 3."""
-    tail = trial_id.rsplit("_", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+def creation_index(experiment_tag: str | None) -> int:
+    """The order in which the Tuner created a trial: its experiment tag starts with it
+    ("3_lr=0.001,..."). Within a variant this is its own searcher's order, whatever the timing."""
+    head = str(experiment_tag or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else 0

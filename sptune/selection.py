@@ -14,7 +14,7 @@ from ray.tune import ResultGrid
 
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
-from sptune.ranking import rank_key, trial_index
+from sptune.ranking import creation_index, rank_key
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def _usable(result: Any) -> bool:
 
 def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
     """(rank key, result, checkpoint, its metrics) of the trial's best kept checkpoint."""
-    index = trial_index(str((result.metrics or {}).get("trial_id", "")))
+    index = creation_index((result.metrics or {}).get("experiment_tag"))
     kept = [
         (rank_key(ck_metrics, search.epoch_score, index), result, checkpoint, ck_metrics)
         for checkpoint, ck_metrics in result.best_checkpoints
@@ -92,6 +92,7 @@ def select_each(grid: ResultGrid, search: SearchPlan) -> list[Selection]:
 def select_best(grid: ResultGrid, search: SearchPlan) -> Selection:
     best: tuple | None = None
     n_div = n_fail = epochs = 0
+    # Equal scores go to the trial created first (rank_key), never to the grid's order (it changes on restore).
     for result in grid:
         metrics = result.metrics or {}
         epochs += int(metrics.get("training_iteration", 0))

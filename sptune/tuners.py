@@ -1,5 +1,5 @@
 """Ray Tune Tuners: one per pretraining objective, one for all variants' searches, one for
-their re-runs per seed; per-variant searchers and ASHA, checkpoints, callbacks."""
+their re-runs per seed; per-variant searchers and early stopping, checkpoints, callbacks."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from typing import Any
 
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-from ray.tune.search import ConcurrencyLimiter, Searcher
+from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from sptune.batched_search import BatchedSearcher
+from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
@@ -39,14 +41,28 @@ def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
     s = plan.spec.scheduler
-    if s.type == "asha" and search.phase != "rerun":  # re-runs train to the end
+    if s.type == "fifo" or search.phase == "rerun":  # re-runs train to the end
+        return FIFOScheduler()
+    if s.type == "asha":  # asynchronous: faster, but who survives depends on finish order
         return ASHAScheduler(
             time_attr="training_iteration",
             max_t=search.epochs,
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
         )
-    return FIFOScheduler()
+    return SuccessiveHalving(
+        search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode
+    )
+
+
+def _settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
+    """Where a batched searcher takes a trial's result: the first rung of early stopping,
+    which every trial reaches; None (when it ends) without early stopping."""
+    s = plan.spec.scheduler
+    if s.type == "fifo" or search.phase == "rerun":
+        return None
+    rungs = rung_epochs(s.grace_period, s.reduction_factor, search.epochs)
+    return rungs[0] if rungs else None
 
 
 def _tpe_sampler(seed: int, n_trials: int) -> Any:
@@ -72,8 +88,9 @@ def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
         mode=search.mode,
         sampler=_tpe_sampler(seed, search.n_trials),
     )
-    # Per variant, so TPE sees results before it proposes far ahead of them.
-    return ConcurrencyLimiter(optuna, max_concurrent=plan.concurrency)
+    if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
+        return optuna
+    return BatchedSearcher(optuna, plan.concurrency, search.n_trials, _settle_epoch(plan, search))
 
 
 def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
@@ -84,7 +101,8 @@ def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearc
         {v: s.n_trials for v, s in searches.items()},
         {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
     )
-    return searcher, VariantScheduler({v: _scheduler(plan, s) for v, s in searches.items()})
+    schedulers = {v: _scheduler(plan, s) for v, s in searches.items()}
+    return searcher, VariantScheduler(schedulers, plan.concurrency)
 
 
 def make_trainable(
@@ -105,7 +123,7 @@ def restore_tuner(
 ) -> tune.Tuner:
     """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
     last checkpoint, errored ones too; each variant's searcher continues from its saved
-    state. (ASHA's rung state is not restored by Ray.)"""
+    state. (Ray restores no scheduler's state: neither ASHA's rungs nor synchronous halving's.)"""
     return tune.Tuner.restore(
         path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
     )
@@ -128,6 +146,8 @@ def build_tuner(
             scheduler=scheduler,
             search_alg=searcher,
             num_samples=tuner.n_trials,
+            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to
+            # VariantSearcher: it leaves out trials paused at a rung of synchronous halving.
             max_concurrent_trials=plan.concurrency,
             # One actor per concurrent slot, reused by every trial of every variant in the Tuner.
             reuse_actors=True,

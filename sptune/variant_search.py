@@ -5,19 +5,23 @@ on the first optimizer), and an actor lives only as long as its Tuner. One Tuner
 paid that again for every variant and every re-run (benchmarks/sweep_overhead.py). In one
 shared Tuner the reused actors train every variant, while each variant keeps what makes the
 comparison fair: its own searcher (its own Optuna study, grid or random stream, its own
-trial budget) and its own ASHA brackets, so variants never compete for promotion.
+trial budget) and its own early stopping (synchronous halving or ASHA), so variants never
+compete for promotion.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import pickle
 from typing import Any
 
 import numpy as np
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from sptune.halving import trial_index
 from sptune.seeds import search_seeds
 
 
@@ -68,7 +72,12 @@ def grid_configs(space: dict[str, Any], grids: dict[str, list], repeats: int, se
 
 class VariantSearcher(Searcher):
     """Routes each suggestion to one variant's own searcher, round-robin over the variants
-    that still have trials left, and routes every result back to the searcher that made it."""
+    that still have trials left, and routes every result back to the searcher that made it.
+
+    It also limits how many trials run at once (Tune's ConcurrencyLimiter hands that job to
+    it through `set_max_concurrency`): unlike the ConcurrencyLimiter it does not count a trial
+    paused at a rung of synchronous halving (`on_pause`), which would otherwise hold its slot
+    while waiting for trials that could then never start."""
 
     def __init__(self, searchers: dict[str, Searcher], budgets: dict[str, int], fixed: dict[str, dict]) -> None:
         super().__init__()
@@ -76,6 +85,22 @@ class VariantSearcher(Searcher):
         self.suggested = dict.fromkeys(searchers, 0)
         self.owner: dict[str, str] = {}
         self.turn = 0
+        self.max_concurrent: int | None = None
+        self.live: set[str] = set()  # suggested, not yet ended
+        self.paused: set[str] = set()  # live, but waiting at a rung without a slot
+
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = max_concurrent
+        return True  # we limit, so Ray's ConcurrencyLimiter around us does not
+
+    def on_pause(self, trial_id: str) -> None:
+        self.paused.add(trial_id)
+
+    def on_unpause(self, trial_id: str) -> None:
+        self.paused.discard(trial_id)
+
+    def _at_limit(self) -> bool:
+        return self.max_concurrent is not None and len(self.live - self.paused) >= self.max_concurrent
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         return True  # every variant's searcher was built with its own space, metric and mode
@@ -84,6 +109,8 @@ class VariantSearcher(Searcher):
         return [n for n in self.searchers if self.suggested[n] < self.budgets[n]]
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self._at_limit():
+            return None if self._open() else Searcher.FINISHED
         names = list(self.searchers)
         for offset in range(len(names)):
             name = names[(self.turn + offset) % len(names)]
@@ -93,11 +120,12 @@ class VariantSearcher(Searcher):
             if config == Searcher.FINISHED:  # ran out before its budget (e.g. a short grid)
                 self.budgets[name] = self.suggested[name]
                 continue
-            if config is None:  # this variant is at its concurrency limit: try the next one
+            if config is None:  # this variant waits for results (its batch): try the next one
                 continue
             self.turn = (names.index(name) + 1) % len(names)
             self.suggested[name] += 1
             self.owner[trial_id] = name
+            self.live.add(trial_id)
             return {**self.fixed[name], **config}  # a given config (a re-run, a grid repeat) names its own seed
         return None if self._open() else Searcher.FINISHED
 
@@ -106,6 +134,8 @@ class VariantSearcher(Searcher):
             self.searchers[self.owner[trial_id]].on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.live.discard(trial_id)
+        self.paused.discard(trial_id)
         if trial_id in self.owner:
             self.searchers[self.owner[trial_id]].on_trial_complete(trial_id, result=result, error=error)
 
@@ -118,17 +148,34 @@ class VariantSearcher(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             self.__dict__.update(pickle.load(f))  # our own file, written by save() above
+        self.paused = set()  # Tuner.restore queues every unfinished trial to run again
+
+
+class _VariantTrials:
+    """The Tune controller as one variant's scheduler sees it when choosing what to run: only
+    that variant's trials (a FIFO or ASHA scheduler would otherwise resume another variant's
+    trial that synchronous halving keeps waiting at a rung)."""
+
+    def __init__(self, tune_controller: Any, variant: str) -> None:
+        self._controller, self._variant = tune_controller, variant
+
+    def get_trials(self) -> list:
+        return [t for t in self._controller.get_trials() if t.config.get("variant") == self._variant]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller, name)
 
 
 class VariantScheduler(FIFOScheduler):
-    """One scheduler per variant (e.g. ASHA): a trial is only ever compared with trials of its
-    own variant. Trials pick up in FIFO order across variants."""
+    """One scheduler per variant (synchronous halving, ASHA or FIFO): a trial is only ever
+    compared with trials of its own variant. Among what the variants' schedulers would run
+    next, the trial created first goes first."""
 
-    _supports_buffered_results = False  # ASHA must see every epoch's result
+    _supports_buffered_results = False  # early stopping must see every epoch's result
 
-    def __init__(self, schedulers: dict[str, TrialScheduler]) -> None:
+    def __init__(self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None) -> None:
         super().__init__()
-        self.schedulers = schedulers
+        self.schedulers, self.max_concurrent = schedulers, max_concurrent
 
     def _of(self, trial: Any) -> TrialScheduler:
         return self.schedulers[trial.config["variant"]]
@@ -150,6 +197,22 @@ class VariantScheduler(FIFOScheduler):
 
     def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
         self._of(trial).on_trial_remove(tune_controller, trial)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        picks = [s.choose_trial_to_run(_VariantTrials(tune_controller, v)) for v, s in self.schedulers.items()]
+        picks = [t for t in picks if t is not None]
+        if not picks:
+            return None
+        trial = min(picks, key=trial_index)
+        # Tune starts every PENDING trial anyway; resuming a paused one is ours to hold back
+        # while the concurrency limit is reached (several may be promoted at once).
+        if trial.status == Trial.PAUSED and self._busy(tune_controller) >= (self.max_concurrent or math.inf):
+            return None
+        return trial
+
+    @staticmethod
+    def _busy(tune_controller: Any) -> int:
+        return sum(t.status in (Trial.RUNNING, Trial.PENDING) for t in tune_controller.get_trials())
 
     def debug_string(self) -> str:
         return "\n".join(f"{name}: {s.debug_string()}" for name, s in self.schedulers.items())

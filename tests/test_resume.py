@@ -15,9 +15,10 @@ from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
 
-# FIFO: Ray does not restore ASHA's rung state, so after a resume ASHA may stop different trials,
-# report different final accuracies to Optuna and change its later proposals (documented in the
-# README). With FIFO every decision is restored, so the resumed study must match exactly.
+# FIFO: Ray restores no scheduler's rung state (neither synchronous halving's nor ASHA's), so after a
+# resume early stopping may stop different trials and change what Optuna is told (documented in the
+# README). With FIFO every decision is restored (the batched searcher's state included), so the resumed
+# study must match exactly.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",

@@ -20,7 +20,8 @@ def _trial(trial_id: str, scores: list[float], seed: int = 0, diverged: bool = F
     losses = losses or scores
     kept = [(SimpleNamespace(path=f"/{trial_id}/{e}"), {"val_acc": s, "val_loss": loss, "epoch": e})
             for e, (s, loss) in enumerate(zip(scores, losses, strict=True), 1)]
-    metrics = {"trial_id": trial_id, "training_iteration": len(scores), "diverged": int(diverged)}
+    metrics = {"trial_id": trial_id, "training_iteration": len(scores), "diverged": int(diverged),
+               "experiment_tag": f"{trial_id.rsplit('_', 1)[-1].lstrip('0') or 0}_lr=0.001"}
     return SimpleNamespace(error=None, metrics=metrics, config={"lr": 1e-3, "seed": seed}, best_checkpoints=kept)
 
 

@@ -6,7 +6,14 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from sptune.spec.messages import spec_error
-from sptune.spec.sections import ModelSpec, PretrainSource, ResourcesSpec, SchedulerSpec, TaskSpec
+from sptune.spec.sections import (
+    ModelSpec,
+    PretrainSource,
+    ResourcesSpec,
+    SchedulerSpec,
+    SearcherSpec,
+    TaskSpec,
+)
 
 
 def _refused(model: type[BaseModel], data: dict) -> str:
@@ -34,10 +41,15 @@ def test_settings_that_are_not_used_are_not_checked():
     assert SchedulerSpec(type="fifo", grace_period=0, reduction_factor=0.5).type == "fifo"
 
 
-def test_asha_settings():
-    assert "grace_period: must be >= 1 (got 0)" in _refused(SchedulerSpec, {"grace_period": 0})
-    refused = _refused(SchedulerSpec, {"reduction_factor": 1})
+@pytest.mark.parametrize("halving", ["sha", "asha"])
+def test_halving_settings(halving):
+    assert "grace_period: must be >= 1 (got 0)" in _refused(SchedulerSpec, {"type": halving, "grace_period": 0})
+    refused = _refused(SchedulerSpec, {"type": halving, "reduction_factor": 1})
     assert "reduction_factor: must be > 1 (got 1.0). Fix: use 2 or 3" in refused
+
+
+def test_order_independent_decisions_are_the_default():
+    assert SchedulerSpec().type == "sha" and SearcherSpec().mode == "batched"
 
 
 def test_resources_name_the_field_that_is_wrong():

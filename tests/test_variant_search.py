@@ -139,3 +139,17 @@ def test_asha_decides_for_a_variant_as_if_it_were_alone():
     alone, shared = _asha_decisions(with_other_variant=False), _asha_decisions(with_other_variant=True)
     assert "STOP" in "".join(alone)  # the replay exercises stopping, not only continuing
     assert shared == alone
+
+
+def test_a_trial_paused_at_a_rung_frees_its_slot():
+    searcher = _searcher({"scratch": 2, "spt": 3})
+    assert searcher.set_max_concurrency(2)  # Ray's ConcurrencyLimiter leaves the limiting to us
+    first, second = searcher.suggest("a"), searcher.suggest("b")
+    assert first and second and searcher.suggest("c") is None
+    searcher.on_pause("a")  # waiting at a rung of synchronous halving
+    assert searcher.suggest("c") is not None and searcher.suggest("d") is None
+    searcher.on_unpause("a")  # promoted: it needs its slot back before anything new starts
+    searcher.on_trial_complete("b", {"val_acc": 0.5})
+    assert searcher.suggest("d") is None
+    searcher.on_trial_complete("c", {"val_acc": 0.5})
+    assert searcher.suggest("d") is not None

@@ -1,4 +1,4 @@
-"""The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, and ASHA
+"""The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, and early-stopping
 survival per rung; each an inline SVG with its caption."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sptune.report.text import esc, fmt_lr
 
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#000000")
 PRETRAIN_COLORS = ("#7f7f7f", "#b5b5b5")
-LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (ASHA-stopped trials at the epoch they "
+LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (early-stopped trials at the epoch they "
               "reached). Line: best per LR, mean over the seeds that searched; band: min–max over those seeds. "
               "Filled dots: the selected config re-trained per seed. Diamonds: test accuracy of the reported "
               "checkpoints. Bars under the axis: each variant's searched LR range (ticks: grid values).")
@@ -139,10 +139,11 @@ def figure_curves(data: ReportData, task: str, variants: list[str], colors: dict
 
 
 def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
-    """ASHA milestones (grace × rf^k below max_t, as Ray places them) plus max_t; else distinct epochs reached."""
+    """Halving rungs (grace × rf^k below max_t: synchronous halving's, and ASHA's as Ray places them) plus max_t;
+    else (FIFO) distinct epochs reached."""
     sched = spec.get("scheduler") or {}
     grace, rf = as_float(sched.get("grace_period")), as_float(sched.get("reduction_factor"))
-    if sched.get("type", "asha") != "asha" or not grace or not rf or rf <= 1 or not max_epochs:
+    if sched.get("type", "sha") not in ("sha", "asha") or not grace or not rf or rf <= 1 or not max_epochs:
         return sorted(set(reached))
     rungs, r = [], grace
     while r < max_epochs:
@@ -181,9 +182,9 @@ def figure_survival(data: ReportData, task: str, variants: list[str], colors: di
         for r, n, total in pts:
             x = plot.x(rungs.index(r)) + (plot.x(1) - plot.x(0)) * 0.1 + gi * slot
             _survival_bar(plot, x, slot, n, color[group], f"{group}: {n}/{total} trials reached epoch {r}")
-    plot.frame([i + 0.5 for i in range(len(rungs))], nice_ticks(0, top, min(top, 5)), "ASHA rung (epoch reached ≥)",
+    plot.frame([i + 0.5 for i in range(len(rungs))], nice_ticks(0, top, min(top, 5)), "rung (epoch reached ≥)",
                "trials", lambda v: f"≥ {rungs[int(v)]}", _int_tick)
-    return plot.svg(f"ASHA survival per rung on {task}")
+    return plot.svg(f"Early-stopping survival per rung on {task}")
 
 
 def _survival_bar(plot: Plot, x: float, slot: float, n: int, color: str, tip: str) -> None:
@@ -211,7 +212,7 @@ def figures_html(data: ReportData, tasks: list[str], variants: list[str], colors
             _figure(figure_lr(data, task, variants, colors, cells), f"{task}: accuracy vs learning rate", LR_CAPTION),
             _figure(figure_curves(data, task, variants, colors), f"{task}: learning curves of the selected trials",
                     CURVES_CAPTION),
-            _figure(figure_survival(data, task, variants, colors), f"{task}: ASHA survival per rung",
+            _figure(figure_survival(data, task, variants, colors), f"{task}: early-stopping survival per rung",
                     SURVIVAL_CAPTION),
         ]
         if any(figs):

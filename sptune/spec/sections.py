@@ -135,14 +135,17 @@ class VariantSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    type: Literal["asha", "fifo"] = "asha"
+    # sha: synchronous successive halving per variant, whose decisions do not depend on the order
+    # trials finish in (the default: the same spec and seed select the same configs on any
+    # machine); asha: asynchronous, faster, but who survives depends on finish order; fifo: none.
+    type: Literal["sha", "asha", "fifo"] = "sha"
     grace_period: int = 2
     reduction_factor: float = 2.0
 
     @model_validator(mode="after")
-    def _asha_settings(self) -> SchedulerSpec:
-        # FIFO ignores both settings, so they are only checked for ASHA.
-        if self.type != "asha":
+    def _halving_settings(self) -> SchedulerSpec:
+        # FIFO ignores both settings, so they are only checked for the halving schedulers.
+        if self.type == "fifo":
             return self
         if self.grace_period < 1:
             raise problem(f"must be >= 1 (got {self.grace_period})", POSITIVE, "grace_period")
@@ -154,6 +157,11 @@ class SchedulerSpec(Strict):
 class SearcherSpec(Strict):
     # Used for range searches; grids always run through Ray's grid (BasicVariantGenerator).
     type: Literal["optuna", "random"] = "optuna"
+    # batched: Optuna proposes max_concurrent configs per variant, then waits until all of them
+    # have reported and is told their results in trial order, so its proposals do not depend on
+    # finish order; async: told results as trials finish, so no slot waits (faster), but what it
+    # proposes depends on the machine's load. Random and grid searches never depend on it.
+    mode: Literal["batched", "async"] = "batched"
 
 
 class ResourcesSpec(Strict):

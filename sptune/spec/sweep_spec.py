@@ -71,6 +71,7 @@ class SweepSpec(Strict):
         self._check_language_model()
         self._check_pooling()
         self._check_grace_period()
+        self._check_searcher_mode()
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
@@ -103,14 +104,21 @@ class SweepSpec(Strict):
 
     def _check_grace_period(self) -> None:
         s = self.scheduler
-        if s.type != "asha":
+        if s.type == "fifo":
             return
-        # ASHA stops trials after grace_period epochs at the earliest: no stage may be shorter.
+        # Halving stops trials after grace_period epochs at the earliest: no stage may be shorter.
         pretrain_epochs = [self.pretrain.epochs] if self.pretrain and self.pretrain.epochs > 0 else []
         shortest = min([self.variant_epochs(v) for v in self.variants] + pretrain_epochs)
         if s.grace_period > shortest:
             message = f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)"
             raise problem(message, "lower grace_period", "scheduler.grace_period")
+
+    def _check_searcher_mode(self) -> None:
+        # Under synchronous halving every trial waits at the first rung for all of its variant's
+        # trials, so none finishes before all are proposed: an async Optuna would learn nothing.
+        if self.scheduler.type == "sha" and self.searcher.mode == "async" and self.searcher.type == "optuna":
+            fix = "use searcher.mode: batched (told each trial's result at the first rung), or scheduler.type: asha"
+            raise problem("an async Optuna search learns nothing under synchronous halving", fix, "searcher.mode")
 
     def _check_baseline(self) -> None:
         # The default may be absent (then no Δ is printed, and the results say why); a name the

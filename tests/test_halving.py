@@ -1,0 +1,208 @@
+"""Synchronous successive halving: the same results give the same decisions in any finish order.
+
+No Ray cluster: real `Trial` objects (stubs) and a small stand-in for Tune's controller that
+does what Tune does with a scheduler's decisions (pause, stop, resume what it chooses)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+from sptune.halving import SuccessiveHalving, rung_epochs
+from sptune.ranking import creation_index
+from sptune.variant_search import VariantScheduler
+
+# Validation accuracy per epoch of six trials (index 1..6); trials 3 and 4 are identical.
+CURVES = [
+    [0.30, 0.50, 0.60, 0.65, 0.66, 0.67, 0.68, 0.69],
+    [0.40, 0.45, 0.50, 0.52, 0.53, 0.54, 0.55, 0.56],
+    [0.35, 0.55, 0.70, 0.72, 0.74, 0.75, 0.76, 0.77],
+    [0.35, 0.55, 0.70, 0.72, 0.74, 0.75, 0.76, 0.77],
+    [0.10, 0.20, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55],
+    [0.50, 0.52, 0.53, 0.54, 0.55, 0.56, 0.57, 0.58],
+]
+MAX_T = 8
+
+
+class PauseLog:
+    """The searcher's side of pausing: which trials currently hold no slot."""
+
+    def __init__(self) -> None:
+        self.paused: set[str] = set()
+
+    def on_pause(self, trial_id: str) -> None:
+        self.paused.add(trial_id)
+
+    def on_unpause(self, trial_id: str) -> None:
+        self.paused.discard(trial_id)
+
+
+class Controller:
+    """What Tune's controller does with a scheduler, minus actors: statuses, stop, resume."""
+
+    def __init__(self, scheduler: TrialScheduler) -> None:
+        self.scheduler, self.trials = scheduler, []
+        self.search_alg = SimpleNamespace(searcher=PauseLog())
+
+    def get_trials(self) -> list[Trial]:
+        return self.trials
+
+    def add(self, trial: Trial) -> None:
+        self.trials.append(trial)
+        self.scheduler.on_trial_add(self, trial)
+
+    def stop_trial(self, trial: Trial) -> None:
+        if trial.status in (Trial.PENDING, Trial.PAUSED):
+            self.scheduler.on_trial_remove(self, trial)
+        else:
+            self.scheduler.on_trial_complete(self, trial, {})
+        trial.set_status(Trial.TERMINATED)
+
+    def start_chosen(self) -> None:
+        while (trial := self.scheduler.choose_trial_to_run(self)) is not None:
+            trial.set_status(Trial.RUNNING)
+
+
+def _trial(index: int, variant: str = "a") -> Trial:
+    return Trial("x", config={"variant": variant}, trial_id=f"t{index}", experiment_tag=f"{index}_lr=x", stub=True)
+
+
+def _report(controller: Controller, trial: Trial, epoch: int, curves: list[list[float]]) -> None:
+    value = curves[creation_index(trial.experiment_tag) - 1][epoch - 1]
+    result = {"training_iteration": epoch, "val_acc": value, "done": epoch >= MAX_T}
+    decision = controller.scheduler.on_trial_result(controller, trial, result)
+    if result["done"] or decision == TrialScheduler.STOP:
+        controller.stop_trial(trial)
+    elif decision == TrialScheduler.PAUSE:
+        trial.set_status(Trial.PAUSED)
+
+
+def simulate(scheduler: TrialScheduler, pick: random.Random, curves: list[list[float]] = CURVES) -> dict:
+    """Trials arrive one by one and report epochs in an order `pick` chooses; the epochs each
+    trial trained before it was stopped or finished."""
+    controller = Controller(scheduler)
+    epochs: dict[str, int] = {}
+    waiting = [_trial(i + 1) for i in range(len(curves))]
+    while waiting or any(t.status != Trial.TERMINATED for t in controller.trials):
+        if waiting and pick.random() < 0.5:  # the searcher proposes the next trial
+            controller.add(waiting.pop(0))
+        controller.start_chosen()
+        running = [t for t in controller.trials if t.status == Trial.RUNNING]
+        if running:
+            trial = pick.choice(running)
+            epochs[trial.trial_id] = epochs.get(trial.trial_id, 0) + 1
+            _report(controller, trial, epochs[trial.trial_id], curves)
+    return epochs
+
+
+def _halving() -> SuccessiveHalving:
+    return SuccessiveHalving(len(CURVES), MAX_T, grace_period=1, reduction_factor=2, metric="val_acc", mode="max")
+
+
+def test_rungs_are_grace_times_eta_powers_below_max_t():
+    assert rung_epochs(1, 2, 8) == [1, 2, 4]
+    assert rung_epochs(2, 3, 20) == [2, 6, 18]
+    assert rung_epochs(5, 2, 5) == []  # grace at the last epoch: no early stopping
+    assert rung_epochs(1, 1.5, 4) == [1, 2, 3]  # rounded, never repeated
+
+
+def test_same_decisions_in_any_finish_order():
+    outcomes = [simulate(_halving(), random.Random(seed)) for seed in range(20)]
+    assert all(o == outcomes[0] for o in outcomes)
+    # Rung 1 keeps 3 of 6: trials 6 (0.50), 2 (0.40) and 3, tied with 4 at 0.35 but created
+    # first; rung 2 keeps 3 (0.55) and 6 (0.52); rung 4 keeps 3 (0.72).
+    assert outcomes[0] == {"t1": 1, "t2": 2, "t3": 8, "t4": 1, "t5": 1, "t6": 4}
+
+
+def test_asha_decides_by_finish_order():
+    """Why `sha` is the default: ASHA, given the same results, stops different trials."""
+    def asha() -> ASHAScheduler:
+        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=MAX_T, grace_period=1, reduction_factor=2)
+        scheduler.set_search_properties("val_acc", "max")
+        return scheduler
+
+    outcomes = {tuple(sorted(simulate(asha(), random.Random(seed)).items())) for seed in range(20)}
+    assert len(outcomes) > 1
+
+
+def test_ties_go_to_the_lower_trial_index():
+    curves = [[0.5] * MAX_T for _ in range(4)]
+    for seed in range(5):
+        epochs = simulate(SuccessiveHalving(4, MAX_T, 1, 2, "val_acc", "max"), random.Random(seed), curves)
+        assert epochs == {"t1": 8, "t2": 2, "t3": 1, "t4": 1}
+
+
+def test_min_mode_keeps_the_lowest_loss():
+    curves = [[0.9] * MAX_T, [0.2] * MAX_T]
+    epochs = simulate(SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "min"), random.Random(0), curves)
+    assert epochs == {"t1": 1, "t2": 8}
+
+
+def _two_running(budget: int) -> tuple[SuccessiveHalving, Controller, Trial, Trial]:
+    """A variant of `budget` trials whose first two are running."""
+    scheduler = SuccessiveHalving(budget, MAX_T, 1, 2, "val_acc", "max")
+    controller = Controller(scheduler)
+    first, second = _trial(1), _trial(2)
+    for trial in (first, second):
+        controller.add(trial)
+        trial.set_status(Trial.RUNNING)
+    return scheduler, controller, first, second
+
+
+def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
+    scheduler, controller, first, second = _two_running(3)
+    for trial in (first, second):
+        _report(controller, trial, 1, CURVES)
+    # Both wait at the rung for the third trial, paused, without a slot, and are never chosen.
+    assert first.status == second.status == Trial.PAUSED
+    assert controller.search_alg.searcher.paused == {"t1", "t2"}
+    assert scheduler.choose_trial_to_run(controller) is None
+    third = _trial(3)
+    controller.add(third)
+    assert scheduler.choose_trial_to_run(controller) is third  # a new trial may start
+    third.set_status(Trial.RUNNING)
+    controller.scheduler.on_trial_error(controller, third)  # it fails before the rung ...
+    third.set_status(Trial.ERROR)
+    # ... so the rung is decided between the two that reached it: the better one (0.40) goes on.
+    assert first.status == Trial.TERMINATED and "t2" not in controller.search_alg.searcher.paused
+    assert scheduler.choose_trial_to_run(controller) is second
+
+
+def test_a_trial_retried_after_a_failure_is_still_waited_for():
+    scheduler, controller, first, second = _two_running(2)
+    _report(controller, second, 1, CURVES)
+    first.set_status(Trial.ERROR)  # what Tune does before it requeues a trial to retry it
+    scheduler.on_trial_error(controller, first)
+    first.set_status(Trial.PENDING)
+    scheduler.on_trial_add(controller, first)
+    assert second.status == Trial.PAUSED  # the rung still waits for the retried trial
+    first.set_status(Trial.RUNNING)
+    _report(controller, first, 1, CURVES)
+    assert first.status == Trial.TERMINATED and scheduler.choose_trial_to_run(controller) is second
+
+
+def test_variant_scheduler_resumes_in_trial_order_within_the_concurrency_limit():
+    schedulers = {v: SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "max") for v in ("a", "b")}
+    scheduler = VariantScheduler(schedulers, max_concurrent=1)
+    controller = Controller(scheduler)
+    trials = [_trial(1, "a"), _trial(2, "b"), _trial(3, "a"), _trial(4, "b")]
+    for trial in trials:
+        controller.add(trial)
+    assert scheduler.choose_trial_to_run(controller) is trials[0]  # the first created goes first
+    for trial in trials:
+        trial.set_status(Trial.RUNNING)
+        _report(controller, trial, 1, CURVES)
+    # Each variant decided its own rung: a keeps trial 3 (0.35 > 0.30), b keeps trial 2 (0.40 > 0.35).
+    assert [t.status for t in trials] == [Trial.TERMINATED, Trial.PAUSED, Trial.RUNNING, Trial.TERMINATED]
+    assert scheduler.choose_trial_to_run(controller) is None  # trial 3 runs: the one slot is taken
+    trials[2].set_status(Trial.PAUSED)
+    assert scheduler.choose_trial_to_run(controller) is trials[1]
+
+
+@pytest.mark.parametrize("tag, index", [("12_lr=0.1,batch_size=32", 12), ("", 0), (None, 0)])
+def test_trial_index_is_read_from_the_experiment_tag(tag, index):
+    assert creation_index(tag) == index

@@ -1,0 +1,42 @@
+"""The printed plan says which kind of decision each part of the study makes, and nothing untrue."""
+
+from __future__ import annotations
+
+import pytest
+
+from sptune.plan import build_plan, describe
+from sptune.spec import load_spec
+from sptune.tasks.base import TaskInfo
+
+INFO = TaskInfo("digits", "continuous", 64, 10)
+
+
+def _describe(repo_root: str, *overrides: str) -> str:
+    spec = load_spec(f"{repo_root}/search_spaces/digits_quick.yaml", list(overrides))
+    return describe(build_plan(spec, INFO, cluster_cpus=2))
+
+
+def test_the_default_decisions_say_they_are_order_independent(repo_root):
+    text = _describe(repo_root, "scheduler.type=sha")
+    assert "Scheduler: synchronous successive halving per variant (grace 5 epochs, η 2;" in text
+    assert "Searcher: Optuna (TPE) per variant in batches of 2, told each trial's result at epoch 5" in text
+    assert text.count("order-independent") == 2 and "depend on finish order" not in text
+
+
+def test_asynchronous_decisions_say_they_depend_on_finish_order(repo_root):
+    text = _describe(repo_root, "scheduler.type=asha", "searcher.mode=async")
+    assert "Scheduler: ASHA per variant (grace 5 epochs, η 2; asynchronous: decisions depend on finish order)" in text
+    assert "Searcher: Optuna (TPE) per variant, told results as trials finish" in text
+    assert "order-independent" not in text
+
+
+@pytest.mark.parametrize("mode", ["batched", "async"])
+def test_fifo_claims_no_early_stopping(repo_root, mode):
+    text = _describe(repo_root, "scheduler.type=fifo", f"searcher.mode={mode}")
+    assert "Scheduler: FIFO (no early stopping" in text
+    assert "early stopping ends" not in text and "ASHA" not in text
+
+
+def test_no_searcher_line_without_optuna(repo_root):
+    text = _describe(repo_root, "scheduler.type=sha", "searcher.type=random")
+    assert "Searcher:" not in text
