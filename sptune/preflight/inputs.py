@@ -69,9 +69,6 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
     from sptune.models.attention import flash_installed
 
     auto = "or use attention_kernel: auto (flash-attn where it can run, else SDPA)"
-    if not flash_installed():
-        raise SpecError("model.attention_kernel", "is 'flash' but flash-attn is not installed on this machine",
-                        f"pip install -e '.[gpu]' on a CUDA machine, {auto}")
     if spec.training.device == "cpu" or spec.training.precision == "fp32":
         raise SpecError("model.attention_kernel", "flash-attn runs on CUDA in bf16/fp16 only",
                         f"set training.device: auto and training.precision: bf16, {auto}")
@@ -79,6 +76,9 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
     if info.input_kind == "tokens" and any(bool((s.x == info.pad_id).any()) for s in (data.train, data.val)):
         raise SpecError("model.attention_kernel", f"task '{info.name}' has padded sequences, and flash-attn's "
                         "flash_attn_func takes no key-padding mask", f"use attention_kernel: sdpa, {auto}")
+    if not flash_installed():
+        raise SpecError("model.attention_kernel", "is 'flash' but flash-attn is not installed on this machine",
+                        f"pip install -e '.[gpu]' on a CUDA machine, {auto}")
 
 
 def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:
