@@ -97,8 +97,9 @@ class Recorder:
         self.calls: list[dict] = []
 
     def __call__(self, q, k, v, dropout_p=0.0, causal=False):
-        self.calls.append({"shape": tuple(q.shape), "dtypes": {q.dtype, k.dtype, v.dtype}, "dropout_p": dropout_p,
-                           "causal": causal})
+        self.calls.append(
+            {"shape": tuple(q.shape), "dtypes": {q.dtype, k.dtype, v.dtype}, "dropout_p": dropout_p, "causal": causal}
+        )
         qh, kh, vh = (t.transpose(1, 2).float() for t in (q, k, v))  # (B, H, N, D)
         scores = qh @ kh.transpose(-1, -2) / math.sqrt(q.shape[-1])
         if causal:
@@ -159,8 +160,9 @@ def test_where_the_decision_says_sdpa_the_output_is_sdpa_s(case):
 def test_a_model_without_a_stand_in_never_reaches_flash_on_cpu():
     torch.manual_seed(0)
     encoder = Encoder(EncoderConfig(d_model=32, n_heads=4, n_layers=2, max_len=12, dropout=0.0)).eval()
-    reference = Encoder(EncoderConfig(d_model=32, n_heads=4, n_layers=2, max_len=12, dropout=0.0,
-                                      attention_kernel="sdpa")).eval()
+    reference = Encoder(
+        EncoderConfig(d_model=32, n_heads=4, n_layers=2, max_len=12, dropout=0.0, attention_kernel="sdpa")
+    ).eval()
     reference.load_state_dict(encoder.state_dict())
     x = torch.randn(2, 12, 2)
     with torch.autocast("cpu", dtype=torch.bfloat16):

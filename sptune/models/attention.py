@@ -140,16 +140,18 @@ def sdpa(
         if causal:
             mask = mask & torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
     out = F.scaled_dot_product_attention(
-        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-        attn_mask=mask, dropout_p=dropout_p, is_causal=causal and mask is None,
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        attn_mask=mask,
+        dropout_p=dropout_p,
+        is_causal=causal and mask is None,
     )
     return out.transpose(1, 2)
 
 
 class SelfAttention(nn.Module):
-    def __init__(
-        self, d_model: int, n_heads: int, dropout: float, rotary: bool, kernel: KernelChoice = "auto"
-    ) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float, rotary: bool, kernel: KernelChoice = "auto") -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
@@ -200,8 +202,14 @@ class SelfAttention(nn.Module):
         drop = self.dropout if self.training else 0.0
         flash = self._flash_for(q.device)
         kernel = attention_kernel(
-            q.dtype, q.device.type, self.head_dim, key_padding is not None, causal, drop,
-            flash_installed=flash is not None, requested=self.kernel,
+            q.dtype,
+            q.device.type,
+            self.head_dim,
+            key_padding is not None,
+            causal,
+            drop,
+            flash_installed=flash is not None,
+            requested=self.kernel,
             flash_device_types=flash.device_types if flash is not None else ("cuda",),
         )
         if kernel == "flash":
