@@ -63,8 +63,14 @@ def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float,
     if stage == "spt":
         p = spec.pretrain
         optim = _optim_config(config, spec, p.epochs, p.weight_decay)
-        return PretrainLoop(encoder_config(spec.model, info), PretrainObjective(p.objective, p.mask_ratio, p.loss),
-                            info, train, val, optim)
+        return PretrainLoop(
+            encoder_config(spec.model, info),
+            PretrainObjective(p.objective, p.mask_ratio, p.loss),
+            info,
+            train,
+            val,
+            optim,
+        )
     optim = _optim_config(config, spec, spec.finetune.epochs, spec.finetune.weight_decay)
     return FinetuneLoop(classifier_config(spec.model, info), info, train, val, optim)
 
@@ -93,8 +99,13 @@ def gpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrie
     loop = make_loop(stage, spec, data.info, data.train, data.val, args.lr, args.batch)
     barrier.wait()  # every trial on the GPU starts its measured epoch at once
     train_s, val_s = timed_epoch(loop)
-    return {"extrapolated": False, "train_s": train_s, "val_s": val_s, "epoch_s": train_s + val_s,
-            "steps": math.ceil(len(data.train) / args.batch)}
+    return {
+        "extrapolated": False,
+        "train_s": train_s,
+        "val_s": val_s,
+        "epoch_s": train_s + val_s,
+        "steps": math.ceil(len(data.train) / args.batch),
+    }
 
 
 def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrier: Any) -> dict[str, Any]:
@@ -106,8 +117,17 @@ def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrie
     steps = math.ceil(len(data.train) / args.batch)
     step_s, row_s = train_s / k, val_s / v
     est_train, est_val = steps * step_s, len(data.val) * row_s
-    return {"extrapolated": True, "timed_steps": k, "timed_val_rows": v, "step_s": step_s, "val_row_s": row_s,
-            "steps": steps, "train_s": est_train, "val_s": est_val, "epoch_s": est_train + est_val}
+    return {
+        "extrapolated": True,
+        "timed_steps": k,
+        "timed_val_rows": v,
+        "step_s": step_s,
+        "val_row_s": row_s,
+        "steps": steps,
+        "train_s": est_train,
+        "val_s": est_val,
+        "epoch_s": est_train + est_val,
+    }
 
 
 def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool) -> Any:
@@ -163,8 +183,12 @@ def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     epochs = [r["epoch_s"] for r in rows]
     # The trials start together, so the slowest one's epoch is the group's wall time.
-    return {"per_trial": rows, "epoch_s_mean": sum(epochs) / len(epochs), "epoch_s_max": max(epochs),
-            "extrapolated": rows[0]["extrapolated"]}
+    return {
+        "per_trial": rows,
+        "epoch_s_mean": sum(epochs) / len(epochs),
+        "epoch_s_max": max(epochs),
+        "extrapolated": rows[0]["extrapolated"],
+    }
 
 
 def parse_args() -> argparse.Namespace:
@@ -221,21 +245,46 @@ def main() -> int:
             print(f"{kernel}, {n} trial(s) at once on {'cuda' if cuda else 'cpu'} ...", flush=True)
             arms.setdefault(kernel, {})[str(n)] = run_arm(args, kernel, n)
     rows = len(data.train) + len(data.val)
-    table = [(kernel, int(n), stage, s["epoch_s_mean"], s["epoch_s_max"], int(n) * rows / s["epoch_s_max"],
-              s["extrapolated"]) for kernel, by_n in arms.items() for n, by_stage in by_n.items()
-             for stage, s in by_stage.items()]
+    table = [
+        (
+            kernel,
+            int(n),
+            stage,
+            s["epoch_s_mean"],
+            s["epoch_s_max"],
+            int(n) * rows / s["epoch_s_max"],
+            s["extrapolated"],
+        )
+        for kernel, by_n in arms.items()
+        for n, by_stage in by_n.items()
+        for stage, s in by_stage.items()
+    ]
     bc.print_table(["kernel", "trials", "stage", "s/epoch mean", "s/epoch max", "rows/s all", "extrapolated"], table)
     for kernel, why in skipped.items():
         print(f"{kernel}: not measured ({why}).")
     if not cuda:
-        print(f"GPU numbers not available: no CUDA device here. CPU: {args.cpu_steps} training steps and "
-              f"{args.cpu_val_rows} validation rows timed per stage, extrapolated to {len(data.train)} / "
-              f"{len(data.val)} rows ({args.threads} thread(s) per trial).")
-    out = {"machine": bc.machine(), "device": "cuda" if cuda else "cpu", "gpu_numbers": cuda,
-           "cpu_threads_per_trial": args.threads, "data_source": data.source, "train_rows": len(data.train),
-           "val_rows": len(data.val), "seq_len": data.info.seq_len, "model": spec.model.model_dump(),
-           "batch": args.batch, "precision": args.precision if cuda else spec.training.precision,
-           "compile": spec.training.compile, "extrapolated": not cuda, "skipped": skipped, "arms": arms}
+        print(
+            f"GPU numbers not available: no CUDA device here. CPU: {args.cpu_steps} training steps and "
+            f"{args.cpu_val_rows} validation rows timed per stage, extrapolated to {len(data.train)} / "
+            f"{len(data.val)} rows ({args.threads} thread(s) per trial)."
+        )
+    out = {
+        "machine": bc.machine(),
+        "device": "cuda" if cuda else "cpu",
+        "gpu_numbers": cuda,
+        "cpu_threads_per_trial": args.threads,
+        "data_source": data.source,
+        "train_rows": len(data.train),
+        "val_rows": len(data.val),
+        "seq_len": data.info.seq_len,
+        "model": spec.model.model_dump(),
+        "batch": args.batch,
+        "precision": args.precision if cuda else spec.training.precision,
+        "compile": spec.training.compile,
+        "extrapolated": not cuda,
+        "skipped": skipped,
+        "arms": arms,
+    }
     bc.write_json(args.json, out)
     return 0
 

@@ -10,8 +10,23 @@ import sys
 
 def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, repo_root):
     out = tmp_path / "gpu_epoch.json"
-    cmd = [sys.executable, "benchmarks/gpu_epoch.py", "--synthetic", "--set", "task.resolution=16", "--batch", "8",
-           "--cpu-steps", "1", "--cpu-val-rows", "8", "--trials", "2", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "benchmarks/gpu_epoch.py",
+        "--synthetic",
+        "--set",
+        "task.resolution=16",
+        "--batch",
+        "8",
+        "--cpu-steps",
+        "1",
+        "--cpu-val-rows",
+        "8",
+        "--trials",
+        "2",
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "GPU numbers not available" in proc.stdout
