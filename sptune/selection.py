@@ -1,16 +1,17 @@
-"""Pick the validation-best trial *and epoch* of a Tuner, never the last checkpoint.
+"""Pick the validation-best trial *and epoch* of a search, never the last checkpoint.
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints Ray kept
 (``checkpoint_score_attribute``) by `sptune.ranking`'s rule instead, the same rule the trials
-used for their logged best epoch, across trials too.
+used for their logged best epoch, across trials too. The same functions select from a finished
+Tuner's `Result`s and, while the study's one Tuner still runs, from `TrialOutcome`s the driver
+took from each ended trial (`sptune.stages`), so both ways pick the same trial and epoch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
-
-from ray.tune import ResultGrid
 
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
@@ -30,6 +31,18 @@ class Selection:
     n_diverged: int
     n_failed: int
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What selection reads of one ended trial: the fields of a Tune `Result` it uses."""
+
+    config: dict[str, Any]
+    metrics: dict[str, Any]  # its last result
+    error: str | None
+    path: str
+    # (checkpoint with a .path, the metrics of its epoch) for each checkpoint Ray kept
+    best_checkpoints: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
 
 
 def _usable(result: Any) -> bool:
@@ -64,7 +77,7 @@ def _selection(best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fai
     )
 
 
-def _nothing_usable(grid: ResultGrid, search: SearchPlan) -> RuntimeFailure:
+def _nothing_usable(grid: list, search: SearchPlan) -> RuntimeFailure:
     errors = [r for r in grid if r.error is not None]
     diverged = sum(bool((r.metrics or {}).get("diverged")) for r in grid)
     first = f"; first error: {str(errors[0].error).splitlines()[-1][:300]} (in {errors[0].path})" if errors else ""
@@ -76,9 +89,9 @@ def _nothing_usable(grid: ResultGrid, search: SearchPlan) -> RuntimeFailure:
     )
 
 
-def select_each(grid: ResultGrid, search: SearchPlan) -> list[Selection]:
+def select_each(results: Iterable[Any], search: SearchPlan) -> list[Selection]:
     """The validation-best epoch of every usable trial (re-runs: one selection per seed)."""
-    picked = []
+    grid, picked = list(results), []
     for result in grid:
         best = _best_checkpoint(result, search) if _usable(result) else None
         if best is not None:
@@ -89,7 +102,9 @@ def select_each(grid: ResultGrid, search: SearchPlan) -> list[Selection]:
     return sorted(picked, key=lambda s: s.config.get("seed", 0))
 
 
-def select_best(grid: ResultGrid, search: SearchPlan) -> Selection:
+def select_best(results: Iterable[Any], search: SearchPlan) -> Selection:
+    """The search's validation-best trial and epoch; `results` are Tune Results or TrialOutcomes."""
+    grid = list(results)
     best: tuple | None = None
     n_div = n_fail = epochs = 0
     # Equal scores go to the trial created first (rank_key), never to the grid's order (it changes on restore).

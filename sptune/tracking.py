@@ -127,7 +127,7 @@ class TrialRunLogger(tune.Callback):
     def __init__(self, tracker: Tracker, static_params: dict[str, dict[str, Any]]) -> None:
         self.tracker = tracker
         self.client = tracker.client
-        self.static_params = static_params  # variant -> params logged on each of its trials' runs
+        self.static_params = static_params  # stage or variant -> params logged on each of its trials' runs
         self.run_ids: dict[str, str] = {}
         self.last_result: dict[str, dict] = {}
         self._known = tracker.children()
@@ -165,7 +165,9 @@ class TrialRunLogger(tune.Callback):
             name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
-            params = {**self.static_params.get(variant, {}), **dict(trial.config)}
+            # The study's one Tuner names each trial's stage: pretrain-on-TASK and pretrain share an objective.
+            static = self.static_params.get(trial.config.get("stage"), self.static_params.get(variant, {}))
+            params = {**static, **dict(trial.config)}
             self.tracker.log_params(run_id, params)
         else:
             self.client.update_run(run_id, status="RUNNING")

@@ -203,3 +203,30 @@ class FinetuneTrainable(_EpochTrainable):
         if mapping:  # spt_cross: which weights came from the other task's SPT
             params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
         return params
+
+
+class StudyTrainable(FinetuneTrainable):
+    """Every stage of a study in one Tuner: a pretraining config (it names its `objective`) trains as
+    `PretrainTrainable` does, any other as `FinetuneTrainable`, so a reused actor takes trials of any
+    stage. `stage_data` (stage label -> data) holds the stages that train on other data (spt_cross
+    pretrains on its source task); every other stage trains on `data`."""
+
+    def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, **kwargs) -> None:
+        self.study_data = data
+        super().setup(config, spec, data, **kwargs)
+
+    def _build(self, config: dict) -> None:
+        self.data = self.extra.get("stage_data", {}).get(config.get("stage"), self.study_data)
+        self.pretraining = "objective" in config
+        # The score each epoch is ranked by (sptune.ranking) follows the trial's phase, not the class.
+        self.score_key = "val_loss" if self.pretraining else "val_acc"
+        if self.pretraining:
+            PretrainTrainable._build(self, config)
+        else:
+            FinetuneTrainable._build(self, config)
+
+    def step(self) -> dict:
+        return _EpochTrainable.step(self) if self.pretraining else super().step()
+
+    def _run_params(self) -> dict[str, Any]:
+        return _EpochTrainable._run_params(self) if self.pretraining else super()._run_params()

@@ -1,5 +1,6 @@
-"""Ray Tune Tuners: one per pretraining objective, one for all variants' searches, one for
-their re-runs per seed; per-variant searchers and early stopping, checkpoints, callbacks."""
+"""Ray Tune Tuners: the study's one Tuner of all its stages (`sptune.stages`: pretraining, every
+variant's search, the re-runs per seed), or a Tuner of given searches (benchmarks, tests); per-stage
+searchers and early stopping, checkpoints, callbacks."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from ray.tune.search.optuna import OptunaSearch
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
+from sptune.selection import Selection
 from sptune.spec import ParamSpace
+from sptune.stages import Checkpoints, Stage, StagedSearcher
 from sptune.tasks.base import TaskSplits
-from sptune.trainables import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable
+from sptune.trainables import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable, StudyTrainable
 from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
 
 
@@ -46,6 +49,8 @@ def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
     if s.type == "asha":  # asynchronous: faster, but who survives depends on finish order
         return ASHAScheduler(
             time_attr="training_iteration",
+            metric=search.metric,  # its own search's: one Tuner holds stages ranked by different metrics
+            mode=search.mode,
             max_t=search.epochs,
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
@@ -129,23 +134,15 @@ def restore_tuner(
     )
 
 
-def build_tuner(
-    plan: StudyPlan,
-    tuner: TunerPlan,
-    data: TaskSplits,
-    storage: str,
-    callbacks: list,
-    spt_checkpoints: dict[str, str] | None = None,
-) -> tune.Tuner:
-    searcher, scheduler = search_and_schedule(plan, tuner)
+def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: dict[str, Any]) -> tune.Tuner:
     return tune.Tuner(
-        make_trainable(plan, tuner, data, spt_checkpoints),
+        trainable,
         tune_config=tune.TuneConfig(
-            metric=tuner.metric,
-            mode=tuner.mode,
+            metric=run["metric"],
+            mode=run["mode"],
             scheduler=scheduler,
             search_alg=searcher,
-            num_samples=tuner.n_trials,
+            num_samples=run["n_trials"],
             # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to
             # VariantSearcher: it leaves out trials paused at a rung of synchronous halving.
             max_concurrent_trials=plan.concurrency,
@@ -153,10 +150,10 @@ def build_tuner(
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name=tuner.experiment,
-            storage_path=storage,
-            callbacks=callbacks,
-            stop={"training_iteration": tuner.epochs},  # each trial also stops at its variant's own epochs
+            name=run["name"],
+            storage_path=run["storage"],
+            callbacks=run["callbacks"],
+            stop={"training_iteration": run["epochs"]},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
                 # The trial's best epoch by sptune.ranking's rule (Ray also keeps the latest for restore):
                 # ranking by val_acc itself would keep the *latest* of tied epochs, not the logged best.
@@ -168,4 +165,72 @@ def build_tuner(
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
             verbose=0,
         ),
+    )
+
+
+def build_tuner(
+    plan: StudyPlan,
+    tuner: TunerPlan,
+    data: TaskSplits,
+    storage: str,
+    callbacks: list,
+    spt_checkpoints: dict[str, str] | None = None,
+) -> tune.Tuner:
+    """One Tuner of the given searches (all pretraining or all finetuning)."""
+    searcher, scheduler = search_and_schedule(plan, tuner)
+    run = {"metric": tuner.metric, "mode": tuner.mode, "n_trials": tuner.n_trials, "name": tuner.experiment,
+           "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs}
+    return _tuner(plan, make_trainable(plan, tuner, data, spt_checkpoints), searcher, scheduler, run)
+
+
+# ---------------------------------------------------------------- the study's one Tuner
+
+STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
+
+
+def staged_search(
+    plan: StudyPlan, stages: list[Stage], checkpoints: Checkpoints, selections: dict[str, list[Selection]]
+) -> tuple[StagedSearcher, VariantScheduler]:
+    """Every stage its own searcher (re-runs get theirs when released) and its own scheduler, routed by
+    the `stage` each trial's config names."""
+    searchers = {s.label: _searcher(plan, s.search) for s in stages if not s.is_rerun}
+    fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
+    searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections)
+    schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
+    return searcher, VariantScheduler(schedulers, plan.concurrency, key="stage")
+
+
+def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
+    """The one trainable of every stage. Every dataset the study trains on goes into Ray's object store
+    once: the study's, and a pretraining's own (spt_cross: its source task) under its stages' labels."""
+    own = {}
+    for pretraining in plan.pretrainings():
+        source = plan.training_data(pretraining, data)
+        if source is not data:
+            own[pretraining.label] = own[pretraining.rerun_label] = source.without_test()
+    res = plan.spec.resources
+    return tune.with_resources(
+        tune.with_parameters(StudyTrainable, spec=plan.spec, data=data.without_test(), stage_data=own),
+        {"cpu": res.cpu, "gpu": res.gpu},
+    )
+
+
+def build_study_tuner(
+    plan: StudyPlan, data: TaskSplits, searcher: StagedSearcher, scheduler: VariantScheduler, storage: str,
+    callbacks: list,
+) -> tune.Tuner:
+    """The study's one Tuner. Its metric is bookkeeping only (every trial reports it): each stage's
+    searcher, scheduler and selection rank by the stage's own metric."""
+    stages = list(searcher.stages.values())
+    run = {"metric": CHECKPOINT_RANK, "mode": "max", "n_trials": sum(s.budget for s in stages),
+           "name": STUDY_EXPERIMENT, "storage": storage, "callbacks": callbacks,
+           "epochs": max(s.search.epochs for s in stages)}
+    return _tuner(plan, study_trainable(plan, data), searcher, scheduler, run)
+
+
+def restore_study_tuner(path: str, plan: StudyPlan, data: TaskSplits) -> tune.Tuner:
+    """Continue the study's interrupted Tuner: the staged searcher comes back with what each stage had
+    released and selected, and each stage's searcher with its own state."""
+    return tune.Tuner.restore(
+        path, trainable=study_trainable(plan, data), resume_unfinished=True, resume_errored=True
     )

@@ -108,12 +108,16 @@ class VariantSearcher(Searcher):
     def _open(self) -> list[str]:
         return [n for n in self.searchers if self.suggested[n] < self.budgets[n]]
 
+    def _order(self) -> list[str]:
+        """The searchers in the order they are asked: round-robin, from the one after the last to suggest."""
+        names = list(self.searchers)
+        return names[self.turn :] + names[: self.turn]
+
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if self._at_limit():
             return None if self._open() else Searcher.FINISHED
         names = list(self.searchers)
-        for offset in range(len(names)):
-            name = names[(self.turn + offset) % len(names)]
+        for name in self._order():
             if self.suggested[name] >= self.budgets[name]:
                 continue
             config = self.searchers[name].suggest(trial_id)
@@ -156,11 +160,11 @@ class _VariantTrials:
     that variant's trials (a FIFO or ASHA scheduler would otherwise resume another variant's
     trial that synchronous halving keeps waiting at a rung)."""
 
-    def __init__(self, tune_controller: Any, variant: str) -> None:
-        self._controller, self._variant = tune_controller, variant
+    def __init__(self, tune_controller: Any, variant: str, key: str = "variant") -> None:
+        self._controller, self._variant, self._key = tune_controller, variant, key
 
     def get_trials(self) -> list:
-        return [t for t in self._controller.get_trials() if t.config.get("variant") == self._variant]
+        return [t for t in self._controller.get_trials() if t.config.get(self._key) == self._variant]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._controller, name)
@@ -169,19 +173,23 @@ class _VariantTrials:
 class VariantScheduler(FIFOScheduler):
     """One scheduler per variant (synchronous halving, ASHA or FIFO): a trial is only ever
     compared with trials of its own variant. Among what the variants' schedulers would run
-    next, the trial created first goes first."""
+    next, the trial created first goes first. `key` is the config entry that names a trial's
+    scheduler: its `variant`, or in a study's one Tuner its `stage` (`sptune.stages`)."""
 
     _supports_buffered_results = False  # early stopping must see every epoch's result
 
-    def __init__(self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None) -> None:
+    def __init__(
+        self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None, key: str = "variant"
+    ) -> None:
         super().__init__()
-        self.schedulers, self.max_concurrent = schedulers, max_concurrent
+        self.schedulers, self.max_concurrent, self.key = schedulers, max_concurrent, key
 
     def _of(self, trial: Any) -> TrialScheduler:
-        return self.schedulers[trial.config["variant"]]
+        return self.schedulers[trial.config[self.key]]
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        return all([s.set_search_properties(metric, mode, **spec) for s in self.schedulers.values()])
+        # Each scheduler was built with its own search's metric and mode; the Tuner's is bookkeeping.
+        return True
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
         self._of(trial).on_trial_add(tune_controller, trial)
@@ -199,7 +207,8 @@ class VariantScheduler(FIFOScheduler):
         self._of(trial).on_trial_remove(tune_controller, trial)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Any:
-        picks = [s.choose_trial_to_run(_VariantTrials(tune_controller, v)) for v, s in self.schedulers.items()]
+        schedulers = self.schedulers.items()
+        picks = [s.choose_trial_to_run(_VariantTrials(tune_controller, v, self.key)) for v, s in schedulers]
         picks = [t for t in picks if t is not None]
         if not picks:
             return None

@@ -1,22 +1,24 @@
-"""Runs a planned study: a pretraining Tuner per objective, one Tuner for all variants'
-searches (each its own searcher and early stopping), with `rerun_pretrain` one Tuner per
-pretraining of its re-runs per seed, one Tuner of the variants' re-runs per seed, the single
-test evaluation per selected checkpoint, results and tracking.
+"""Runs a planned study: ONE Tuner for everything it trains (`sptune.stages`): each pretraining
+objective's search, every variant's search (each its own searcher, budget and early stopping; an SPT
+variant's starts once its pretraining is selected), the re-runs per seed of each selected config
+(with `rerun_pretrain` the selected pretraining config re-pretrained per seed first); then the
+single test evaluation per selected checkpoint, results and tracking.
 
-Progress is saved to ``study_state.json`` after every Tuner, so ``--resume`` skips finished
-Tuners, restores an interrupted one, and never re-reads the test split.
+Each search's selection is saved to ``study_state.json`` as soon as it is made, so ``--resume``
+restores an interrupted Tuner (or runs only the searches still to select) and never re-reads the
+test split.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sptune.plan import StudyPlan, TunerPlan
+from sptune.plan import StudyPlan
 from sptune.results import ResultRow
+from sptune.stages import Checkpoints, Stage
 from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
-from sptune.study.reruns import rerun_plan
 from sptune.study.state import StateFile, StudyState, read_state
 from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
@@ -47,7 +49,7 @@ class Study:
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         storage = storage or str((output_dir / "ray_results").resolve())
         self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume)
-        self.spt = SptCheckpoints(plan, data, output_dir, self.tuners, self.state_file, spt_cache_dir)
+        self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir)
 
     def run(self) -> list[ResultRow]:
         state = self.state_file.state
@@ -64,24 +66,41 @@ class Study:
         return state.rows
 
     def _run_tuners(self) -> list[Candidate]:
-        """Every Tuner, in order; what each variant will test: its search's pick, or each seed's re-run."""
-        # Each pretraining objective runs once; every variant and seed that needs it reuses it.
-        spt_of = {p.label: self.spt.checkpoint(p) for p in self.plan.pretrainings()}
-        searches = self.plan.variant_searches()
-        spt_checkpoints = {s.variant: spt_of[s.init_from] for s in searches if s.init_from}
-        found = self.tuners.run(TunerPlan("search", tuple(searches)), spt_checkpoints)
-        tested = found
-        if self.plan.spec.rerun_seeds > 1:
-            per_seed, seeds = self._spt_per_seed(spt_of), self.plan.rerun_seeds()
-            reruns = tuple(rerun_plan(s, found[s.label].best.selection, seeds, per_seed.get(s.init_from))
-                           for s in searches)
-            rerun = self.tuners.run(TunerPlan("rerun", reruns), spt_checkpoints)
-            tested = {s.label: rerun[r.label] for s, r in zip(searches, reruns, strict=True)}
+        """The study's one Tuner; what each variant will test: its search's pick, or each seed's re-run."""
+        stages, checkpoints = self._stages()
+        self.tuners.run(stages, checkpoints)
+        for pretraining in self.plan.pretrainings():
+            self.spt.cache(pretraining)
+        searches, state = self.plan.variant_searches(), self.state_file.state
+        found = {s.label: state.searches[s.label] for s in searches}
+        rerun = self.plan.spec.rerun_seeds > 1
+        tested = {s.label: state.searches[s.rerun_label if rerun else s.label] for s in searches}
         return [Candidate(s, found[s.label], picked) for s in searches for picked in tested[s.label].selected]
 
-    def _spt_per_seed(self, spt_of: dict[str, str]) -> dict[str, dict[int, str]]:
-        """pretraining label -> re-run seed -> the SPT checkpoint that seed's re-runs start from: the one
-        selected checkpoint, or with rerun_pretrain the selected config re-pretrained with that seed."""
-        if self.plan.spec.rerun_pretrain:
-            return {p.label: self.spt.rerun_checkpoints(p) for p in self.plan.pretrainings()}
-        return {label: dict.fromkeys(self.plan.rerun_seeds(), path) for label, path in spt_of.items()}
+    def _stages(self) -> tuple[list[Stage], Checkpoints]:
+        """Every search still to select, as a stage with what it waits for; the SPT checkpoints known
+        without trials. Each pretraining objective runs once; every variant and seed needing it reuses it."""
+        seeds, done = tuple(self.plan.rerun_seeds()), self.state_file.state.searches
+        per_seed = self.plan.spec.rerun_pretrain
+        stages, checkpoints = [], {}
+        for pretraining in self.plan.pretrainings():
+            path = self.spt.given(pretraining)
+            if path is None:
+                stages.append(Stage(pretraining))
+            else:
+                checkpoints[pretraining.label] = {None: path}
+            if seeds and per_seed:
+                given = self.spt.given_per_seed(pretraining)
+                if given is None:
+                    stages.append(Stage(pretraining, seeds))
+                else:
+                    checkpoints[pretraining.rerun_label] = dict(given)
+        by_label = {p.label: p for p in self.plan.pretrainings()}
+        for search in self.plan.variant_searches():
+            if search.label not in done:
+                stages.append(Stage(search, spt_from=search.init_from))
+            if seeds and search.rerun_label not in done:
+                source = by_label.get(search.init_from) if search.init_from else None
+                spt_from = None if source is None else source.rerun_label if per_seed else source.label
+                stages.append(Stage(search, seeds, spt_from))
+        return stages, checkpoints

@@ -1,5 +1,5 @@
-"""study_state.json: what a study has finished, saved after every Tuner so that ``--resume``
-skips finished Tuners and never re-reads the test split. JSON is the on-disk format."""
+"""study_state.json: what a study has finished, saved as each search is selected so that ``--resume``
+never redoes a selected search and never re-reads the test split. JSON is the on-disk format."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ class SearchRecord:
 
 @dataclass(frozen=True)
 class TunerRun:
-    """One finished Tuner in the study's timeline."""
+    """One selected stage of the study's Tuner in its timeline (`experiment`: the stage's label; from its
+    release to its selection)."""
 
     experiment: str
     trial_variants: list[str]  # each search's SearchPlan.trial_variant
@@ -61,6 +62,8 @@ class StudyState:
     timeline: list[TunerRun] = field(default_factory=list)
     # pretraining label -> the campaign's cached SPT checkpoint that replaced its Tuner
     spt_from_cache: dict[str, str] = field(default_factory=dict)
+    # label -> (where, problem, fix) of a search with nothing to select in the last run of the Tuner
+    failed: dict[str, list[str]] = field(default_factory=dict)
     rows: list[ResultRow] | None = None  # set as soon as the test split has been read, before MLflow hears of it
     published: bool = False  # results files written and test metrics logged
 
@@ -74,6 +77,7 @@ class StudyState:
             searches={label: SearchRecord.from_json(r) for label, r in data.get("searches", {}).items()},
             timeline=[TunerRun(**t) for t in data.get("timeline", [])],
             spt_from_cache=dict(data.get("spt_from_cache", {})),
+            failed={label: list(f) for label, f in data.get("failed", {}).items()},
             rows=None if rows is None else [ResultRow(**r) for r in rows],
             published=bool(data.get("published", False)),
         )

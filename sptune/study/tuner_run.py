@@ -1,5 +1,6 @@
-"""One Tuner of the study: run it (or restore it after an interruption, or reuse what it
-selected before), select per search, mark the selections in MLflow, record them in the state."""
+"""The study's one Tuner (`sptune.stages`): run it, or restore it after an interruption. Each stage is
+selected while the Tuner runs on, as soon as its last trial ends; `StageRecorder` then records the
+selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow."""
 
 from __future__ import annotations
 
@@ -7,12 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sptune.plan import SearchPlan, StudyPlan, TunerPlan
-from sptune.selection import Selection, select_best, select_each
-from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun
+from ray import tune
+
+from sptune.errors import RuntimeFailure
+from sptune.plan import SearchPlan, StudyPlan
+from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
+from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
-from sptune.tuners import build_tuner, restore_tuner
+from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
 def _exists(path_or_uri: str) -> bool:
@@ -24,24 +28,85 @@ def _exists(path_or_uri: str) -> bool:
     return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
 
 
-def _select(search: SearchPlan, grid: Any) -> list[Selection]:
-    """The search's best trial and epoch; for re-runs, each seed's."""
-    results = [r for r in grid if (r.config or {}).get("variant") == search.trial_variant]
-    return select_each(results, search) if search.phase == "rerun" else [select_best(results, search)]
-
-
-def _print_selected(search: SearchPlan, record: SearchRecord, start: float) -> None:
+def _print_selected(label: str, record: SearchRecord, start: float) -> None:
     for sel in (picked.selection for picked in record.selected):
         print(
-            f"[sptune] {search.label}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
+            f"[sptune] {label}: best {sel.metric}={sel.score:.4f} at epoch {sel.epoch} "
             f"(lr={sel.config['lr']:.3g}, batch={sel.config['batch_size']}, seed={sel.config.get('seed')}) "
             f"after {time.time() - start:.0f}s",
             flush=True,
         )
 
 
+def mark_selected(tracker: Tracker, picked: SelectedTrial) -> None:
+    run_id = picked.mlflow_run_id
+    if run_id is None:
+        return
+    client = tracker.client
+    client.set_tag(run_id, "sptune.selected", "true")
+    client.log_metric(run_id, "selected_epoch", picked.selection.epoch)
+    client.log_artifacts(run_id, picked.selection.checkpoint_path, artifact_path="selected_checkpoint")
+
+
+class StageRecorder(tune.Callback):
+    """Driver-side: hands every ended trial (its results and kept checkpoints) to the staged searcher,
+    and records each selection the searcher makes, at once: dependent stages start while the rest of
+    the Tuner runs on. Must come after the TrialRunLogger (the selected trial's child run exists)."""
+
+    def __init__(self, searcher: StagedSearcher, tracker: Tracker, state_file: StateFile) -> None:
+        self.searcher, self.tracker, self.state_file = searcher, tracker, state_file
+
+    # Pickled into tuner.pkl with the searcher (one pickle: it stays the same object on Tuner.restore);
+    # the state file and MLflow are reconnected in the resuming process.
+    def __getstate__(self) -> dict:
+        t = self.tracker
+        return {
+            "searcher": self.searcher,
+            "_out": self.state_file.output_dir,
+            "_tracking": (t.uri, t.experiment_id, t.parent_run_id),
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.searcher = state["searcher"]
+        self.tracker = Tracker.attach(*state["_tracking"])
+        self.state_file = StateFile(state["_out"])
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trial)
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._record(self.searcher.take_news())  # a stage whose searcher ran out early is selected in suggest
+
+    def _ended(self, trial: Any) -> None:
+        self.searcher.trial_ended(trial.trial_id, outcome_of(trial))
+        self._record(self.searcher.take_news())
+
+    def _record(self, labels: list[str]) -> None:
+        if not labels:
+            return
+        state, runs = self.state_file.state, self.tracker.children()
+        for label in labels:
+            stage = self.searcher.stages[label]
+            if label in self.searcher.failed:
+                state.failed[label] = list(self.searcher.failed[label])
+                print(f"[sptune] {label}: nothing to select ({self.searcher.failed[label][1]})", flush=True)
+                continue
+            record = SearchRecord([SelectedTrial(s, runs.get(s.trial_id)) for s in self.searcher.selected[label]])
+            for picked in record.selected:
+                mark_selected(self.tracker, picked)
+            state.searches[label] = record
+            start = self.searcher.released_at.get(label, time.time())
+            trials = len(self.searcher.outcomes[label])
+            state.timeline.append(TunerRun(label, [stage.plan.trial_variant], start, time.time(), trials))
+            _print_selected(label, record, start)
+        self.state_file.save()
+
+
 class TunerRunner:
-    """Runs the study's Tuners one at a time, saving the state after each."""
+    """Runs the study's one Tuner; the state records each stage's selection as it is made."""
 
     def __init__(
         self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool
@@ -50,44 +115,41 @@ class TunerRunner:
         self.state_file, self.state = state_file, state_file.state
         self.storage, self.resume = storage, resume
 
-    def run(self, tuner: TunerPlan, spt_checkpoints: dict[str, str] | None = None) -> dict[str, SearchRecord]:
-        """SearchPlan.label -> what the search selected (reused when an earlier run finished this Tuner)."""
-        finished = self._finished(tuner)
-        if finished is not None:
-            return finished
-        start = time.time()
-        grid = self._tuner(tuner, spt_checkpoints).fit()
-        runs = self.tracker.children()
-        # Select in every search before recording any, so a search with nothing usable records nothing.
-        selections = {search.label: _select(search, grid) for search in tuner.searches}
-        for search in tuner.searches:
-            record = SearchRecord([SelectedTrial(s, runs.get(s.trial_id)) for s in selections[search.label]])
-            for picked in record.selected:
-                self._mark_selected(picked)
-            self.state.searches[search.label] = record
-            _print_selected(search, record, start)
-        variants = [search.trial_variant for search in tuner.searches]
-        self.state.timeline.append(TunerRun(tuner.experiment, variants, start, time.time(), len(grid)))
+    def run(self, stages: list[Stage], checkpoints: Checkpoints) -> None:
+        """Run (or restore) the Tuner of `stages`; on return each has its SearchRecord in the state."""
+        if not stages:
+            return
+        self.state.failed.clear()
         self.state_file.save()
-        return {search.label: self.state.searches[search.label] for search in tuner.searches}
+        self._tuner(stages, checkpoints).fit()
+        fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
+        if fresh is not None:
+            self.state.searches.update(fresh.searches)
+            self.state.timeline, self.state.failed = fresh.timeline, fresh.failed
+        missing = [s.label for s in stages if s.label not in self.state.searches]
+        if missing:
+            failed = next((self.state.failed[m] for m in missing if m in self.state.failed), None)
+            if failed is not None:
+                raise RuntimeFailure(*failed)
+            waited = ", ".join(missing)
+            raise RuntimeFailure(
+                waited,
+                "selected nothing: what it needed was never selected",
+                "see the errors above, fix the cause and rerun with --resume --output DIR",
+            )
 
-    def _finished(self, tuner: TunerPlan) -> dict[str, SearchRecord] | None:
-        if not all(search.label in self.state.searches for search in tuner.searches):
-            return None
-        print(f"[sptune] {tuner.experiment}: already finished, reusing its selections", flush=True)
-        return {search.label: self.state.searches[search.label] for search in tuner.searches}
-
-    def _tuner(self, tuner: TunerPlan, spt_checkpoints: dict[str, str] | None) -> Any:
-        experiment_dir = f"{self.storage.rstrip('/')}/{tuner.experiment}"
-        data = self.plan.training_data(tuner.searches[0], self.data)
+    def _tuner(self, stages: list[Stage], checkpoints: Checkpoints) -> Any:
+        experiment_dir = f"{self.storage.rstrip('/')}/{STUDY_EXPERIMENT}"
         if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
-            print(f"[sptune] {tuner.experiment}: resuming the interrupted Tuner ...", flush=True)
-            return restore_tuner(experiment_dir, self.plan, tuner, data, spt_checkpoints)
-        params = {search.trial_variant: self._run_params(search) for search in tuner.searches}
-        parts = ", ".join(f"{s.trial_variant} {s.n_trials} ({s.searcher})" for s in tuner.searches)
-        print(f"[sptune] {tuner.experiment}: {tuner.n_trials} trials: {parts} ...", flush=True)
-        logger = TrialRunLogger(self.tracker, params)
-        return build_tuner(self.plan, tuner, data, self.storage, [logger], spt_checkpoints)
+            print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner ...", flush=True)
+            return restore_study_tuner(experiment_dir, self.plan, self.data)
+        selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
+        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections)
+        parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
+        print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
+        logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
+        recorder = StageRecorder(searcher, self.tracker, self.state_file)
+        return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, [logger, recorder])
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
@@ -102,15 +164,7 @@ class TunerRunner:
         }
         if search.is_pretraining:  # its search or its re-runs per seed
             pretrain = spec.pretrain
-            params.update({"objective": search.objective, "mask_ratio": pretrain.mask_ratio,
-                           "recon_loss": pretrain.loss})
+            params.update(
+                {"objective": search.objective, "mask_ratio": pretrain.mask_ratio, "recon_loss": pretrain.loss}
+            )
         return params
-
-    def _mark_selected(self, picked: SelectedTrial) -> None:
-        run_id = picked.mlflow_run_id
-        if run_id is None:
-            return
-        client = self.tracker.client
-        client.set_tag(run_id, "sptune.selected", "true")
-        client.log_metric(run_id, "selected_epoch", picked.selection.epoch)
-        client.log_artifacts(run_id, picked.selection.checkpoint_path, artifact_path="selected_checkpoint")
