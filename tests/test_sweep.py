@@ -1,7 +1,7 @@
 """A whole digits study through real Ray Tune and a real MLflow SQLite store.
 
-One small sweep, shared by the assertions below: parent/child runs, one Tuner for all
-variants (each its own search), validation-based selection of trial and epoch, test_acc only on selected
+One small sweep, shared by the assertions below: parent/child runs, one Tuner for the whole
+study (pretraining and every variant, each its own search), validation-based selection of trial and epoch, test_acc only on selected
 runs, and the test split read exactly once per selected checkpoint, after all Tuners.
 """
 
@@ -71,22 +71,32 @@ def test_one_parent_and_a_child_per_trial(study):
         assert child.info.status == "FINISHED"
 
 
-def test_one_tuner_for_all_variants_each_with_its_own_search(study):
+def test_one_tuner_for_the_whole_study_each_search_with_its_own_budget(study):
     out, _, _, runs = study
     tuners = sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir())
-    assert tuners == ["pretrain", "search"]
-    by_variant: dict[str, list[dict]] = {}
+    assert tuners == ["study"]
+    by_stage: dict[str, list[dict]] = {}
     epochs: dict[str, list[int]] = {}
-    for result in (out / "ray_results" / "search").glob("*/result.json"):
+    for result in (out / "ray_results" / "study").glob("*/result.json"):
         lines = [json.loads(line) for line in result.read_text().splitlines()]
-        by_variant.setdefault(lines[0]["config"]["variant"], []).append(lines[0])
-        epochs.setdefault(lines[0]["config"]["variant"], []).append(lines[-1]["training_iteration"])
-    # Each variant's own epoch budget (ASHA never stops the first trial to reach a rung).
-    assert max(epochs["scratch"]) == 4 and max(epochs["spt"]) == 3
-    # Each variant got exactly its own trial budget from its own searcher ...
-    assert {v: len(r) for v, r in by_variant.items()} == {"scratch": 3, "spt": 3}
-    # ... and the Tuner's reused actors (2 concurrent slots) trained all 6 trials of both variants.
-    assert len({r["pid"] for rs in by_variant.values() for r in rs}) <= 2
+        by_stage.setdefault(lines[0]["config"]["stage"], []).append({**lines[0], "end": lines[-1]["timestamp"]})
+        epochs.setdefault(lines[0]["config"]["stage"], []).append(lines[-1]["training_iteration"])
+    # Each variant's own epoch budget (halving never stops the first trial to reach a rung).
+    assert max(epochs["search-scratch"]) == 4 and max(epochs["search-spt"]) == 3 and max(epochs["pretrain"]) == 3
+    # Each search got exactly its own trial budget from its own searcher ...
+    assert {v: len(r) for v, r in by_stage.items()} == {"pretrain": 2, "search-scratch": 3, "search-spt": 3}
+    # ... and the Tuner's reused actors (2 concurrent slots) trained pretraining and finetuning trials alike.
+    assert len({r["pid"] for rs in by_stage.values() for r in rs}) <= 2
+    # The SPT variant's trials start only once pretraining is selected, from the selected checkpoint.
+    state = json.loads((out / "study_state.json").read_text())
+    selected_spt = state["searches"]["pretrain"]["selected"][0]["selection"]["checkpoint_path"]
+    pretrain_done = max(r["end"] for r in by_stage["pretrain"])
+    for first in by_stage["search-spt"]:
+        assert first["config"]["spt_checkpoint"] == selected_spt
+        assert first["timestamp"] - first["time_this_iter_s"] >= pretrain_done - 1  # timestamps are whole seconds
+    assert all("spt_checkpoint" not in r["config"] for r in by_stage["search-scratch"])
+    timeline = json.loads((out / "results.json").read_text())["timeline"]
+    assert sorted(t["stage"] for t in timeline) == ["pretrain", "search-scratch", "search-spt"]
 
 
 def test_per_epoch_metrics_and_best_summary_are_logged(study):

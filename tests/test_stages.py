@@ -1,0 +1,167 @@
+"""The study's one Tuner (sptune.stages), without starting Ray: the staged searcher releases a stage
+only once what it needs is selected, hands its trials the selection's consequences (the SPT
+checkpoint, the selected config per re-run seed), keeps every stage's own budget and searcher,
+selects on validation only, and survives a save/restore in the middle."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from ray.tune.search import Searcher
+
+from sptune.plan import build_plan
+from sptune.selection import TrialOutcome
+from sptune.spec import load_spec
+from sptune.stages import Stage, StagedSearcher
+from sptune.tasks.base import TaskInfo
+from sptune.tuners import staged_search
+
+DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
+SMALL = ["pretrain.num_samples=3", "variants.scratch.num_samples=3", "variants.spt.num_samples=4",
+         "rerun_seeds=2", "scheduler.type=fifo", "searcher.type=random"]
+
+
+def _plan(repo_root: str, *overrides: str):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", [*SMALL, *overrides])
+    return build_plan(spec, DIGITS, cluster_cpus=2)
+
+
+def _stages(plan) -> list[Stage]:
+    """The stages a fresh study runs (as Study._stages builds them, without rerun_pretrain)."""
+    seeds = tuple(plan.rerun_seeds())
+    stages = [Stage(p) for p in plan.pretrainings()]
+    for search in plan.variant_searches():
+        stages += [Stage(search, spt_from=search.init_from), Stage(search, seeds, search.init_from)]
+    return stages
+
+
+def _outcome(trial_id: str, index: int, config: dict, score: float, diverged: bool = False) -> TrialOutcome:
+    """An ended trial: val_acc = score (finetuning), val_loss = 1 - score (pretraining); the test
+    split's number is deliberately the opposite, so selecting on it would pick another trial."""
+    epoch = {"val_acc": score, "val_loss": 1 - score, "test_acc": 1 - score, "epoch": 2}
+    metrics = {"trial_id": trial_id, "experiment_tag": f"{index}_x", "training_iteration": 2, "diverged": diverged}
+    kept = [] if diverged else [(SimpleNamespace(path=f"/ckpt/{trial_id}"), epoch)]
+    return TrialOutcome(config, metrics, None, f"/trials/{trial_id}", kept)
+
+
+class Driver:
+    """What Tune does with the searcher: ask, run, tell; trials end in the order asked."""
+
+    def __init__(self, searcher: StagedSearcher, scores) -> None:
+        self.searcher, self.scores, self.configs, self.n = searcher, scores, {}, 0
+        self.ended_before: dict[str, set[str]] = {}  # trial -> stages already selected when it was suggested
+
+    def ask(self) -> str | None:
+        trial_id = f"t{self.n:03d}"
+        config = self.searcher.suggest(trial_id)
+        if config == Searcher.FINISHED:
+            return Searcher.FINISHED
+        if config is None:
+            return None
+        self.configs[trial_id], self.n = config, self.n + 1
+        self.ended_before[trial_id] = set(self.searcher.selected)
+        return trial_id
+
+    def end(self, trial_id: str) -> None:
+        config = self.configs[trial_id]
+        score, diverged = self.scores(config, trial_id)
+        self.searcher.on_trial_complete(trial_id, {"done": True})
+        self.searcher.trial_ended(trial_id, _outcome(trial_id, int(trial_id[1:]), config, score, diverged))
+
+    def run(self, concurrent: int = 2, stop_after: int | None = None) -> None:
+        live: list[str] = []
+        while stop_after is None or self.n < stop_after:
+            asked = self.ask() if len(live) < concurrent else None
+            if asked == Searcher.FINISHED:
+                break
+            if asked is not None:
+                live.append(asked)
+                continue
+            assert live, "the searcher waits, but no trial is running: the study would hang"
+            self.end(live.pop(0))
+        for trial_id in live:
+            self.end(trial_id)
+
+
+def _score(config: dict, trial_id: str) -> tuple[float, bool]:
+    return float(config["lr"]) * 10, False  # the highest LR wins every search
+
+
+@pytest.fixture
+def plan(repo_root):
+    return _plan(repo_root)
+
+
+def test_every_stage_gets_its_own_budget_and_dependents_wait_for_selections(plan):
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, _score)
+    driver.run()
+    per_stage = Counter(c["stage"] for c in driver.configs.values())
+    assert per_stage == {"pretrain": 3, "search-scratch": 3, "search-spt": 4, "rerun-scratch": 2, "rerun-spt": 2}
+    assert set(searcher.selected) == set(per_stage) and not searcher.failed
+    for trial_id, config in driver.configs.items():
+        needs = {"search-spt": {"pretrain"}, "rerun-scratch": {"search-scratch"}, "rerun-spt": {"search-spt"}}
+        assert needs.get(config["stage"], set()) <= driver.ended_before[trial_id]
+
+
+def test_spt_trials_carry_the_selected_checkpoint_and_reruns_the_selected_config(plan):
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, _score)
+    driver.run()
+    by_stage = {}
+    for trial_id, config in driver.configs.items():
+        by_stage.setdefault(config["stage"], []).append((trial_id, config))
+    best_pretrain = max(by_stage["pretrain"], key=lambda tc: tc[1]["lr"])[0]  # the lowest val_loss
+    assert searcher.selected["pretrain"][0].checkpoint_path == f"/ckpt/{best_pretrain}"
+    assert all(c["spt_checkpoint"] == f"/ckpt/{best_pretrain}" for _, c in by_stage["search-spt"])
+    assert all("spt_checkpoint" not in c for _, c in by_stage["search-scratch"] + by_stage["rerun-scratch"])
+    for variant in ("scratch", "spt"):
+        best = max(by_stage[f"search-{variant}"], key=lambda tc: tc[1]["lr"])[1]
+        reruns = [c for _, c in by_stage[f"rerun-{variant}"]]
+        assert [c["seed"] for c in reruns] == plan.rerun_seeds()
+        assert all((c["lr"], c["batch_size"], c["phase"]) == (best["lr"], best["batch_size"], "rerun") for c in reruns)
+        assert {s.config["seed"] for s in searcher.selected[f"rerun-{variant}"]} == set(plan.rerun_seeds())
+    assert all(c["spt_checkpoint"] == f"/ckpt/{best_pretrain}" for _, c in by_stage["rerun-spt"])
+    # Validation only: the test number (the opposite ranking) never decides.
+    assert searcher.selected["search-scratch"][0].score == max(float(c["lr"]) * 10 for _, c in by_stage["search-scratch"])
+
+
+def test_a_failed_pretraining_blocks_only_what_needs_it(plan):
+    def diverge_pretraining(config: dict, trial_id: str) -> tuple[float, bool]:
+        return 0.5, "objective" in config
+
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, diverge_pretraining)
+    driver.run()  # ends with FINISHED, not waiting forever for search-spt
+    stages = {c["stage"] for c in driver.configs.values()}
+    assert stages == {"pretrain", "search-scratch", "rerun-scratch"}
+    assert set(searcher.failed) == {"pretrain"} and "diverged" in searcher.failed["pretrain"][1]
+
+
+def test_given_checkpoints_release_spt_trials_at_once(plan):
+    stages = [s for s in _stages(plan) if s.label != "pretrain"]
+    searcher, _ = staged_search(plan, stages, {"pretrain": {None: "/given"}}, {})
+    driver = Driver(searcher, _score)
+    assert [driver.ask() for _ in range(2)] == ["t000", "t001"]
+    assert {c["stage"] for c in driver.configs.values()} == {"search-spt", "search-scratch"}
+    for trial_id in ("t000", "t001"):
+        driver.end(trial_id)
+    driver.run()
+    assert all(c["spt_checkpoint"] == "/given" for c in driver.configs.values() if c["variant"] == "spt")
+
+
+def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, _score)
+    driver.run(stop_after=5)  # pretraining selected, searches under way
+    searcher.save(str(tmp_path / "searcher.pkl"))
+    restored, _ = staged_search(plan, _stages(plan), {}, {})
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    assert restored.selected.keys() == searcher.selected.keys() and restored.searchers.keys() == searcher.searchers.keys()
+    driver.searcher = restored
+    driver.run()
+    assert Counter(c["stage"] for c in driver.configs.values())["search-spt"] == 4
+    assert set(restored.selected) == {"pretrain", "search-scratch", "search-spt", "rerun-scratch", "rerun-spt"}
