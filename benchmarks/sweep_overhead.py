@@ -2,10 +2,10 @@
 
 The sweep is digits_quick (both variants, 3-seed re-runs) with a reduced budget and a FIFO
 scheduler, so every trial runs all its epochs and the plain arm can replay exactly the configs
-the sweep ran (read back from ``ray_results/*/params.json``): the same Tuners in the same order
-(pretrain; one finetune Tuner for both variants, the spt variant starting from the plain arm's
-own validation-best SPT state; one Tuner of seed re-runs), the same epochs, the same validation
-each epoch, selection per variant, and the same single test evaluation of each selected model
+the sweep ran (read back from ``ray_results/*/*/params.json``), phase by phase with barriers
+(pretraining; both variants' searches, the spt variant starting from the plain arm's own
+validation-best SPT state; the seed re-runs), while the sweep runs them all in one Tuner; the same
+epochs, the same validation each epoch, selection per variant, and the same single test evaluation of each selected model
 at the end.
 
 Fairness (same cores, same threads per trial, in both arms):
@@ -86,19 +86,18 @@ def _last_result(trial_dir: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def sweep_trials(out: Path, stage_order: list[str]) -> tuple[list[list[Job]], dict[str, float]]:
-    """The trials the sweep ran, grouped by stage in run order, and in-trial seconds per stage."""
-    stages, in_trial = [], {}
-    for name in stage_order:
-        jobs, seconds = [], 0.0
-        for params in sorted((out / "ray_results" / name).glob("*/params.json")):
-            c, last = json.loads(params.read_text()), _last_result(params.parent)
-            jobs.append(Job(c["phase"], c["variant"], float(c["lr"]), int(c["batch_size"]), int(c["seed"]),
-                            int(last["training_iteration"])))
-            seconds += float(last["time_total_s"])  # Tune's clock: time inside the trial's step() calls
-        stages.append(jobs)
-        in_trial[name] = seconds
-    return stages, in_trial
+def sweep_trials(out: Path) -> tuple[list[list[Job]], dict[str, float]]:
+    """The trials the sweep ran, grouped by phase in run order (the plain arm's barriers: pretraining,
+    then every variant's search, then the re-runs), and in-trial seconds per stage of the study's Tuner."""
+    by_phase: dict[str, list[Job]] = {"pretrain": [], "search": [], "rerun": []}
+    in_trial: dict[str, float] = {}
+    for params in sorted(out.glob("ray_results/*/*/params.json")):
+        c, last = json.loads(params.read_text()), _last_result(params.parent)
+        by_phase[c["phase"]].append(Job(c["phase"], c["variant"], float(c["lr"]), int(c["batch_size"]),
+                                        int(c["seed"]), int(last["training_iteration"])))
+        stage = c.get("stage", params.parent.parent.name)  # one Tuner names each trial's stage
+        in_trial[stage] = in_trial.get(stage, 0.0) + float(last["time_total_s"])  # inside its step() calls
+    return [jobs for jobs in by_phase.values() if jobs], in_trial
 
 
 # ------------------------------------------------------------------ plain arm
@@ -195,7 +194,7 @@ def run_plain(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
 
 
 def _plain_study(stages: list[list[Job]], pool: Any) -> dict[str, Any]:
-    """Tuner by Tuner as the sweep ran them; within a Tuner, selection per variant, as the sweep does."""
+    """Phase by phase; within a phase, selection per variant, as the sweep does."""
     start = time.perf_counter()
     spt_state, trial_s, scores = None, [], {}
     tested: dict[str, list[dict]] = {"search": [], "rerun": []}
@@ -233,8 +232,7 @@ def run_layout(name: str, epochs: int | None, data: dict[str, Any], args: argpar
     label = f"[{name}, {epochs or 'spec'} epochs per trial]"
     print(f"{label} sptune sweep: {concurrent} concurrent trial(s) x 1 thread ...", flush=True)
     sptune = run_sptune(spec_path, args.data_dir, out)
-    order = [t["stage"] for t in json.loads((out / "results.json").read_text())["timeline"]]
-    stages, in_trial = sweep_trials(out, order)
+    stages, in_trial = sweep_trials(out)
     print(f"[{name}] plain loops: same {sum(len(s) for s in stages)} trials, {concurrent} process(es) x 1 thread ...",
           flush=True)
     plain, pool_start = _plain_with_layout(stages, edited, args.data_dir, concurrent)
@@ -258,7 +256,7 @@ def _summary(sptune: dict, plain: dict, stages: list[list[Job]], in_trial: dict[
              out: Path) -> dict[str, Any]:
     results = json.loads((out / "results.json").read_text())
     epochs = sum(j.epochs for s in stages for j in s)
-    per_stage = {t["stage"]: {"wall_s": t["end"] - t["start"], "in_trial_s": in_trial[t["stage"]]}
+    per_stage = {t["stage"]: {"wall_s": t["end"] - t["start"], "in_trial_s": in_trial.get(t["stage"], 0.0)}
                  for t in results["timeline"]}
     return {
         "sptune_wall_s": sptune["wall_s"], "plain_wall_s": plain["wall_s"],

@@ -194,7 +194,7 @@ def _check_study(cluster, out: Path, n_children: int) -> dict:
 
 
 def _check_storage(cluster, out: Path, storage: Path) -> None:
-    tuners = ["pretrain", "search"]
+    tuners = ["study"]  # one Tuner per study
     if cluster.worker is None:  # one node: Tune's default storage in the output directory
         assert sorted(p.name for p in (out / "ray_results").iterdir()) == tuners
     else:

@@ -46,7 +46,7 @@ def test_diverged_trial_is_marked_and_never_selected(ray_session, tmp_path):
     assert bad.data.tags["sptune.status"] == "diverged" and bad.info.status == "FAILED"
     assert "sptune.selected" not in bad.data.tags and "test_acc" not in bad.data.metrics
     # Stopped at once: one epoch reported, not the full three.
-    trial_dirs = [d for d in (out / "ray_results" / "search").iterdir() if "lr=1000000" in d.name]
+    trial_dirs = [d for d in (out / "ray_results" / "study").iterdir() if "lr=1000000" in d.name]
     lines = (trial_dirs[0] / "result.json").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["diverged"] == 1
     assert by_lr[1e-3].data.tags["sptune.status"] == "finished"
@@ -94,7 +94,7 @@ def _trial_workers(driver_pid: int) -> list[int]:
             title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "FinetuneTrainable" in title:
+        if "StudyTrainable" in title:
             workers.append(pid)
     return workers
 
@@ -110,7 +110,7 @@ def test_a_crashed_trial_is_retried_and_its_failure_recorded(tmp_path, repo_root
         killed = None
         deadline = time.time() + 180
         while killed is None and time.time() < deadline and proc.poll() is None:
-            if list((out / "ray_results" / "search").glob("*/checkpoint_*")):
+            if list((out / "ray_results" / "study").glob("*/checkpoint_*")):
                 workers = _trial_workers(proc.pid)
                 if workers:
                     os.kill(workers[0], signal.SIGKILL)  # the trial's process dies mid-training

@@ -31,7 +31,7 @@ from ray import cloudpickle
 
 import sptune.tuners
 from sptune.sweep import main
-from sptune.trainables import FinetuneTrainable
+from sptune.trainables import StudyTrainable
 
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
@@ -50,9 +50,9 @@ SLOW_EPOCH_S = 2.0
 
 
 def slowed(batch_size: int) -> type:
-    """The finetuning trainable, sleeping before every epoch of the trials of `batch_size`."""
+    """The study's trainable, sleeping before every epoch of the trials of `batch_size`."""
 
-    class SlowTrials(FinetuneTrainable):
+    class SlowTrials(StudyTrainable):
         def step(self) -> dict:
             if int(self.config["batch_size"]) == batch_size:
                 time.sleep(SLOW_EPOCH_S)
@@ -63,15 +63,15 @@ def slowed(batch_size: int) -> type:
 
 def run_study(spec: str, out: Path, overrides: list[str], slow_batch_size: int) -> dict:
     """Run the study through the CLI with the trials of `slow_batch_size` slowed down."""
-    original = sptune.tuners.FinetuneTrainable
+    original = sptune.tuners.StudyTrainable
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import it
-    sptune.tuners.FinetuneTrainable = slowed(slow_batch_size)
+    sptune.tuners.StudyTrainable = slowed(slow_batch_size)
     try:
         start = time.perf_counter()
         assert main([spec, "--output", str(out), *overrides]) == 0
         wall = time.perf_counter() - start
     finally:
-        sptune.tuners.FinetuneTrainable = original
+        sptune.tuners.StudyTrainable = original
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     return {**decisions(out), "wall_s": wall}
 
@@ -81,7 +81,7 @@ def decisions(out: Path) -> dict:
     rows = json.loads((out / "results.json").read_text())["rows"]
     selected = {r["variant"]: (round(r["lr"], 12), r["batch_size"], r["best_epoch"]) for r in rows}
     trials = []
-    for result in (out / "ray_results" / "search").glob("*/result.json"):
+    for result in (out / "ray_results" / "study").glob("*/result.json"):
         lines = [json.loads(line) for line in result.read_text().splitlines()]
         config = lines[0]["config"]
         trials.append((config["variant"], round(config["lr"], 12), config["batch_size"], len(lines)))

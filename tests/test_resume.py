@@ -51,6 +51,18 @@ def _children(out: Path) -> list:
                               f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'", max_results=1000)
 
 
+def _finetune_checkpointed(out: Path) -> bool:
+    """Pretraining is selected and an SPT finetune trial of the one Tuner has saved a checkpoint."""
+    state = out / "study_state.json"
+    if not state.exists() or "pretrain" not in json.loads(state.read_text() or "{}").get("searches", {}):
+        return False
+    for trial in (out / "ray_results" / "study").glob("*"):
+        params = trial / "params.json"
+        if list(trial.glob("checkpoint_*")) and params.exists() and '"search-spt"' in params.read_text():
+            return True
+    return False
+
+
 def _kill_mid_finetune(out: Path, cmd: list[str], env: dict) -> list[str]:
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -58,7 +70,7 @@ def _kill_mid_finetune(out: Path, cmd: list[str], env: dict) -> list[str]:
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
-            if list((out / "ray_results" / "search").glob("*/checkpoint_*")):
+            if _finetune_checkpointed(out):
                 break
             time.sleep(0.05)
         else:
@@ -78,7 +90,7 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
     cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
     timeline = _kill_mid_finetune(interrupted, cmd, env)
     state = json.loads((interrupted / "study_state.json").read_text())
-    assert "pretrain" in state["searches"] and "search-scratch" not in state["searches"]
+    assert "pretrain" in state["searches"] and "search-spt" not in state["searches"]
     assert not (interrupted / "test_reads.jsonl").exists()
     pretrain_checkpoint = state["searches"]["pretrain"]["selected"][0]["selection"]["checkpoint_path"]
 

@@ -126,7 +126,8 @@ def test_spt_trials_carry_the_selected_checkpoint_and_reruns_the_selected_config
         assert {s.config["seed"] for s in searcher.selected[f"rerun-{variant}"]} == set(plan.rerun_seeds())
     assert all(c["spt_checkpoint"] == f"/ckpt/{best_pretrain}" for _, c in by_stage["rerun-spt"])
     # Validation only: the test number (the opposite ranking) never decides.
-    assert searcher.selected["search-scratch"][0].score == max(float(c["lr"]) * 10 for _, c in by_stage["search-scratch"])
+    best_scratch = max(float(c["lr"]) * 10 for _, c in by_stage["search-scratch"])
+    assert searcher.selected["search-scratch"][0].score == best_scratch
 
 
 def test_a_failed_pretraining_blocks_only_what_needs_it(plan):
@@ -160,7 +161,8 @@ def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
     searcher.save(str(tmp_path / "searcher.pkl"))
     restored, _ = staged_search(plan, _stages(plan), {}, {})
     restored.restore(str(tmp_path / "searcher.pkl"))
-    assert restored.selected.keys() == searcher.selected.keys() and restored.searchers.keys() == searcher.searchers.keys()
+    assert restored.selected.keys() == searcher.selected.keys()
+    assert restored.searchers.keys() == searcher.searchers.keys()
     driver.searcher = restored
     driver.run()
     assert Counter(c["stage"] for c in driver.configs.values())["search-spt"] == 4

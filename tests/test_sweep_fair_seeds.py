@@ -53,8 +53,7 @@ def test_a_three_point_grid_runs_three_search_trials_per_variant(study):
 
 def test_spt_is_re_pretrained_once_per_rerun_seed(study):
     out, results, runs = study
-    assert sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir()) == [
-        "pretrain", "pretrain-rerun", "rerun", "search"]
+    assert sorted(p.name for p in (out / "ray_results").iterdir() if p.is_dir()) == ["study"]  # one Tuner
     repretrained = _runs(runs, "rerun", "masked")
     assert sorted(r.data.params["seed"] for r in repretrained) == ["1000", "1001"]
     checkpoints = {entry["config"]["seed"]: entry["checkpoint_path"] for entry in results["pretrain-rerun"]}
