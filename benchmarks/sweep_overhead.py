@@ -5,8 +5,8 @@ scheduler, so every trial runs all its epochs and the plain arm can replay exact
 the sweep ran (read back from ``ray_results/*/*/params.json``), phase by phase with barriers
 (pretraining; both variants' searches, the spt variant starting from the plain arm's own
 validation-best SPT state; the seed re-runs), while the sweep runs them all in one Tuner; the same
-epochs, the same validation each epoch, selection per variant, and the same single test evaluation of each selected model
-at the end.
+epochs, the same validation each epoch, selection per variant, and the same single test
+evaluation of each selected model at the end.
 
 Fairness (same cores, same threads per trial, in both arms):
   serial    sptune with resources.max_concurrent=1 (1 thread per trial) vs one process, 1 thread.

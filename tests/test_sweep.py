@@ -2,7 +2,8 @@
 
 One small sweep, shared by the assertions below: parent/child runs, one Tuner for the whole
 study (pretraining and every variant, each its own search), validation-based selection of trial
-and epoch, test_acc only on selected runs, and the test split read exactly once per selected checkpoint, after all Tuners.
+and epoch, test_acc only on selected runs, and the test split read exactly once per selected
+checkpoint, after all Tuners.
 """
 
 from __future__ import annotations
