@@ -1,7 +1,8 @@
-"""The study plan: which Tuners run, over which search spaces, with how many trials.
+"""The study plan: which searches run, over which search spaces, with how many trials.
 
-A study runs in three phases: `pretrain` (one Tuner per pretraining objective), `search`
-(one Tuner for every variant's LR/batch search) and `rerun` (each variant's selected config
+A study has three phases, all run in ONE Tuner (`sptune.stages`: each search a stage that starts
+once what it needs is selected): `pretrain` (one search per pretraining objective), `search`
+(every variant's LR/batch search) and `rerun` (each variant's selected config
 re-trained per seed, and with `rerun_pretrain` each pretraining's selected config re-pretrained
 per seed first). A `SearchPlan` is one variant's (or objective's) trials in one phase.
 """
@@ -87,8 +88,8 @@ class SearchPlan:
 
 @dataclass(frozen=True)
 class TunerPlan:
-    """One Tuner: its experiment directory under the storage path and the searches it runs
-    together (all variants' searches share one Tuner; each keeps its own searcher and ASHA)."""
+    """A Tuner of given searches (benchmarks, tests; a study runs its searches as stages of one Tuner):
+    its experiment directory under the storage path and the searches it runs together."""
 
     experiment: str
     searches: tuple[SearchPlan, ...]
@@ -321,7 +322,7 @@ def describe(plan: StudyPlan) -> str:
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
-        "Searches (each pretraining objective in its own Tuner, then ONE Tuner for all variants' searches, "
+        "Searches (ONE Tuner for the whole study: an SPT variant's search starts once its pretraining is selected, "
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),
     ]

@@ -188,8 +188,10 @@ class VariantScheduler(FIFOScheduler):
         return self.schedulers[trial.config[self.key]]
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
-        # Each scheduler was built with its own search's metric and mode; the Tuner's is bookkeeping.
-        return True
+        # A scheduler built with its own search's metric keeps it: in a study's one Tuner the Tuner's
+        # metric is bookkeeping only. One built without takes the Tuner's.
+        unset = [s for s in self.schedulers.values() if getattr(s, "_metric", None) is None]
+        return all([s.set_search_properties(metric, mode, **spec) for s in unset])
 
     def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
         self._of(trial).on_trial_add(tune_controller, trial)

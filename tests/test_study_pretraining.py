@@ -1,5 +1,6 @@
-"""SPT checkpoints per re-run seed (rerun_pretrain): read back from study_state.json on --resume
-without running a Tuner again; 0 SPT epochs give an untrained encoder seeded per seed."""
+"""SPT checkpoints known without trials: per re-run seed (rerun_pretrain) read back from
+study_state.json on --resume; 0 SPT epochs give an untrained encoder seeded per seed; anything
+else is a stage of the study's one Tuner (None)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from sptune.selection import Selection
 from sptune.spec import load_spec
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile
-from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskInfo
 
 RERUN_PRETRAIN = ["rerun_seeds=2", "rerun_pretrain=true", "model.n_layers=1"]
@@ -31,10 +31,8 @@ def _picked(trial_id: str, seed: int) -> SelectedTrial:
 
 
 def _checkpoints(plan, out: Path) -> SptCheckpoints:
-    state_file = StateFile(out)
-    # No data (its task's shape only), tracker or storage: running a Tuner would fail.
-    tuners = TunerRunner(plan, None, None, state_file, "/nowhere", resume=True)
-    return SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, tuners, state_file, cache_dir=None)
+    # No data (its task's shape only): a Tuner could not run.
+    return SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir=None)
 
 
 def test_finished_re_pretrainings_are_read_back_on_resume(repo_root, tmp_path):
@@ -43,13 +41,20 @@ def test_finished_re_pretrainings_are_read_back_on_resume(repo_root, tmp_path):
     state_file.state.searches["pretrain"] = SearchRecord([_picked("p", 0)])
     state_file.state.searches["pretrain-rerun"] = SearchRecord([_picked("a", 1000), _picked("b", 1001)])
     state_file.save()
-    found = _checkpoints(plan, tmp_path).rerun_checkpoints(plan.pretrainings()[0])
-    assert found == {1000: "/ckpt/a", 1001: "/ckpt/b"}
+    spt = _checkpoints(plan, tmp_path)
+    assert spt.given_per_seed(plan.pretrainings()[0]) == {1000: "/ckpt/a", 1001: "/ckpt/b"}
+    assert spt.given(plan.pretrainings()[0]) == "/ckpt/p"
+
+
+def test_pretrainings_still_to_select_are_stages(repo_root, tmp_path):
+    plan = _plan(repo_root)
+    spt = _checkpoints(plan, tmp_path)
+    assert spt.given(plan.pretrainings()[0]) is None and spt.given_per_seed(plan.pretrainings()[0]) is None
 
 
 def test_zero_spt_epochs_give_an_untrained_encoder_per_seed(repo_root, tmp_path):
     plan = _plan(repo_root, "pretrain.epochs=0")
-    found = _checkpoints(plan, tmp_path).rerun_checkpoints(plan.pretrainings()[0])
+    found = _checkpoints(plan, tmp_path).given_per_seed(plan.pretrainings()[0])
     assert sorted(found) == [1000, 1001]
     first, second = (Path(found[seed]) / "state.pt" for seed in (1000, 1001))
     assert first.read_bytes() != second.read_bytes()
