@@ -119,4 +119,5 @@ def acc_limits(values: list[float]) -> tuple[float, float]:
     return max(0.0, lo), min(1.0, max(hi, lo + 0.1))
 
 
-PERCENT = FuncFormatter(lambda v, _: f"{100 * v:.0f}%")
+# ":g" keeps 62.5 % a half step, not a second "62%".
+PERCENT = FuncFormatter(lambda v, _: f"{round(100 * v, 6):g}%")
