@@ -427,3 +427,15 @@ def test_matplotlib_is_imported_only_when_a_report_is_built():
     code = "import sys, sptune.sweep, sptune.report; print('matplotlib' in sys.modules, 'jinja2' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_one_lr_one_variant_draws_without_warnings(tmp_path):
+    """The smallest study (as a campaign's cells often are): one LR, no baseline, so no Δ figure and a one-LR axis."""
+    import warnings
+
+    MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'empty.db'}").search_experiments()
+    one = write_study(tmp_path / "one", "one", {"spt": Variant("spt", [1e-3], peaked)}, tmp_path / "empty.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # e.g. a singular log axis, or a layout that collapsed
+        build_report(one)
+    assert sorted(p.stem for p in (one / "figures").glob("*.png")) == ["digits-curves", "digits-lr", "digits-survival"]

@@ -95,8 +95,9 @@ def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str
         _draw_variant(ax, [t for t in trials if t.variant == v], curves.get(v, {}), colors[v])
         _draw_tests(ax, cells.get((task, v)), colors[v])
     _draw_ranges(strip, shown, bounds, colors)
-    ax.set_xscale("log")
+    # Limits before the log scale: one searched LR would otherwise be autoscaled to a zero-width axis first.
     ax.set_xlim(min(xs) / 1.4, max(xs) * 1.4)
+    ax.set_xscale("log")
     ax.set_ylim(*acc_limits(ys))
     ax.yaxis.set_major_formatter(PERCENT)
     ax.set_ylabel("accuracy")
