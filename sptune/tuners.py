@@ -14,6 +14,7 @@ from ray.tune.search.optuna import OptunaSearch
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
+from sptune.progress import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.selection import Selection
 from sptune.spec import ParamSpace
 from sptune.stages import Checkpoints, Stage, StagedSearcher
@@ -129,6 +130,7 @@ def restore_tuner(
     """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
     last checkpoint, errored ones too; each variant's searcher continues from its saved
     state. (Ray restores no scheduler's state: neither ASHA's rungs nor synchronous halving's.)"""
+    use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
     return tune.Tuner.restore(
         path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
     )
@@ -163,7 +165,8 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
-            verbose=0,
+            # Tune's CLIReporter with a line per variant, every SPTUNE_PROGRESS_SECONDS (sptune.progress).
+            **run_config_progress(run["name"], run["progress"], *run.get("shown", (run["metric"], run["mode"]))),
         ),
     )
 
@@ -179,7 +182,8 @@ def build_tuner(
     """One Tuner of the given searches (all pretraining or all finetuning)."""
     searcher, scheduler = search_and_schedule(plan, tuner)
     run = {"metric": tuner.metric, "mode": tuner.mode, "n_trials": tuner.n_trials, "name": tuner.experiment,
-           "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs}
+           "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs,
+           "progress": [ProgressRow(s.trial_variant, s.n_trials, s.epochs) for s in tuner.searches]}
     return _tuner(plan, make_trainable(plan, tuner, data, spt_checkpoints), searcher, scheduler, run)
 
 
@@ -222,15 +226,19 @@ def build_study_tuner(
     """The study's one Tuner. Its metric is bookkeeping only (every trial reports it): each stage's
     searcher, scheduler and selection rank by the stage's own metric."""
     stages = list(searcher.stages.values())
+    # The terminal shows a line per stage, each ranked by its own metric.
+    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.plan.metric, s.plan.mode, "stage") for s in stages]
     run = {"metric": CHECKPOINT_RANK, "mode": "max", "n_trials": sum(s.budget for s in stages),
            "name": STUDY_EXPERIMENT, "storage": storage, "callbacks": callbacks,
-           "epochs": max(s.search.epochs for s in stages)}
+           "epochs": max(s.search.epochs for s in stages), "progress": rows,
+           "shown": ("best_val_acc", "max")}  # the trial table's columns; each row names its own metric
     return _tuner(plan, study_trainable(plan, data), searcher, scheduler, run)
 
 
 def restore_study_tuner(path: str, plan: StudyPlan, data: TaskSplits) -> tune.Tuner:
     """Continue the study's interrupted Tuner: the staged searcher comes back with what each stage had
     released and selected, and each stage's searcher with its own state."""
+    use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
     return tune.Tuner.restore(
         path, trainable=study_trainable(plan, data), resume_unfinished=True, resume_errored=True
     )
