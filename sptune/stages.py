@@ -103,7 +103,7 @@ def outcome_of(trial: Any) -> TrialOutcome:
         config=dict(trial.config),
         metrics=dict(trial.last_result or {}),
         error=error,
-        path=str(trial.path),
+        path=str(trial.path) if trial.storage is not None else "",
         best_checkpoints=[(k.checkpoint, dict(k.metrics)) for k in kept],
     )
 
