@@ -167,3 +167,33 @@ def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
     driver.run()
     assert Counter(c["stage"] for c in driver.configs.values())["search-spt"] == 4
     assert set(restored.selected) == {"pretrain", "search-scratch", "search-spt", "rerun-scratch", "rerun-spt"}
+
+
+def _study_stages(plan, out: Path):
+    """Study._stages without a tracker or Ray: which searches the one Tuner runs, and what they wait for."""
+    from sptune.study import Study
+    from sptune.study.pretraining import SptCheckpoints
+    from sptune.study.state import StateFile
+
+    study = Study.__new__(Study)
+    study.plan, study.state_file = plan, StateFile(out)
+    study.spt = SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, study.state_file, None)
+    stages, checkpoints = study._stages()
+    return {s.label: s.needs for s in stages}, checkpoints
+
+
+def test_rerun_pretrain_stages_wait_for_the_seeds_own_pretraining(repo_root, tmp_path):
+    needs, checkpoints = _study_stages(_plan(repo_root, "rerun_pretrain=true"), tmp_path)
+    assert needs == {
+        "pretrain": (), "pretrain-rerun": ("pretrain",),
+        "search-scratch": (), "rerun-scratch": ("search-scratch",),
+        "search-spt": ("pretrain",), "rerun-spt": ("search-spt", "pretrain-rerun"),
+    }
+    assert checkpoints == {}
+
+
+def test_zero_spt_epochs_need_no_pretraining_stage(repo_root, tmp_path):
+    needs, checkpoints = _study_stages(_plan(repo_root, "rerun_pretrain=true", "pretrain.epochs=0"), tmp_path)
+    assert "pretrain" not in needs and "pretrain-rerun" not in needs
+    assert set(checkpoints) == {"pretrain", "pretrain-rerun"} and sorted(checkpoints["pretrain-rerun"]) == [1000, 1001]
+    assert needs["search-spt"] == ("pretrain",)  # satisfied at once by the untrained encoder
