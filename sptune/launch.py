@@ -4,7 +4,9 @@ its report; a campaign runs its studies one after another and merges their resul
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from sptune import ray_session
 from sptune.plan import describe
@@ -15,10 +17,15 @@ from sptune.preflight.outputs import resolved_spec_text
 def run(ready: ReadyStudy | ReadyCampaign) -> Path:
     """Run a study or a campaign; returns its results.json."""
     try:
-        ray_session.ensure_running()
         if isinstance(ready, ReadyStudy):
-            results = run_study(ready)
+            # Opening (or creating) the MLflow store and starting Ray take seconds each and need
+            # nothing from each other: the store is opened in a thread while Ray starts.
+            with ThreadPoolExecutor(1, thread_name_prefix="sptune-mlflow") as pool:
+                tracker = pool.submit(_tracker, ready)
+                ray_session.ensure_running()
+                results = run_study(ready, tracker.result())
         else:
+            ray_session.ensure_running()
             results = _run_campaign(ready)
     finally:
         ray_session.release()
@@ -38,16 +45,25 @@ def _run_campaign(campaign: ReadyCampaign) -> Path:
     return path
 
 
-def run_study(ready: ReadyStudy) -> Path:
+def _tracker(ready: ReadyStudy) -> Any:
+    """The study's MLflow experiment (its store created if new)."""
+    from sptune.tracking import Tracker
+
+    ready.output_dir.mkdir(parents=True, exist_ok=True)  # a SQLite store lives in the output directory
+    target = ready.tracking
+    return Tracker(target.uri, target.experiment, target.store_dir)
+
+
+def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
     """One study into its output directory (Ray already running); returns its results.json."""
     from sptune.study import Study
-    from sptune.tracking import Tracker, ui_command
+    from sptune.tracking import ui_command
 
     out = ready.output_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
     target = ready.tracking
-    tracker = Tracker(target.uri, target.experiment, target.store_dir)
+    tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
     try:
         tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready))
