@@ -68,7 +68,8 @@ class Driver:
     def end(self, trial_id: str) -> None:
         config = self.configs[trial_id]
         score, diverged = self.scores(config, trial_id)
-        self.searcher.on_trial_complete(trial_id, {"done": True})
+        told = {**config, "done": True, "best_val_acc": score, "best_val_loss": 1 - score}
+        self.searcher.on_trial_complete(trial_id, told)
         self.searcher.trial_ended(trial_id, _outcome(trial_id, int(trial_id[1:]), config, score, diverged))
 
     def run(self, concurrent: int = 2, stop_after: int | None = None) -> None:
@@ -197,3 +198,23 @@ def test_zero_spt_epochs_need_no_pretraining_stage(repo_root, tmp_path):
     assert "pretrain" not in needs and "pretrain-rerun" not in needs
     assert set(checkpoints) == {"pretrain", "pretrain-rerun"} and sorted(checkpoints["pretrain-rerun"]) == [1000, 1001]
     assert needs["search-spt"] == ("pretrain",)  # satisfied at once by the untrained encoder
+
+
+def test_each_search_gets_its_own_searchers_proposals_whatever_else_runs(repo_root):
+    """Optuna (batched) inside the one Tuner proposes, for each variant, exactly what that variant's
+    searcher proposes alone: other stages running beside it change nothing."""
+    from sptune.tuners import _searcher
+
+    plan = _plan(repo_root, "searcher.type=optuna", "variants.scratch.num_samples=7", "variants.spt.num_samples=6")
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, _score)
+    driver.run(concurrent=3)
+    for search in plan.variant_searches():
+        alone, proposed = _searcher(plan, search), []
+        while (config := alone.suggest(f"a{len(proposed)}")) not in (None, Searcher.FINISHED):
+            proposed.append(config)
+            if len(proposed) % plan.concurrency == 0 or len(proposed) == search.n_trials:
+                for i in range(len(proposed) - len(alone.batch), len(proposed)):
+                    alone.on_trial_complete(f"a{i}", {**proposed[i], "best_val_acc": _score(proposed[i], "")[0]})
+        mine = [c for c in driver.configs.values() if c["stage"] == search.label]
+        assert [(c["lr"], c["batch_size"]) for c in mine] == [(c["lr"], c["batch_size"]) for c in proposed]
