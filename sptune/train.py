@@ -15,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -192,8 +194,9 @@ class EpochLoop:
             self.rng = self._current_rng()
 
     def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.from_numpy(split.x)
-        return x.to(self.device), torch.from_numpy(split.y).long().to(self.device)
+        # On the CPU: the split's own memory (each batch is gathered and widened on its own).
+        x = shared_tensor(split.x)
+        return x.to(self.device), shared_tensor(split.y).long().to(self.device)
 
     def _batches(self) -> list[torch.Tensor]:
         order = torch.randperm(len(self.train_y), generator=self.generator)
@@ -375,6 +378,15 @@ def evaluate(
         loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
         correct += int((logits.argmax(-1) == yb).sum())
     return loss_sum / max(len(y), 1), correct / max(len(y), 1)
+
+
+def shared_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor over ``array``'s memory, no copy: trials get their splits as read-only views of
+    one copy per node (`TaskSplits.without_test`). Torch warns about read-only arrays; the loops
+    only read a split (rows are gathered into new tensors), never write into it (test_train.py)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
 
 
 def _unpair(split: ArraySplit) -> ArraySplit:
