@@ -166,7 +166,8 @@ def node_pss() -> float:
 def sample_at_barrier(barrier: Path, n: int, out: dict[str, Any]) -> None:
     """Wait until `n` trials are at the barrier, read their memory 3 times, release them."""
     deadline = time.time() + BARRIER_TIMEOUT_S
-    while len(list(barrier.glob("ready-*"))) < n and time.time() < deadline:
+    released = barrier / "release"  # written by run_tuner if the Tuner ends first (an error)
+    while len(list(barrier.glob("ready-*"))) < n and time.time() < deadline and not released.exists():
         time.sleep(0.2)
     pids = sorted(int(p.name.split("-")[1]) for p in barrier.glob("ready-*"))
     samples: list[dict[int, dict[str, float]]] = []
@@ -175,7 +176,7 @@ def sample_at_barrier(barrier: Path, n: int, out: dict[str, Any]) -> None:
         time.sleep(0.5)
         samples.append({pid: smaps(pid) for pid in pids})
         nodes.append(node_pss())
-    (barrier / "release").write_text("")
+    released.write_text("")
     keys = ("rss", "pss", "uss", "store_rss")
     out["actors"] = [{k: statistics.median(s[pid][k] for s in samples) for k in keys} for pid in pids]
     out["node_pss_mb"] = statistics.median(nodes)
