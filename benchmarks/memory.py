@@ -20,7 +20,7 @@ unpickled its own copy; a Tuner put its own copy into the store), "after" ships 
 `sptune.tuners.trial_data` (one plain-ndarray object per session; trials map it zero-copy).
 
 Data: ListOps generated at LRA size (96k train / 2k val, lengths 500-2000, 2,000 tokens, int16
-after compaction: 384 MB of train tokens) read from the prepared cache, which `prepare` fills
+after compaction: 366 MiB of train tokens) read from the prepared cache, which `prepare` fills
 on the first run (minutes; later runs memory-map it); Image = CIFAR-10 gray 45k x 1,024 uint8
 from --data-dir (cifar10_gray.npz), or a random array of that shape with --synthetic.
 
@@ -54,7 +54,7 @@ TINY_MODEL = {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "dropout":
 TRAIN_STEPS = 2
 BATCH = 2  # one ListOps row is 2,000 tokens: the batch is part of a trial's cost, keep it small
 BARRIER_TIMEOUT_S = 300.0
-MB = 2**20
+MB = 2**20  # every *_mb number is in MiB, as /proc reports kB = KiB
 
 
 # ------------------------------------------------------------------ data
@@ -131,7 +131,7 @@ def probe_class(barrier: str) -> type:
 
 
 def smaps(pid: int) -> dict[str, float]:
-    """USS, PSS, RSS and the object-store pages (MB) of one process."""
+    """USS, PSS, RSS and the object-store pages (MiB) of one process."""
     totals = {"rss": 0.0, "pss": 0.0, "uss": 0.0, "store_rss": 0.0}
     with open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
@@ -153,7 +153,7 @@ def smaps(pid: int) -> dict[str, float]:
 
 
 def node_pss() -> float:
-    """PSS (MB) of this driver and every process it started (Ray's too): the node's bill."""
+    """PSS (MiB) of this driver and every process it started (Ray's too): the node's bill."""
     total = 0.0
     for pid in bc.descendants(os.getpid()):
         try:
@@ -300,7 +300,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> None:
     for task, res in results["tasks"].items():
-        print(f"\n{task}: dataset shipped to trials {res['dataset_mb']:.1f} MB ({res['source']})")
+        print(f"\n{task}: dataset shipped to trials {res['dataset_mb']:.1f} MiB ({res['source']})")
         rows = []
         for mode in ("before", "after"):
             for r in res.get(mode, {}).get("rows", []):
@@ -316,7 +316,7 @@ def report(results: dict[str, Any]) -> None:
                     ]
                 )
         bc.print_table(["mode", "trials", "USS/actor", "PSS/actor", "store/actor", "sum PSS", "node PSS"], rows)
-    print("\nper extra concurrent trial (MB):")
+    print("\nper extra concurrent trial (MiB):")
     rows = []
     for task, res in results["tasks"].items():
         for mode in ("before", "after"):
