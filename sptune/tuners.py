@@ -3,8 +3,10 @@ their re-runs per seed; per-variant searchers and early stopping, checkpoints, c
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
+import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
@@ -106,15 +108,41 @@ def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearc
     return searcher, VariantScheduler(schedulers, plan.concurrency)
 
 
+# id(data) -> (the data, the Ray session it was put in, its object): see trial_data.
+_SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
+
+
+def trial_data(data: TaskSplits) -> Any:
+    """The (test-free) splits as one object in Ray's object store, put once per Ray session.
+
+    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them
+    plain ndarrays, which Ray shares instead of unpickling a copy per trial), so concurrent
+    trials on a node read one copy. Every Tuner of a study ships the same data; putting it per
+    Tuner would pin another copy each time (Tune's parameter registry never releases its objects).
+    """
+    if not ray.is_initialized():  # tune.with_parameters puts it once Ray starts
+        return data.without_test()
+    for key, (ref, *_) in list(_SHIPPED.items()):
+        if ref() is None:  # that study's data are gone: let its object go too
+            del _SHIPPED[key]
+    context = ray.get_runtime_context()
+    # Objects of an earlier session are gone with it: a new connection is a new job, a new local
+    # cluster a new node (which may count jobs from 1 again).
+    session = f"{context.get_job_id()}@{context.get_node_id()}"
+    hit = _SHIPPED.get(id(data))
+    if hit is None or hit[0]() is not data or hit[1] != session:
+        hit = _SHIPPED[id(data)] = (weakref.ref(data), session, ray.put(data.without_test()))
+    return hit[2]
+
+
 def make_trainable(
     plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
 ) -> Any:
     cls = PretrainTrainable if tuner.pretraining else FinetuneTrainable  # a pretraining's search or re-runs
     extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
     res = plan.spec.resources
-    # with_parameters puts the (test-free) data in Ray's object store once, not per trial.
     return tune.with_resources(
-        tune.with_parameters(cls, spec=plan.spec, data=data.without_test(), **extra),
+        tune.with_parameters(cls, spec=plan.spec, data=trial_data(data), **extra),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
 
