@@ -263,8 +263,11 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
     """A real optuna-dashboard on the study's optuna.db, its study list in headless Chromium."""
     out, _ = study
     port = _free_port()
+    beside_python = Path(sys.executable).parent / "optuna-dashboard"  # the dev extra's console script
+    dashboard = str(beside_python) if beside_python.exists() else shutil.which("optuna-dashboard")
+    assert dashboard, "optuna-dashboard is not installed: pip install -e '.[dev]'"
     server = subprocess.Popen(
-        [sys.executable, "-m", "optuna_dashboard", default_url(out), "--host", "127.0.0.1", "--port", str(port)],
+        [dashboard, default_url(out), "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         api = _wait_for_json(f"http://127.0.0.1:{port}/api/studies")
@@ -297,3 +300,76 @@ def _wait_for_json(url: str, timeout_s: float = 60) -> dict:
             if time.time() > deadline:
                 raise
             time.sleep(0.3)
+
+
+# --- PostgreSQL, killed mid-search and resumed ----------------------------------------------------
+
+RESUME = [
+    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
+    "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+]
+RESUME_TRIALS = {"pretrain": 2, "scratch": 3, "spt": 3}
+
+
+def _kill_mid_search(out: Path, cmd: list[str], env: dict) -> None:
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if list((out / "ray_results" / "search").glob("*/checkpoint_*")):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the study never reached the variants' search")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
+        proc.wait()
+
+
+def _ray_trial_ids(out: Path, variant: str) -> set[str]:
+    """The Ray trials of a variant's search, as Ray Tune recorded them."""
+    found = set()
+    for result in (out / "ray_results" / "search").glob("*/result.json"):
+        first = json.loads(result.read_text().splitlines()[0])
+        if first["config"]["variant"] == variant:
+            found.add(first["trial_id"])
+    return found
+
+
+def _studies(url: str, prefix: str) -> dict[str, optuna.Study]:
+    storage = open_storage(url)
+    names = [n for n in optuna.get_all_study_names(storage) if n.startswith(prefix)]
+    return {n.removeprefix(prefix): optuna.load_study(study_name=n, storage=storage) for n in names}
+
+
+def test_resume_continues_the_same_studies_in_postgresql(ray_session, repo_root, tmp_path, postgres, capsys):
+    out = tmp_path / "interrupted"
+    # The URL through the environment: a password on the command line would show in `ps`.
+    env = {**os.environ, "PYTHONPATH": repo_root, "SPTUNE_OPTUNA_STORAGE": postgres}
+    _kill_mid_search(out, [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(out), *RESUME], env)
+    prefix = f"{SPEC_NAME}/"
+    assert set(_studies(postgres, prefix)) == set(RESUME_TRIALS)  # the search's studies exist already
+
+    assert main([_spec(repo_root), "--output", str(out), "--resume", *RESUME]) == 2  # not in its database
+    assert "sptune:***@127.0.0.1" in capsys.readouterr().err
+    assert main([_spec(repo_root), "--output", str(out), "--resume", "--optuna-storage", postgres, *RESUME]) == 0
+
+    studies = _studies(postgres, prefix)
+    assert set(studies) == set(RESUME_TRIALS)  # the same studies continued, no duplicate
+    for variant, n in RESUME_TRIALS.items():
+        trials = studies[variant].trials
+        assert all(t.state in DONE for t in trials)  # none left RUNNING
+        told = {t.user_attrs["ray_trial_id"] for t in trials if t.state == optuna.trial.TrialState.COMPLETE}
+        assert len(told) >= n
+        if variant != "pretrain":  # every trial Ray ran after the resume was told to its study
+            assert _ray_trial_ids(out, variant) <= told
+    assert json.loads((out / "optuna.json").read_text())["storage"] == redact(postgres)
+    leaked = [p for p in out.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
+    assert leaked == []  # not in Ray's pickled searchers, MLflow's params, the state or the results
+
+    # A new study of the same name in the same database would continue these searches: refused.
+    again = tmp_path / "again"
+    assert main([_spec(repo_root), "--output", str(again), "--optuna-storage", postgres, *RESUME]) == 2
+    assert "already holds Optuna studies" in capsys.readouterr().err and not again.exists()
