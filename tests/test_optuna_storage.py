@@ -329,13 +329,14 @@ def _kill_mid_search(out: Path, cmd: list[str], env: dict) -> None:
 
 
 def _ray_trial_ids(out: Path, variant: str) -> set[str]:
-    """The Ray trials of a variant's search, as Ray Tune recorded them."""
-    found = set()
-    for result in (out / "ray_results" / "search").glob("*/result.json"):
-        first = json.loads(result.read_text().splitlines()[0])
-        if first["config"]["variant"] == variant:
-            found.add(first["trial_id"])
-    return found
+    """The Ray trials of a variant's search that ran to the end (their MLflow child runs)."""
+    from mlflow.tracking import MlflowClient
+
+    mlflow = json.loads((out / "results.json").read_text())["mlflow"]
+    runs = MlflowClient(mlflow["tracking_uri"]).search_runs(
+        [mlflow["experiment_id"]], f"tags.mlflow.parentRunId = '{mlflow['parent_run_id']}'", max_results=1000)
+    return {r.data.tags["sptune.trial_id"] for r in runs if r.info.status == "FINISHED"
+            and r.data.tags["sptune.phase"] == "search" and r.data.tags["sptune.variant"] == variant}
 
 
 def _studies(url: str, prefix: str) -> dict[str, optuna.Study]:
@@ -363,8 +364,8 @@ def test_resume_continues_the_same_studies_in_postgresql(ray_session, repo_root,
         assert all(t.state in DONE for t in trials)  # none left RUNNING
         told = {t.user_attrs["ray_trial_id"] for t in trials if t.state == optuna.trial.TrialState.COMPLETE}
         assert len(told) >= n
-        if variant != "pretrain":  # every trial Ray ran after the resume was told to its study
-            assert _ray_trial_ids(out, variant) <= told
+        if variant != "pretrain":  # every trial of the search was told to its study
+            assert _ray_trial_ids(out, variant) <= told and len(_ray_trial_ids(out, variant)) == n
     assert json.loads((out / "optuna.json").read_text())["storage"] == redact(postgres)
     leaked = [p for p in out.rglob("*") if p.is_file() and PASSWORD.encode() in p.read_bytes()]
     assert leaked == []  # not in Ray's pickled searchers, MLflow's params, the state or the results
