@@ -29,7 +29,7 @@ from typing import Any
 import optuna
 from optuna.storages import RDBStorage
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
@@ -193,11 +193,18 @@ def variant_importances(run_dir: Path) -> dict[str, dict[str, float]]:
     parameters are included: with one parameter the importance is 1.0 by construction and says
     nothing. {} when the study in run_dir has no Optuna studies (no optuna.json / optuna.db).
     For a study run with --optuna-storage the password (if the URL needs one) comes from
-    $SPTUNE_OPTUNA_STORAGE or libpq's PGPASSWORD / ~/.pgpass; it is never saved."""
-    found = _run_studies(Path(run_dir))
-    if found is None:
+    $SPTUNE_OPTUNA_STORAGE or libpq's PGPASSWORD / ~/.pgpass; it is never saved. A database that
+    cannot be read (unknown password, no answer) gives {} and a warning saying why."""
+    try:
+        found = _run_studies(Path(run_dir))
+        return _importances(*found) if found else {}
+    except (RuntimeFailure, SQLAlchemyError, ImportError) as err:
+        # The report still renders without them; why they are missing is said, without a password.
+        warnings.warn(f"sptune: Optuna importances left out: {redact(str(err))}", stacklevel=2)
         return {}
-    url, names = found
+
+
+def _importances(url: str, names: dict[str, str]) -> dict[str, dict[str, float]]:
     storage = open_storage(url)
     existing = set(optuna.get_all_study_names(storage))
     importances = {}

@@ -84,10 +84,30 @@ def postgres():
     def pg(*cmd: str) -> None:
         subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)
 
-    pg(str(bin_dir / "initdb"), "-D", str(data), "--username", "sptune", "--pwfile", str(root / "pw"),
-       "--auth", "scram-sha-256", "-E", "UTF8")
-    pg(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w",
-       "-o", f"-k {root} -h 127.0.0.1 -p {port}", "start")
+    pg(
+        str(bin_dir / "initdb"),
+        "-D",
+        str(data),
+        "--username",
+        "sptune",
+        "--pwfile",
+        str(root / "pw"),
+        "--auth",
+        "scram-sha-256",
+        "-E",
+        "UTF8",
+    )
+    pg(
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-l",
+        str(root / "log"),
+        "-w",
+        "-o",
+        f"-k {root} -h 127.0.0.1 -p {port}",
+        "start",
+    )
     try:
         yield f"postgresql://sptune:{PASSWORD}@127.0.0.1:{port}/postgres"
     finally:
@@ -133,8 +153,12 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
     attrs = study.user_attrs
     assert attrs["variant"] == "scratch" and attrs["task"] == "digits" and attrs["phase"] == "search"
     assert (attrs["metric"], attrs["direction"]) == ("best_val_acc", "max")
-    assert attrs["search_space"]["lr"] == {"type": "loguniform", "low": scratch.space.lr.low,
-                                           "high": scratch.space.lr.high, "values": None}
+    assert attrs["search_space"]["lr"] == {
+        "type": "loguniform",
+        "low": scratch.space.lr.low,
+        "high": scratch.space.lr.high,
+        "values": None,
+    }
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
     assert [t.user_attrs["ray_trial_id"] for t in study.trials] == trials
     assert [t.value for t in study.trials] == [0.5 + i / 100 for i in range(len(trials))]
@@ -185,6 +209,15 @@ def test_variant_importances_from_optunas_default_evaluator(plan, tmp_path):
     assert variant_importances(tmp_path / "nothing-here") == {}
 
 
+def test_importances_from_a_database_whose_password_is_unknown_are_left_out(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPTUNE_OPTUNA_STORAGE", raising=False)
+    record = {"storage": "postgresql://bob:***@db.invalid:5432/optuna", "studies": {"scratch": "x/scratch"}}
+    (tmp_path / "optuna.json").write_text(json.dumps(record))
+    with pytest.warns(UserWarning, match="password") as caught:
+        assert variant_importances(tmp_path) == {}
+    assert "bob:***@" in str(caught[0].message)
+
+
 # --- preflight of --optuna-storage (nothing starts on a refusal) ---------------------------------
 
 
@@ -217,11 +250,13 @@ def test_a_malformed_url_is_refused(repo_root, tmp_path, capsys):
 
 # --- a study on the default OUTPUT/optuna.db ------------------------------------------------------
 
+# fmt: off
 TINY = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=4", "--set", "variants.spt.num_samples=4",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
 ]
+# fmt: on
 N_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
 
 
@@ -268,15 +303,25 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
     assert dashboard, "optuna-dashboard is not installed: pip install -e '.[dev]'"
     server = subprocess.Popen(
         [dashboard, default_url(out), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         api = _wait_for_json(f"http://127.0.0.1:{port}/api/studies")
         url = f"http://127.0.0.1:{port}/dashboard/"
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-                 "--window-size=1400,900", "--virtual-time-budget=10000"]
-        dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=120).stdout
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1400,900",
+            "--virtual-time-budget=10000",
+        ]
+        dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
         shot = Path(repo_root) / "dashboards" / "screenshots" / "optuna-dashboard.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
@@ -304,17 +349,18 @@ def _wait_for_json(url: str, timeout_s: float = 60) -> dict:
 
 # --- PostgreSQL, killed mid-search and resumed ----------------------------------------------------
 
+# fmt: off
 RESUME = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
 ]
+# fmt: on
 RESUME_TRIALS = {"pretrain": 2, "scratch": 3, "spt": 3}
 
 
 def _kill_mid_search(out: Path, cmd: list[str], env: dict) -> None:
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     try:
         while time.time() < deadline and proc.poll() is None:
@@ -334,9 +380,15 @@ def _ray_trial_ids(out: Path, variant: str) -> set[str]:
 
     mlflow = json.loads((out / "results.json").read_text())["mlflow"]
     runs = MlflowClient(mlflow["tracking_uri"]).search_runs(
-        [mlflow["experiment_id"]], f"tags.mlflow.parentRunId = '{mlflow['parent_run_id']}'", max_results=1000)
-    return {r.data.tags["sptune.trial_id"] for r in runs if r.info.status == "FINISHED"
-            and r.data.tags["sptune.phase"] == "search" and r.data.tags["sptune.variant"] == variant}
+        [mlflow["experiment_id"]], f"tags.mlflow.parentRunId = '{mlflow['parent_run_id']}'", max_results=1000
+    )
+    return {
+        r.data.tags["sptune.trial_id"]
+        for r in runs
+        if r.info.status == "FINISHED"
+        and r.data.tags["sptune.phase"] == "search"
+        and r.data.tags["sptune.variant"] == variant
+    }
 
 
 def _studies(url: str, prefix: str) -> dict[str, optuna.Study]:
