@@ -15,6 +15,7 @@ def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
         d_ff=model.d_ff,
         dropout=model.dropout,
         attention_dropout=model.attention_dropout,
+        attention_kernel=model.attention_kernel,
         positions=model.positions,
         max_len=info.seq_len,
         input_kind=info.input_kind,

@@ -6,6 +6,7 @@ created and fed by a Ray Tune callback that runs in the driver process.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -20,6 +21,18 @@ from sptune.errors import RuntimeFailure
 # MLflow 3 opens experiments in its GenAI view unless told this is model training.
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 TRIAL_TAG = "sptune.trial_id"
+STAGE_TAG = "stage"  # pretrain / search / rerun: a short name, as it heads its column in the UI
+# The runs table as sptune opens it: MLflow's UI loads a "shared view" (its Share button writes
+# the same experiment tag) named in the URL's viewStateShareKey, with these columns selected.
+VIEW_KEY = "sptune"
+VIEW_COLUMNS = (
+    "params.`variant`",
+    f"tags.`{STAGE_TAG}`",
+    "params.`lr`",
+    "params.`batch_size`",
+    "metrics.`best_val_acc`",
+    "metrics.`test_acc`",
+)
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
 EPOCH_METRICS = (
     "loss",
@@ -40,8 +53,22 @@ EPOCH_METRICS = (
 
 
 def runs_url(base_url: str, experiment_id: str) -> str:
-    """The experiment's runs table in MLflow's model-training view (not the GenAI overview)."""
-    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    """The experiment's runs table in MLflow's model-training view (not the GenAI overview),
+    with sptune's columns (the experiment's shared view, see runs_view)."""
+    query = f"workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def runs_view() -> str:
+    """The shared view's state: MLflow's UI reads the selected columns and the search facets from it."""
+    return json.dumps(
+        {
+            "selectedColumns": list(VIEW_COLUMNS),
+            "searchFilter": "",
+            "orderByKey": "attributes.start_time",
+            "orderByAsc": False,
+        }
+    )
 
 
 def ui_command(tracking_uri: str, output_dir: Path, experiment_id: str) -> str:
@@ -82,12 +109,15 @@ class Tracker:
                 "embedded SQLite store in the output directory",
             ) from err
         if found is not None:
-            return found.experiment_id
-        # A SQLite store defaults artifacts to ./mlruns of the current directory: pin them
-        # inside the study's output directory instead. Servers manage their own artifacts.
-        location = None if self.uri.startswith("http") else (output_dir / "mlartifacts").resolve().as_uri()
-        exp_id = self.client.create_experiment(name, artifact_location=location)
-        self.client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
+            exp_id = found.experiment_id
+        else:
+            # A SQLite store defaults artifacts to ./mlruns of the current directory: pin them
+            # inside the study's output directory instead. Servers manage their own artifacts.
+            location = None if self.uri.startswith("http") else (output_dir / "mlartifacts").resolve().as_uri()
+            exp_id = self.client.create_experiment(name, artifact_location=location)
+            self.client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
+        # Every study sets it, so experiments made before the view existed get it too.
+        self.client.set_experiment_tag(exp_id, f"mlflow.sharedViewState.{VIEW_KEY}", runs_view())
         return exp_id
 
     def start_parent(self, run_name: str, params: dict[str, Any], existing_run_id: str | None = None) -> str:
@@ -161,6 +191,7 @@ class TrialRunLogger(tune.Callback):
                 TRIAL_TAG: trial_id,
                 "sptune.phase": phase,
                 "sptune.variant": variant,
+                STAGE_TAG: phase,
             }
             name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)

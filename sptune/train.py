@@ -24,6 +24,7 @@ from torch import nn
 
 from sptune import objectives as obj
 from sptune.device import autocast, pick_device
+from sptune.device_data import on_device
 from sptune.models import Classifier, ModelConfig, Pretrainer
 from sptune.models.encoder import INPUT_EMBEDDING, EncoderConfig
 from sptune.tasks.base import ArraySplit, TaskInfo
@@ -192,8 +193,8 @@ class EpochLoop:
             self.rng = self._current_rng()
 
     def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.from_numpy(split.x)
-        return x.to(self.device), torch.from_numpy(split.y).long().to(self.device)
+        # Read-only from here on: on a GPU these are the process's shared copies (device_data).
+        return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
 
     def _batches(self) -> list[torch.Tensor]:
         order = torch.randperm(len(self.train_y), generator=self.generator)

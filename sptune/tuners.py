@@ -14,6 +14,7 @@ from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.optuna_storage import OptunaTarget, open_storage
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
+from sptune.progress import run_config_progress, use_tune_reporter
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
 from sptune.trainables import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable
@@ -153,6 +154,7 @@ def restore_tuner(
     """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
     last checkpoint, errored ones too; each variant's searcher continues from its saved
     state. (Ray restores no scheduler's state: neither ASHA's rungs nor synchronous halving's.)"""
+    use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
     return tune.Tuner.restore(
         path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
     )
@@ -196,6 +198,7 @@ def build_tuner(
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
-            verbose=0,
+            # Tune's CLIReporter with a line per variant, every SPTUNE_PROGRESS_SECONDS (sptune.progress).
+            **run_config_progress(tuner.experiment, list(tuner.searches), tuner.metric, tuner.mode),
         ),
     )

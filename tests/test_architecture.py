@@ -120,7 +120,7 @@ def _third_party_imports(path: Path) -> set[str]:
 
 # Pure-PyTorch training code: no Ray (and so it runs the same in a plain loop, a trial or a benchmark).
 TRAINING_CODE = ("sptune.train", "sptune.objectives", "sptune.variants", "sptune.models", "sptune.device",
-                 "sptune.build", "sptune.tasks", "sptune.spec", "sptune.ranking", "sptune.stats")
+                 "sptune.device_data", "sptune.build", "sptune.tasks", "sptune.spec", "sptune.ranking", "sptune.stats")
 # The only writers to MLflow: the driver's tracker and study, the launcher; the report only reads.
 MLFLOW_USERS = ("sptune.tracking", "sptune.study", "sptune.launch", "sptune.report")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from sptune.models.attention import flash_installed
 from sptune.sweep import main
 
 LISTOPS_SPEC = """
@@ -123,3 +124,22 @@ def test_bad_override_syntax(repo_root, capsys):
     spec = str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
     _refused([spec, "--set", "finetune.epochs", "--dry-run"], capsys, "KEY.PATH=VALUE")
     _refused([spec, "--set", "seed.deeper=3", "--dry-run"], capsys, "'seed' is not a mapping")
+
+
+@pytest.mark.skipif(flash_installed(), reason="flash-attn is installed here")
+def test_forcing_flash_attn_where_it_is_not_installed(tmp_path, capsys):
+    spec = tmp_path / "flash.yaml"
+    digits = LISTOPS_SPEC.replace("name: listops", "name: digits").replace("loss: ce", "loss: l2")
+    spec.write_text(digits.replace("pooling: mean}", "pooling: mean, attention_kernel: flash}"))
+    err = _refused([str(spec), "--output", str(tmp_path / "o")], capsys, "model.attention_kernel",
+                   "flash-attn is not installed", "attention_kernel: auto")
+    assert not (tmp_path / "o").exists(), err
+
+
+def test_forcing_flash_attn_in_fp32_or_on_padded_data(listops_spec, tmp_path, capsys):
+    text = listops_spec.read_text().replace("pooling: mean}", "pooling: mean, attention_kernel: flash}")
+    data = _listops_dir(tmp_path / "data", ["( ( [MAX 2 ) 9 ) ]\t9", "( ( [MIN 4 ) 1 ) ]\t1", "[MIN 4 ]\t4"])
+    for extra, needle in (("training: {precision: fp32}\n", "bf16/fp16 only"), ("", "padded sequences")):
+        listops_spec.write_text(text + extra)
+        _refused([str(listops_spec), "--data-dir", str(data), "--output", str(tmp_path / "o")], capsys,
+                 "model.attention_kernel", needle)

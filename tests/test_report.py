@@ -1,5 +1,7 @@
 """The fairness report on hand-made studies (no Ray): a real MLflow SQLite store written with MlflowClient,
-results.json and spec.yaml, then build_report, the flags, the tables, and the page as headless Chromium draws it.
+results.json and spec.yaml, then build_report, the flags, the tables, the matplotlib figures (SVG, PDF, PNG, and
+logged to the parent run), the page rendered from dashboards/report/, and the page as headless Chromium draws it
+(its screenshot is dashboards/screenshots/report.png, shown by dashboards/README.md).
 
 Two studies, two seeds each:
 - "narrow": spt searched a too-narrow grid (1e-4 … 1e-3) and its accuracy still rises at 1e-3 (best on the edge);
@@ -16,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,15 +29,21 @@ import pytest
 import yaml
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
+from PIL import Image
 
 from sptune.report import build_report
 from sptune.report.cli import main
 from sptune.report.compute import variant_objectives
 from sptune.report.figures import asha_rungs
 from sptune.report.flags import edge_side
+from sptune.report.records import ReportError
+from sptune.report.template import DASHBOARDS_ENV
 from sptune.stats import paired_delta
 
 CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[1]
+SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md
+FIGURES = ("lr", "curves", "survival", "delta")
 TASK = "digits"
 TASK_OFFSET = {"digits": 0.0, "image": 0.3}  # a harder second task for the multi-task control
 SEEDS = ("0", "1")
@@ -288,7 +297,7 @@ def _chromium(url: str, out_dir: Path, *extra: str) -> subprocess.CompletedProce
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--no-first-run", "--hide-scrollbars",
            f"--user-data-dir={out_dir / 'profile'}",
-           "--window-size=1400,2000", *extra, url]
+           "--window-size=1400,2400", *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=out_dir)
 
 
@@ -297,16 +306,18 @@ def test_browser_renders_table_figures_and_flags(reports, tmp_path):
     url = reports["narrow"].resolve().as_uri()
     dom = _chromium(url, tmp_path, "--dump-dom").stdout
     assert '<table class="results">' in dom
-    assert len(re.findall(r"<svg\b", dom)) >= 3  # accuracy vs LR, learning curves, ASHA survival
-    assert len(re.findall(r"<polyline\b", dom)) >= 4 and "<rect" in dom
+    assert {f"digits-{f}" for f in FIGURES} <= set(re.findall(r'<figure data-figure="([\w.-]+)"', dom))
+    assert len(re.findall(r"<svg\b", dom)) == len(FIGURES)  # each figure inline, drawn as SVG paths and text
+    assert "learning rate (log scale)" in dom and "scratch: 10/10 trials reached epoch 2" in dom
     assert {k: flag_levels(dom).get(k) for k in ("lr-edge", "rank-flip")} == {"lr-edge": "warn", "rank-flip": "warn"}
-    png = tmp_path / "report.png"
-    _chromium(url, tmp_path, f"--screenshot={png}")
-    assert png.is_file() and png.stat().st_size > 10_000
-    keep = os.environ.get("SPTUNE_REPORT_SCREENSHOT")  # where a person wants to look at it
-    if keep:
-        shutil.copy(png, keep)
-    print(f"screenshot: {png}")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    _chromium(url, tmp_path, f"--screenshot={SCREENSHOT}")
+    with Image.open(SCREENSHOT) as img:
+        assert img.size == (1400, 2400)
+        # Not a blank page: many colours (the flags' orange, the figures' palette), not one background.
+        colors = img.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert len(colors) > 200 and max(n for n, _ in colors) < 0.9 * 1400 * 2400
+    print(f"screenshot: {SCREENSHOT}")
 
 
 def test_compute_counts_the_pretraining_each_kind_builds_on_by_the_kinds_table():
@@ -315,3 +326,116 @@ def test_compute_counts_the_pretraining_each_kind_builds_on_by_the_kinds_table()
     assert variant_objectives({"pretrain": {"objective": "causal"}}, kinds) == {
         "a": "causal", "b": "causal", "c": "masked", "d": "causal", "e": None, "f": None}
     assert variant_objectives({}, kinds)["b"] == "masked"
+
+
+# ---------------------------------------------------------------- figures, template, MLflow artifacts
+
+
+def test_figures_are_written_as_svg_pdf_and_png(reports):
+    import xml.etree.ElementTree as ET
+
+    for study, tasks in (("narrow", ("digits",)), ("control", ("digits", "image"))):
+        fig_dir = reports[study].parent / "figures"
+        for stem in (f"{t}-{f}" for t in tasks for f in FIGURES):
+            svg = (fig_dir / f"{stem}.svg").read_text()
+            assert ET.fromstring(svg).tag == "{http://www.w3.org/2000/svg}svg" and "<svg" in svg, stem
+            assert (fig_dir / f"{stem}.pdf").read_bytes().startswith(b"%PDF"), stem
+            with Image.open(fig_dir / f"{stem}.png") as png:
+                png.verify()
+            with Image.open(fig_dir / f"{stem}.png") as png:  # ~110 dpi on a 6.4-inch-wide figure
+                assert png.format == "PNG" and 650 <= png.size[0] <= 750, (stem, png.size)
+    # The numbers are drawn, as text: Δ with its variant pair, and the LR axis in the report's LR notation.
+    delta = (reports["control"].parent / "figures" / "digits-delta.svg").read_text()
+    assert "spt vs scratch" in delta and "+4.00" in delta
+    assert all(t in (reports["narrow"].parent / "figures" / "digits-lr.svg").read_text() for t in ("1e-4", "1e-2"))
+
+
+def test_page_is_self_contained_no_scripts_no_network(reports):
+    for study in ("narrow", "control"):
+        page = reports[study].read_text()
+        assert "<script" not in page.lower() and "javascript:" not in page.lower()
+        # Nothing fetched: no http(s) at all (not even SVG's namespace URLs, which the inline SVG drops).
+        assert not re.search(r"https?:", page) and "@import" not in page and "<link" not in page
+        # Every link is a figure file next to the page (or an anchor in it); every figure is inline.
+        links = re.findall(r'(?:href|src)="([^"]*)"', page)
+        assert links and all(x.startswith(("#", "figures/")) for x in links), links
+        assert all((reports[study].parent / x).is_file() for x in links if x.startswith("figures/"))
+        ids = re.findall(r'\bid="([^"]+)"', page)
+        assert len(ids) == len(set(ids))  # the inlined figures' ids never collide
+
+
+@pytest.fixture(scope="module")
+def restyled(reports, tmp_path_factory):
+    """The narrow study rendered from a modified copy of dashboards/, with Optuna importances given."""
+    copy = tmp_path_factory.mktemp("dash") / "dashboards"
+    shutil.copytree(REPO / "dashboards" / "report", copy / "report")
+    template = copy / "report" / "report.html.j2"
+    template.write_text(template.read_text().replace("<h2>Results</h2>", "<h2>Results</h2><p>MARKER-r12</p>"))
+    css = copy / "report" / "report.css"
+    css.write_text(css.read_text() + "\n.marker-css-r12{color:red}\n")
+    out = tmp_path_factory.mktemp("restyled") / "report.html"
+    importances = {"scratch": {"lr": 0.81, "batch_size": 0.19}, "spt": {}}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(DASHBOARDS_ENV, str(copy))
+        return build_report(reports["narrow"].parent, out=out, importances=importances)
+
+
+def test_page_is_rendered_from_the_dashboards_template(reports, restyled, tmp_path, monkeypatch):
+    page = restyled.read_text()
+    assert "<p>MARKER-r12</p>" in page and ".marker-css-r12{color:red}" in page  # template and inlined CSS
+    assert "MARKER-r12" not in reports["narrow"].read_text()
+    monkeypatch.setenv(DASHBOARDS_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(ReportError, match=re.escape(str(tmp_path / "nowhere" / "report" / "report.html.j2"))):
+        build_report(reports["narrow"].parent, out=tmp_path / "r.html")
+
+
+def test_importances_section_and_figures(reports, restyled):
+    page = restyled.read_text()
+    section = page[page.index('id="importances"'):page.index("Selected configuration per seed")]
+    assert "Hyperparameter importances (Optuna)" in page
+    assert re.search(r'data-importances="scratch".*<td class="l">lr</td><td>0\.810</td>.*batch_size', section, re.S)
+    assert 'data-importances="spt"' not in section  # a variant without importances is left out
+    figs = restyled.parent / "figures"
+    assert all((figs / f"importances-scratch.{ext}").is_file() for ext in ("svg", "pdf", "png"))
+    assert "Hyperparameter importances" not in reports["narrow"].read_text()  # none given: the section is hidden
+
+
+def test_figures_and_page_are_logged_to_the_mlflow_parent_run(reports):
+    ml = json.loads((reports["control"].parent / "results.json").read_text())["mlflow"]
+    client = MlflowClient(tracking_uri=ml["tracking_uri"])
+    logged = {a.path for a in client.list_artifacts(ml["parent_run_id"], "figures")}
+    expected = {f"figures/{t}-{f}.{ext}" for t in ("digits", "image") for f in FIGURES for ext in ("svg", "pdf", "png")}
+    assert expected <= logged
+    assert {"report/report.html", "report/report.md", "report/results.csv"} <= {
+        a.path for a in client.list_artifacts(ml["parent_run_id"], "report")}
+    assert client.get_run(ml["parent_run_id"]).info.status == "FINISHED"  # logging left the run as it was
+
+
+def test_report_without_mlflow_draws_what_results_json_has(reports, tmp_path):
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(reports["control"].parent / "results.json", alone)
+    results = json.loads((alone / "results.json").read_text())
+    results.pop("mlflow")
+    (alone / "results.json").write_text(json.dumps(results))
+    page = build_report(alone).read_text()
+    assert "No MLflow store found" in page and '<table class="results">' in page
+    assert sorted(p.name for p in (alone / "figures").glob("*.svg")) == ["digits-delta.svg", "image-delta.svg"]
+
+
+def test_matplotlib_is_imported_only_when_a_report_is_built():
+    code = "import sys, sptune.sweep, sptune.report; print('matplotlib' in sys.modules, 'jinja2' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_one_lr_one_variant_draws_without_warnings(tmp_path):
+    """The smallest study (as a campaign's cells often are): one LR, no baseline, so no Δ figure and a one-LR axis."""
+    import warnings
+
+    MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'empty.db'}").search_experiments()
+    one = write_study(tmp_path / "one", "one", {"spt": Variant("spt", [1e-3], peaked)}, tmp_path / "empty.db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # e.g. a singular log axis, or a layout that collapsed
+        build_report(one)
+    assert sorted(p.stem for p in (one / "figures").glob("*.png")) == ["digits-curves", "digits-lr", "digits-survival"]

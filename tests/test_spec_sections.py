@@ -30,6 +30,10 @@ def _refused(model: type[BaseModel], data: dict) -> str:
         ({"positions": "rotary", "d_model": 12}, "positions: rotary positions need an even head size"),
         ({"dropout": 1.0}, "dropout: must be in [0, 1) (got 1.0). Fix: use e.g. 0.1"),
         ({"family": "ssm", "ssm_state": 0}, "ssm_state: must be >= 1 (got 0)"),
+        ({"attention_kernel": "flash", "d_model": 48}, "attention_kernel: flash-attn needs a head size"),
+        ({"attention_kernel": "flash", "d_model": 1056}, "multiple of 8 up to 256 (got 264)"),
+        ({"attention_kernel": "flash", "family": "ssm"}, "attention_kernel: an SSM has no attention"),
+        ({"attention_kernel": "cudnn"}, "attention_kernel"),
     ],
 )
 def test_model_rules(data, expected):
@@ -38,6 +42,7 @@ def test_model_rules(data, expected):
 
 def test_settings_that_are_not_used_are_not_checked():
     assert ModelSpec(ssm_state=0).family == "transformer"  # ssm_state matters only for family: ssm
+    assert ModelSpec(d_model=48, attention_kernel="auto").d_model == 48  # auto falls back to SDPA instead
     assert SchedulerSpec(type="fifo", grace_period=0, reduction_factor=0.5).type == "fifo"
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from sptune.models.attention import SelfAttention
+from sptune.models.attention import KernelChoice, SelfAttention
 from sptune.models.ssm import SSMMixer
 
 Positions = Literal["rotary", "learned", "none"]
@@ -37,6 +37,8 @@ class EncoderConfig:
     # on CPU (8.7x slower steps at 1,024 tokens, benchmarks/step_profile.py).
     attention_dropout: float = 0.0
     positions: Positions = "learned"
+    # auto: flash-attn wherever it can run (sptune.models.attention.attention_kernel), else SDPA.
+    attention_kernel: KernelChoice = "auto"
     max_len: int = 1024
     input_kind: Literal["tokens", "continuous"] = "continuous"
     vocab_size: int = 0
@@ -57,7 +59,9 @@ class Block(nn.Module):
         if cfg.family == "ssm":
             self.ssm: nn.Module = SSMMixer(cfg.d_model, cfg.ssm_state, cfg.dropout)
         else:
-            self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, rotary=cfg.positions == "rotary")
+            self.attn = SelfAttention(
+                cfg.d_model, cfg.n_heads, cfg.attention_dropout, cfg.positions == "rotary", cfg.attention_kernel
+            )
         self.norm2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model)

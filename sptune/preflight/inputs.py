@@ -50,6 +50,7 @@ def _load_checked(spec: SweepSpec, task: str, options: dict, data_dir: str | Non
     check_task(request)
     data = load_task(request)
     _check_spec_against_task(spec, data.info)
+    _check_attention_kernel(spec, data)
     return data
 
 
@@ -59,6 +60,25 @@ def _check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:
         raise SpecError(
             "pretrain.loss", f"task '{info.name}' has token inputs; '{p.loss}' needs continuous values", "use loss: ce"
         )
+
+
+def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
+    """``model.attention_kernel: flash`` must be able to run, or the trials would fail one by one."""
+    if spec.model.attention_kernel != "flash":
+        return
+    from sptune.models.attention import flash_installed
+
+    auto = "or use attention_kernel: auto (flash-attn where it can run, else SDPA)"
+    if spec.training.device == "cpu" or spec.training.precision == "fp32":
+        raise SpecError("model.attention_kernel", "flash-attn runs on CUDA in bf16/fp16 only",
+                        f"set training.device: auto and training.precision: bf16, {auto}")
+    info = data.info
+    if info.input_kind == "tokens" and any(bool((s.x == info.pad_id).any()) for s in (data.train, data.val)):
+        raise SpecError("model.attention_kernel", f"task '{info.name}' has padded sequences, and flash-attn's "
+                        "flash_attn_func takes no key-padding mask", f"use attention_kernel: sdpa, {auto}")
+    if not flash_installed():
+        raise SpecError("model.attention_kernel", "is 'flash' but flash-attn is not installed on this machine",
+                        f"pip install -e '.[gpu]' on a CUDA machine, {auto}")
 
 
 def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:

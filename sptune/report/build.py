@@ -1,15 +1,20 @@
-"""``build_report``: gather a study, aggregate over seeds, raise the flags, write the page and the tables."""
+"""``build_report``: gather a study, aggregate over seeds, raise the flags, draw the figures, render the page from
+its template, write the tables, and log the figures and the page to the study's MLflow parent run."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from sptune.report.cells import aggregate
+from sptune.report.figures import FIGURES_DIR, draw_figures
 from sptune.report.flags import all_flags
 from sptune.report.gather import load_data
-from sptune.report.page import render_html
+from sptune.report.mlflow_artifacts import log_report
+from sptune.report.page import page_context
 from sptune.report.records import RERUN, SEARCH, ReportData
 from sptune.report.tables import REPORT_MD, csv_rows, markdown, write_csv
+from sptune.report.template import render, report_template_dir
 
 
 def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
@@ -25,19 +30,39 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
     return tasks, variants, kinds
 
 
+def study_importances(run_dir: Path) -> dict[str, dict[str, float]]:
+    """variant -> hyperparameter -> Optuna importance; empty without an Optuna storage (or too few trials)."""
+    try:
+        from sptune.optuna_storage import variant_importances
+    except ImportError:  # the Optuna storage module is newer than this report; without it there is nothing to show
+        return {}
+    return variant_importances(run_dir)
+
+
 def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | None = None,
-                 parent_run_id: str | None = None) -> Path:
-    """Write report.html (default RUN_DIR/report.html) and report.md/results.csv next to it; return its path.
+                 parent_run_id: str | None = None,
+                 importances: dict[str, dict[str, float]] | None = None) -> Path:
+    """Write report.html (default RUN_DIR/report.html), its figures (figures/ next to it, SVG, PDF and PNG) and
+    report.md/results.csv; log the figures and the page to the study's MLflow parent run if it has one. Return
+    the page's path. ``importances`` (variant -> parameter -> importance) defaults to the study's Optuna storage.
 
     results.md is the study's own (``sptune.results``, its only writer); the report never rewrites it."""
     run_dir = Path(run_dir)
+    report_template_dir()  # a missing template fails before any work, naming the path
     data = load_data(run_dir, tracking_uri, parent_run_id)
     tasks, variants, kinds = _order(data)
     cells = aggregate(data.rows, tasks, variants, kinds, data.baseline)
     flags = all_flags(data, cells, tasks, variants, kinds)
     out = Path(out) if out else run_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(data, cells, flags, tasks, variants, kinds), encoding="utf-8")
+    importances = study_importances(run_dir) if importances is None else importances
+    figures, importance_figures = draw_figures(data, tasks, variants, cells, importances, out.parent)
+    context = page_context(data, cells, flags, tasks, variants, kinds, figures, (importances, importance_figures))
+    out.write_text(render(context), encoding="utf-8")
     (out.parent / REPORT_MD).write_text(markdown(data, cells, flags, tasks, variants), encoding="utf-8")
     write_csv(out.parent / "results.csv", csv_rows(cells))
+    failed = log_report(data, out, [out.parent / REPORT_MD, out.parent / "results.csv"], out.parent / FIGURES_DIR)
+    if failed:
+        print(f"sptune.report: warning: figures not logged to MLflow run {data.parent_run_id} ({failed}); "
+              f"the report on disk is complete", file=sys.stderr)
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sptune.errors import SptuneError
 from sptune.report.build import build_report
+from sptune.report.figures import FIGURES_DIR
 from sptune.report.records import ReportError
 from sptune.report.store import sqlite_path, unreachable
 from sptune.report.tables import REPORT_MD
@@ -83,5 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     except SptuneError as err:
         print(f"sptune.report: error: {err}", file=sys.stderr)
         return err.exit_code
-    print(f"Report: {path}\nTables: {path.parent / REPORT_MD} and {path.parent / 'results.csv'}")
+    print(f"Report: {path}\nTables: {path.parent / REPORT_MD} and {path.parent / 'results.csv'}\n"
+          f"Figures (SVG, PDF, PNG): {path.parent / FIGURES_DIR}")
     return 0

@@ -1,141 +1,59 @@
-"""The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, and early-stopping
-survival per rung; each an inline SVG with its caption."""
+"""The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, early-stopping
+survival per rung and Δ vs the paired variant; plus Optuna's hyperparameter importances per variant.
+
+Each figure is drawn with matplotlib (``sptune.report.plots``, imported here only when a report is built) and
+written to ``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sptune.report.cells import Cell
-from sptune.report.lr_search import CurvePoint, describe_space, lr_curves, lr_space, space_bounds
-from sptune.report.records import RERUN, SEARCH, ReportData, Trial, as_float
-from sptune.report.svg import LegendItem, Plot, log_ticks, nice_ticks
-from sptune.report.text import esc, fmt_lr
+from sptune.report.records import SEARCH, ReportData, as_float
 
-PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#000000")
-PRETRAIN_COLORS = ("#7f7f7f", "#b5b5b5")
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from sptune.report.plots.canvas import SavedFigure
+
+FIGURES_DIR = "figures"
 LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (early-stopped trials at the epoch they "
               "reached). Line: best per LR, mean over the seeds that searched; band: min–max over those seeds. "
               "Filled dots: the selected config re-trained per seed. Diamonds: test accuracy of the reported "
-              "checkpoints. Bars under the axis: each variant's searched LR range (ticks: grid values).")
+              "checkpoints. Crosses on the axis: diverged or failed trials. Strip below: each variant's searched "
+              "LR range (ticks: grid values).")
 CURVES_CAPTION = ("Validation accuracy per epoch of the runs whose test accuracy is reported; dashed lines are "
                   "further seeds; dots mark the epoch chosen on validation.")
 SURVIVAL_CAPTION = ("Trials that trained at least that many epochs; a rung a variant barely reaches means few of "
                     "its configurations were trained to the end.")
+DELTA_CAPTION = ("Mean Δ test accuracy over seeds against the variant each is paired with (the baseline, or its "
+                 "like-for-like kind), with its 95 % interval; an interval that crosses the zero line is no evidence "
+                 "of a difference.")
+IMPORTANCES_CAPTION = ("Optuna's hyperparameter importances over the variant's search trials: the share of the "
+                       "variation in validation accuracy each searched parameter explains.")
 
 
-def variant_colors(variants: list[str]) -> dict[str, str]:
-    """One colour-blind-safe colour per variant, the same in every figure."""
-    return {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
+@dataclass
+class PageFigure:
+    """One figure as the page shows it: a title, a caption, and the files it was written to."""
+
+    title: str
+    caption: str
+    saved: SavedFigure
+    details: list[str]  # the numbers behind the figure, as text (screen readers, searching the page)
+
+    def link(self, fmt: str) -> str:
+        """The figure file's path relative to report.html."""
+        return f"{FIGURES_DIR}/{self.saved.paths[fmt].name}"
 
 
-def _acc_limits(values: list[float]) -> tuple[float, float]:
-    # Whole tens of percent around the data, at least 10 points tall.
-    values = [v for v in values if v is not None] or [0.0, 1.0]
-    lo, hi = math.floor(min(values) * 10 - 1e-9) / 10, math.ceil(max(values) * 10 + 1e-9) / 10
-    return max(0.0, lo), min(1.0, max(hi, lo + 0.1))
-
-
-def _pct_tick(v: float) -> str:
-    return f"{100 * v:.0f}%"
-
-
-def _int_tick(v: float) -> str:
-    return f"{v:g}"
-
-
-# ---------------------------------------------------------------- accuracy vs learning rate
-
-
-def _lr_legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], shown: list[str],
-               colors: dict[str, str]) -> list[LegendItem]:
-    # Only the marks this figure actually draws.
-    legend = [LegendItem(v, colors[v], "line") for v in shown] + [
-        LegendItem("trial (best val)", "#555", "hollow"), LegendItem("test, selected", "#555", "diamond")]
-    if any(p.high > p.low for c in curves.values() for p in c.values()):
-        legend.append(LegendItem("seed min–max", "#555", "band"))
-    if any(t.phase == RERUN for t in trials):
-        legend.append(LegendItem("seed re-run (best val)", "#555", "dot"))
-    if any(t.status in ("diverged", "failed") for t in trials):
-        legend.append(LegendItem("diverged/failed", "#555", "cross"))
-    return legend
-
-
-def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
-              cells: dict[tuple[str, str], Cell]) -> str | None:
-    """Accuracy vs learning rate for every variant on one task; None without search trials."""
-    trials = [t for t in data.trials if t.task == task and t.phase in (SEARCH, RERUN) and t.lr]
-    if not trials:
-        return None
-    curves = lr_curves(trials)
-    shown = [v for v in variants if any(t.variant == v for t in trials)]
-    spaces = {v: space_bounds(lr_space(data.spec, v)) for v in shown}
-    xs = [t.lr for t in trials] + [b for s in spaces.values() if s for b in s[:2]]
-    ys = [t.best_val_acc for t in trials if t.best_val_acc is not None and t.completed]
-    ys += [c.test_summary.mean for v in shown if (c := cells.get((task, v))) and c.test_summary]
-    plot = Plot((min(xs) / 1.4, max(xs) * 1.4), _acc_limits(ys), logx=True,
-                legend=_lr_legend(trials, curves, shown, colors), rug_rows=len(shown))
-    for i, v in enumerate(shown):
-        _draw_variant_lr(plot, [t for t in trials if t.variant == v], curves.get(v, {}), colors[v])
-        _draw_tests(plot, cells.get((task, v)), colors[v])
-        if spaces[v]:
-            lo, hi, pts = spaces[v]
-            plot.rug(i, lo, hi, pts, colors[v], f"{v}: searched LR {describe_space(lr_space(data.spec, v))}")
-    plot.frame(log_ticks(*plot.xlim), nice_ticks(*plot.ylim), "learning rate (log scale; bars below: searched range)",
-               "accuracy", fmt_lr, _pct_tick)
-    return plot.svg(f"Accuracy vs learning rate on {task}")
-
-
-def _draw_variant_lr(plot: Plot, trials: list[Trial], curve: dict[Any, CurvePoint], color: str) -> None:
-    pts = sorted(curve.values(), key=lambda p: p.lr)
-    plot.band([p.lr for p in pts], [p.low for p in pts], [p.high for p in pts], color)
-    plot.line([(p.lr, p.mean) for p in pts], color)
-    for t in trials:
-        what = "seed re-run" if t.phase == RERUN else "trial"
-        tip = f"{t.variant} {what} seed {t.seed} lr {fmt_lr(t.lr)} batch {t.batch_size}: {t.status}, {t.epochs} epochs"
-        if t.completed and t.best_val_acc is not None:
-            mark, size = ("dot", 2.8) if t.phase == RERUN else ("hollow", 3.5)
-            plot.mark(mark, t.lr, t.best_val_acc, color, f"{tip}, best val {100 * t.best_val_acc:.1f}%", size)
-        elif t.status in ("diverged", "failed"):
-            plot.mark("cross", t.lr, plot.ylim[0], color, tip)  # no accuracy: drawn on the axis at its LR
-
-
-def _draw_tests(plot: Plot, cell: Cell | None, color: str) -> None:
-    if cell is None:
-        return
-    for seed, acc in cell.test.items():
-        if seed in cell.lrs:
-            plot.mark("diamond", cell.lrs[seed], acc, color,
-                      f"{cell.variant} seed {seed}: test {100 * acc:.2f}% at lr {fmt_lr(cell.lrs[seed])}", 4.5)
-
-
-# ---------------------------------------------------------------- learning curves
-
-
-def figure_curves(data: ReportData, task: str, variants: list[str], colors: dict[str, str]) -> str | None:
-    """Validation accuracy per epoch of the reported runs on one task; None without curves."""
-    # The runs whose test accuracy the table reports (seed re-runs when the study has them).
-    reported = {r.get("mlflow_run_id") for r in data.rows if r["task"] == task}
-    sel = [t for t in data.trials if t.task == task and t.run_id in reported and t.curve]
-    sel = sel or [t for t in data.trials if (t.phase, t.task) == (SEARCH, task) and t.selected and t.curve]
-    if not sel:
-        return None
-    shown = [v for v in variants if any(t.variant == v for t in sel)]
-    legend = [LegendItem(v, colors[v], "line") for v in shown] + [LegendItem("selected epoch", "#555", "dot")]
-    max_ep = max(s for t in sel for s, _ in t.curve)
-    plot = Plot((0, max_ep), _acc_limits([v for t in sel for _, v in t.curve]), legend=legend)
-    for t in sel:
-        dash = sorted({s.seed for s in sel if s.variant == t.variant}).index(t.seed) % 2 == 1
-        plot.line([(float(s), v) for s, v in t.curve], colors[t.variant], dash=dash, width=2)
-        chosen = dict(t.curve).get(t.selected_epoch or -1)
-        if chosen is not None:
-            plot.mark("dot", t.selected_epoch, chosen, colors[t.variant],
-                      f"{t.variant} seed {t.seed}: val {100 * chosen:.1f}% at epoch {t.selected_epoch}")
-    plot.frame(nice_ticks(0, max_ep, 6), nice_ticks(*plot.ylim), "epoch", "validation accuracy", _int_tick, _pct_tick)
-    return plot.svg(f"Validation accuracy per epoch of the selected trials on {task}")
-
-
-# ---------------------------------------------------------------- ASHA survival
+@dataclass
+class TaskFigures:
+    task: str
+    figures: list[PageFigure]
 
 
 def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
@@ -167,55 +85,78 @@ def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list
     return out
 
 
-def figure_survival(data: ReportData, task: str, variants: list[str], colors: dict[str, str]) -> str | None:
-    """Grouped bars: trials reaching each ASHA rung, per variant and pretraining objective; None without any."""
+def clear_figures(out_dir: Path) -> Path:
+    """A fresh figures directory next to report.html: files of an earlier build must not be logged as this one's."""
+    fig_dir = out_dir / FIGURES_DIR
+    shutil.rmtree(fig_dir, ignore_errors=True)
+    fig_dir.mkdir(parents=True)
+    return fig_dir
+
+
+def _keep(fig: Figure | None, fig_dir: Path, stem: str, title: str, caption: str,
+          details: list[str] | None = None) -> PageFigure | None:
+    from sptune.report.plots.canvas import save
+
+    return None if fig is None else PageFigure(title, caption, save(fig, fig_dir, stem), details or [])
+
+
+def _survival_figure(data: ReportData, task: str, variants: list[str], colors: dict[str, str], fig_dir: Path,
+                     stem: str) -> PageFigure | None:
+    from sptune.report.plots.survival import figure_survival
+
     surv = survival(data, task, variants)
     if not surv:
         return None
-    rungs = sorted({r for pts in surv.values() for r, _, _ in pts})
-    greys = iter(PRETRAIN_COLORS * len(surv))
-    color = {g: colors[g] if g in colors else next(greys) for g in surv}
-    top = max(n for pts in surv.values() for _, _, n in pts)
-    plot = Plot((0, len(rungs)), (0, top * 1.15), legend=[LegendItem(g, color[g], "bar") for g in surv])
-    slot = (plot.x(1) - plot.x(0)) * 0.8 / len(surv)
-    for gi, (group, pts) in enumerate(surv.items()):
-        for r, n, total in pts:
-            x = plot.x(rungs.index(r)) + (plot.x(1) - plot.x(0)) * 0.1 + gi * slot
-            _survival_bar(plot, x, slot, n, color[group], f"{group}: {n}/{total} trials reached epoch {r}")
-    plot.frame([i + 0.5 for i in range(len(rungs))], nice_ticks(0, top, min(top, 5)), "rung (epoch reached ≥)",
-               "trials", lambda v: f"≥ {rungs[int(v)]}", _int_tick)
-    return plot.svg(f"Early-stopping survival per rung on {task}")
+    details = [f"{group}: {n}/{total} trials reached epoch {r}" for group, pts in surv.items() for r, n, total in pts]
+    return _keep(figure_survival(surv, colors), fig_dir, f"{stem}-survival",
+                 f"{task}: early-stopping survival per rung", SURVIVAL_CAPTION, details)
 
 
-def _survival_bar(plot: Plot, x: float, slot: float, n: int, color: str, tip: str) -> None:
-    y0, y1 = plot.y(0), plot.y(n)
-    plot.parts.append(f'<rect x="{x:.1f}" y="{y1:.1f}" width="{slot - 2:.1f}" height="{y0 - y1:.1f}" '
-                      f'fill="{color}" fill-opacity="0.85"><title>{esc(tip)}</title></rect>')
-    plot.parts.append(f'<text x="{x + slot / 2 - 1:.1f}" y="{y1 - 4:.1f}" text-anchor="middle" class="bar">{n}</text>')
+def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
+                 cells: dict[tuple[str, str], Cell], fig_dir: Path) -> TaskFigures:
+    """One task's figures, written to fig_dir; a figure without data to draw is left out."""
+    from sptune.report.plots.canvas import slug
+    from sptune.report.plots.curves import figure_curves
+    from sptune.report.plots.delta import figure_delta
+    from sptune.report.plots.lr import figure_lr
+
+    stem = slug(task)
+    figs = [
+        _keep(figure_lr(data, task, variants, colors, cells), fig_dir, f"{stem}-lr",
+              f"{task}: accuracy vs learning rate", LR_CAPTION),
+        _keep(figure_curves(data, task, variants, colors), fig_dir, f"{stem}-curves",
+              f"{task}: learning curves of the selected trials", CURVES_CAPTION),
+        _survival_figure(data, task, variants, colors, fig_dir, stem),
+        _keep(figure_delta([c for v in variants if (c := cells.get((task, v)))], colors), fig_dir,
+              f"{stem}-delta", f"{task}: Δ test accuracy vs the paired variant", DELTA_CAPTION),
+    ]
+    return TaskFigures(task, [f for f in figs if f is not None])
 
 
-# ---------------------------------------------------------------- all figures of a report
+def importance_figures(importances: dict[str, dict[str, float]], colors: dict[str, str],
+                       fig_dir: Path) -> dict[str, PageFigure]:
+    """variant -> its importances as a bar figure (variants without any are left out)."""
+    from sptune.report.plots.canvas import PALETTE, slug
+    from sptune.report.plots.importances import figure_importances
+
+    out = {}
+    for i, (variant, params) in enumerate(importances.items()):
+        if params:
+            color = colors.get(variant, PALETTE[i % len(PALETTE)])
+            out[variant] = _keep(figure_importances(variant, params, color), fig_dir,
+                                 f"importances-{slug(variant)}", f"{variant}: hyperparameter importances",
+                                 IMPORTANCES_CAPTION)
+    return out
 
 
-def _figure(svg: str | None, caption: str, note: str) -> str:
-    if svg is None:
-        return ""
-    return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption><div class='cap'>{esc(note)}</div></figure>"
+def draw_figures(data: ReportData, tasks: list[str], variants: list[str], cells: dict[tuple[str, str], Cell],
+                 importances: dict[str, dict[str, float]],
+                 out_dir: Path) -> tuple[list[TaskFigures], dict[str, PageFigure]]:
+    """Every figure of a report, written to out_dir/figures: per task (tasks without any figure left out), and the
+    importances per variant. One colour per variant across all of them."""
+    from sptune.report.plots.canvas import variant_colors
 
-
-def figures_html(data: ReportData, tasks: list[str], variants: list[str], colors: dict[str, str],
-                 cells: dict[tuple[str, str], Cell]) -> str:
-    """Each task's three figures with captions, as HTML; a note when there are no MLflow trials to draw."""
-    groups = []
-    for task in tasks:
-        figs = [
-            _figure(figure_lr(data, task, variants, colors, cells), f"{task}: accuracy vs learning rate", LR_CAPTION),
-            _figure(figure_curves(data, task, variants, colors), f"{task}: learning curves of the selected trials",
-                    CURVES_CAPTION),
-            _figure(figure_survival(data, task, variants, colors), f"{task}: early-stopping survival per rung",
-                    SURVIVAL_CAPTION),
-        ]
-        if any(figs):
-            # One block per task so a task's three figures stay together.
-            groups.append(f'<h3>{esc(task)}</h3><div class="figs">{"".join(figs)}</div>')
-    return "".join(groups) or '<p class="note">No MLflow trial runs: no figures.</p>'
+    fig_dir = clear_figures(out_dir)
+    colors = variant_colors(variants)
+    per_task = [task_figures(data, task, variants, colors, cells, fig_dir) for task in tasks]
+    return [t for t in per_task if t.figures], importance_figures(importances, colors, fig_dir)

@@ -133,4 +133,5 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
                       spec=spec, timeline=list(results.get("timeline") or []), source=source,
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
-                      spread=results.get("spread"))
+                      spread=results.get("spread"), tracking_uri=None if notes else uri,
+                      parent_run_id=None if notes else parent)

@@ -66,6 +66,10 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
     spread: str | None = None  # what the spread over seeds covers (sptune.seeds), as results.json records it
+    # The MLflow store and parent run the trials were read from (None when they were not): where the report's
+    # figures and page are logged.
+    tracking_uri: str | None = None
+    parent_run_id: str | None = None
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""

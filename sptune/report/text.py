@@ -1,18 +1,13 @@
-"""How values are written in the page and tables: learning rates, accuracies in percent, intervals, HTML escaping."""
+"""How values are written in the page and tables: learning rates, accuracies in percent, intervals (the page's
+HTML escaping is its template's: Jinja2 with autoescape)."""
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from sptune.report.records import as_float
 from sptune.seeds import SPREAD_TEXT
 from sptune.stats import Summary, interval_text
-
-
-def esc(text: Any) -> str:
-    """Any value as HTML text (attribute-safe)."""
-    return html.escape(str(text), quote=True)
 
 
 def spread_sentence(spread: str | None) -> str:

@@ -60,6 +60,9 @@ class ModelSpec(Strict):
     # > 0 disables the fast fused attention kernels
     attention_dropout: float = ranged(0.0, "use 0.0", ge=0, lt=1)
     positions: Literal["rotary", "learned", "none"] = "learned"
+    # auto: flash-attn 2 where it can run (CUDA, bf16/fp16, head size a multiple of 8 up to 256, no
+    # padding in the batch), else PyTorch SDPA; sdpa/flash force one (flash: an error where it can't).
+    attention_kernel: Literal["auto", "sdpa", "flash"] = "auto"
     pooling: Literal["mean", "max", "last", "cls"] = "max"
 
     @model_validator(mode="after")
@@ -69,10 +72,23 @@ class ModelSpec(Strict):
             raise problem(message, "pick n_heads dividing d_model", "n_heads")
         if self.positions == "rotary" and (self.d_model // self.n_heads) % 2:
             raise problem("rotary positions need an even head size", "use an even d_model / n_heads", "positions")
+        if self.attention_kernel == "flash":
+            self._flash_fits()
         # Checked only where it is used: a transformer spec may carry any ssm_state.
         if self.family == "ssm" and self.ssm_state < 1:
             raise problem(f"must be >= 1 (got {self.ssm_state})", POSITIVE, "ssm_state")
         return self
+
+    def _flash_fits(self) -> None:
+        # The shape limits of flash-attn 2 (sptune.models.attention.flash_unsupported); whether
+        # it is installed, and the precision, are checked by preflight.
+        if self.family == "ssm":
+            raise problem("an SSM has no attention", "use attention_kernel: auto", "attention_kernel")
+        head = self.d_model // self.n_heads
+        if head % 8 or head > 256:
+            message = f"flash-attn needs a head size (d_model / n_heads) that is a multiple of 8 up to 256 (got {head})"
+            fix = "use attention_kernel: auto or sdpa, or change d_model / n_heads"
+            raise problem(message, fix, "attention_kernel")
 
 
 class PretrainSpec(Strict):

@@ -22,6 +22,7 @@ from sptune.errors import DataError
 from sptune.tasks.arrays import capped_len, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tasks.cache import ensure_generated
+from sptune.tasks.progress import bar
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.sources import (
     SplitFileLayout,
@@ -118,6 +119,7 @@ def sample_listops(
     """
     seen: dict[str, int] = {}  # insertion-ordered, so the output is a pure function of the seed
     attempts, cap = 0, 2000 * n + 100_000
+    progress = bar(None, n, "generating listops", "tree")
     while len(seen) < n:
         attempts += 1
         if attempts > cap:
@@ -132,7 +134,10 @@ def sample_listops(
         except _TooLong:
             continue
         if min_len < length < max_len:
+            before = len(seen)
             seen.setdefault(tree_to_string(tree), tree_value(tree))
+            progress.update(len(seen) - before)
+    progress.close()
     return list(seen.items())
 
 
@@ -173,7 +178,7 @@ def read_tsv(path: Path) -> tuple[list[list[str]], np.ndarray]:
     if not lines or lines[0].strip() != HEADER:
         raise DataError(str(path), "line 1 is not the header 'Source<TAB>Target'", "use the file as released")
     tokens, labels = [], []
-    for lineno, line in enumerate(lines[1:], start=2):
+    for lineno, line in enumerate(bar(lines[1:], len(lines) - 1, f"reading {path.name}", "row"), start=2):
         if not line.strip():
             continue
         source, sep, target = line.rpartition("\t")

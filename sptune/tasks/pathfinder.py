@@ -28,6 +28,7 @@ from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutati
 from sptune.tasks.cache import ensure_generated, file_fingerprint
 from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, generate_pathfinder
 from sptune.tasks.prepared import cached_splits
+from sptune.tasks.progress import bar
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.skipped import record_skipped, reset_skipped, skipped_counts
 from sptune.tasks.sources import generator_params, no_data_dir_error, source_label, will_generate
@@ -103,7 +104,7 @@ def _read_png(path: Path, resolution: int) -> np.ndarray | None:
 def read_images(root: Path, rows: list[tuple[str, int]], resolution: int) -> tuple[ArraySplit, int]:
     """Pixels and labels of the readable images, and how many were skipped."""
     images, labels = [], []
-    for rel, label in rows:
+    for rel, label in bar(rows, len(rows), f"reading {root.name} images", "img"):
         pixels = _read_png(root / rel, resolution)
         if pixels is not None:
             images.append(pixels)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sptune.errors import DataError
+from sptune.tasks.progress import bar
 
 # Bump when the drawing changes: generated sets are cached under a key that includes it.
 GENERATOR_VERSION = 1
@@ -336,7 +337,7 @@ def generate_pathfinder(
     labels = np.array([1] * (n // 2) + [0] * (n - n // 2), dtype=np.int64)
     rng.shuffle(labels)  # balanced: exactly half the images are positive
     truth, lines = [], {}
-    for index, label in enumerate(labels):
+    for index, label in enumerate(bar(labels, n, f"generating pathfinder{p.resolution}", "img")):
         batch, i = divmod(index, batch_size)
         sample = render_sample(rng, p, int(label))
         image_dir = root / "imgs" / str(batch)

@@ -1,0 +1,41 @@
+"""benchmarks/gpu_epoch.py runs on a machine without a GPU: it says there are no GPU numbers,
+skips flash-attn with the reason, and still times two concurrent trial processes (CPU, tiny)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, repo_root):
+    out = tmp_path / "gpu_epoch.json"
+    cmd = [
+        sys.executable,
+        "benchmarks/gpu_epoch.py",
+        "--synthetic",
+        "--set",
+        "task.resolution=16",
+        "--batch",
+        "8",
+        "--cpu-steps",
+        "1",
+        "--cpu-val-rows",
+        "8",
+        "--trials",
+        "2",
+        "--json",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "GPU numbers not available" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["gpu_numbers"] is False and result["device"] == "cpu" and result["extrapolated"] is True
+    assert result["skipped"] == {"flash": "no CUDA device here"}
+    assert (result["train_rows"], result["val_rows"], result["seq_len"]) == (45_000, 5_000, 256)
+    for stage in ("spt", "finetune"):
+        arm = result["arms"]["sdpa"]["2"][stage]
+        assert [t["trial"] for t in arm["per_trial"]] == [0, 1]  # both processes reported
+        assert all(t["steps"] == 5625 and t["epoch_s"] > 0 for t in arm["per_trial"])
+        assert arm["epoch_s_max"] == max(t["epoch_s"] for t in arm["per_trial"])

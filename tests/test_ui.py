@@ -1,0 +1,216 @@
+"""What a person sees: the progress lines while a study runs, and the MLflow UI afterwards.
+
+One tiny digits study through the CLI (a subprocess, as a user runs it) against a real
+`mlflow server`; its printed progress is checked, then the printed URL is opened in headless
+Chromium (Playwright driving the system's /usr/bin/chromium) and the runs table is read back:
+the study's experiment, the trials nested under the study's run, sptune's columns with the
+values MLflow holds. The filters documented in dashboards/README.md are run against the same store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers_cluster import MlflowServer
+from mlflow.tracking import MlflowClient
+
+from sptune.tracking import VIEW_COLUMNS
+
+CHROMIUM = "/usr/bin/chromium"
+SHOT = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots" / "mlflow-ui.png"
+TINY = [
+    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
+    "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def study(repo_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("ui")
+    server = MlflowServer(root / "mlflow")
+    server.launch()
+    try:
+        server.wait()
+        out = root / "digits"
+        env = {**os.environ, "SPTUNE_PROGRESS_SECONDS": "1", "PYTHONPATH": repo_root}
+        cmd = [
+            sys.executable,
+            "-m",
+            "sptune.sweep",
+            str(Path(repo_root) / "search_spaces" / "digits_quick.yaml"),
+            "--output",
+            str(out),
+            "--tracking-uri",
+            server.uri,
+            *TINY,
+        ]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results = json.loads((out / "results.json").read_text())
+        client = MlflowClient(tracking_uri=server.uri)
+        runs = client.search_runs([results["mlflow"]["experiment_id"]], max_results=1000)
+        yield proc.stdout, results, client, runs
+    finally:
+        server.stop()
+
+
+def _children(runs: list, phase: str, variant: str | None = None) -> list:
+    return [r for r in runs if r.data.tags.get("sptune.phase") == phase
+            and variant in (None, r.data.params.get("variant"))]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+LINE = re.compile(
+    r"^(\S+)\s+(\d+) done\s+(\d+) running\s+(\d+) stopped early\s+(\d+) waiting\s+(\d+) failed\s+of (\d+)\s+"
+    r"best (\S+) (\S+)$"
+)
+
+
+def _variant_lines(stdout: str, stage: str, state: str) -> list[dict[str, tuple]]:
+    """Each report's per-variant lines, for one Tuner ("search") and state ("running"/"finished")."""
+    reports, lines = [], stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line == f"== sptune {stage}: per variant ({state}) ==":
+            block = {}
+            for following in lines[i + 1 :]:
+                m = LINE.match(following)
+                if not m:
+                    break
+                block[m.group(1)] = m.groups()[1:]
+            reports.append(block)
+    return reports
+
+
+def test_progress_shows_each_variants_trials_and_best_so_far(study):
+    stdout, _, client, runs = study
+    [final] = _variant_lines(stdout, "search", "finished")
+    assert set(final) == {"scratch", "spt"}
+    for variant, (done, running, stopped, waiting, failed, planned, metric, best) in final.items():
+        trials = _children(runs, "search", variant)
+        assert int(planned) == len(trials) == 3
+        assert (running, waiting, failed) == ("0", "0", "0")
+        # done = trained all 3 epochs; stopped = ended earlier (synchronous halving, grace 1, η 2)
+        epochs = [len(client.get_metric_history(r.info.run_id, "val_acc")) for r in trials]
+        assert (int(done), int(stopped)) == (epochs.count(3), 3 - epochs.count(3)), epochs
+        assert int(stopped) >= 1
+        assert metric == "val_acc"
+        assert float(best) == pytest.approx(max(r.data.metrics["best_val_acc"] for r in trials), abs=1e-4)
+    assert _variant_lines(stdout, "search", "running"), "no report while the search ran (every 1 s here)"
+    assert set(_variant_lines(stdout, "pretrain", "finished")[0]) == {"masked"}
+    assert set(_variant_lines(stdout, "rerun", "finished")[0]) == {"scratch", "spt"}
+    # Tune's own trial table, with the parameter columns sptune configures.
+    header = next(line for line in stdout.splitlines() if "Trial name" in line)
+    assert [c.strip() for c in header.strip("|").split("|")][3:6] == ["variant", "lr", "batch"], header
+
+
+# ----------------------------------------------------------------------------- MLflow UI
+
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--no-first-run"]  # fmt: skip
+
+
+def _printed_url(stdout: str) -> str:
+    [url] = re.findall(r"^MLflow UI: open (http://\S+)$", stdout, re.M)
+    return url
+
+
+def _cell(page, run_id: str, column: str) -> str:
+    return page.locator(f'[role=row][row-id="{run_id}"] [role=gridcell][col-id="{column}"]').first.inner_text()
+
+
+def _expected(run, column: str) -> str | float | None:
+    kind, name = column.split(".", 1)
+    name = name.strip("`")
+    value = {"params": run.data.params, "tags": run.data.tags, "metrics": run.data.metrics}[kind].get(name)
+    return float(value) if kind == "metrics" and value is not None else value
+
+
+def test_the_printed_url_opens_the_study_with_its_trials_nested_in_sptunes_columns(study, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    stdout, results, client, runs = study
+    experiment_id, parent_id = results["mlflow"]["experiment_id"], results["mlflow"]["parent_run_id"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
+    assert len(children) == 2 + 3 + 3 + 4 and len(runs) == 1 + len(children)
+    url = _printed_url(stdout)
+    assert f"/#/experiments/{experiment_id}/runs?" in url
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 2200, "height": 1200})
+            page.goto(url)
+            parent_row = page.locator(f'[role=row][row-id="{parent_id}"]').first
+            parent_row.wait_for(timeout=90_000)
+            page.get_by_text(f"{len(runs)} matching runs").wait_for(timeout=30_000)
+            text = page.locator("body").inner_text()
+            assert client.get_experiment(experiment_id).name in text and "Model training" in text
+            assert "Detect Issues" not in text  # MLflow 3's GenAI overview, not the runs table
+            # The shared view's columns, each headed by its short name.
+            for column in VIEW_COLUMNS:
+                header = page.locator(f'[role=columnheader][col-id="{column}"]').first.inner_text()
+                assert header.strip() == column.split(".", 1)[1].strip("`"), column
+            # Collapsed: only the study's run; its + unfolds its trials beneath it.
+            assert page.locator(f'[role=row][row-id="{children[0].info.run_id}"]').count() == 0
+            parent_row.locator("button[data-component-id*=runnamecellrenderer]").first.click()
+            for child in children:
+                page.locator(f'[role=row][row-id="{child.info.run_id}"]').first.wait_for(timeout=30_000)
+            SHOT.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOT))
+            parent_x = page.locator(f'a[href$="/runs/{parent_id}"]').first.bounding_box()["x"]
+            assert page.get_by_text(client.get_run(parent_id).info.run_name, exact=True).count() >= 1
+            for child in children:
+                link = page.locator(f'a[href$="/runs/{child.info.run_id}"]').first
+                assert link.inner_text() == child.info.run_name
+                assert link.bounding_box()["x"] > parent_x + 10, "child runs are indented under the study's run"
+                for column in VIEW_COLUMNS:
+                    shown, held = _cell(page, child.info.run_id, column).strip(), _expected(child, column)
+                    if isinstance(held, float):
+                        assert float(shown) == pytest.approx(held, rel=1e-3), (child.info.run_name, column)
+                    else:
+                        assert shown == (held if held is not None else "-"), (child.info.run_name, column)
+        finally:
+            browser.close()
+    assert SHOT.stat().st_size > 50_000
+    tested = [c for c in children if "test_acc" in c.data.metrics]
+    assert len(tested) == len(results["rows"]) == 4  # 2 variants x 2 re-run seeds, each shown with its test_acc
+
+
+# Each filter documented in dashboards/README.md: which runs it must return, and how many in this study.
+FILTERS = {
+    "tags.sptune.selected = 'true'": (lambda r: r.data.tags.get("sptune.selected") == "true", 1 + 2 + 4),
+    "metrics.test_acc >= 0": (lambda r: "test_acc" in r.data.metrics, 4),
+    "params.variant = 'spt' and tags.stage = 'search'": (
+        lambda r: r.data.params.get("variant") == "spt" and r.data.tags.get("sptune.phase") == "search", 3),
+    "tags.stage = 'pretrain'": (lambda r: r.data.tags.get("sptune.phase") == "pretrain", 2),
+    "tags.stage = 'rerun'": (lambda r: r.data.tags.get("sptune.phase") == "rerun", 4),
+    "tags.sptune.role = 'study'": (lambda r: "mlflow.parentRunId" not in r.data.tags, 1),
+    "tags.sptune.status = 'diverged'": (lambda r: r.data.tags.get("sptune.status") == "diverged", None),
+}  # fmt: skip
+
+
+def _documented_filters(repo_root: str) -> list[str]:
+    text = (Path(repo_root) / "dashboards" / "README.md").read_text()
+    section = text.split("\n## MLflow UI\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", section, re.M)
+
+
+def test_every_documented_filter_returns_the_runs_it_promises(study, repo_root):
+    _, results, client, runs = study
+    documented = _documented_filters(repo_root)
+    assert sorted(documented) == sorted(FILTERS), "document each filter in FILTERS and test it here"
+    tested_ids = {row["mlflow_run_id"] for row in results["rows"]}
+    for text, (wanted, count) in FILTERS.items():
+        found = {r.info.run_id for r in client.search_runs([results["mlflow"]["experiment_id"]], text)}
+        assert found == {r.info.run_id for r in runs if wanted(r)}, text
+        assert count is None or len(found) == count, text
+    assert tested_ids <= {r.info.run_id for r in runs if r.data.tags.get("sptune.selected") == "true"}
