@@ -299,12 +299,14 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
     if not any(search.searcher == "optuna" and search.fixed_configs is None for search in plan.searches):
         return []
     spec = plan.spec
+    kept = ("  each search kept as an Optuna study named STUDY/VARIANT in OUTPUT/optuna.db (or --optuna-storage): "
+            "optuna-dashboard opens it")
     if spec.searcher.mode == "async":
         return ["Searcher: Optuna (TPE) per variant, told results as trials finish (asynchronous: its proposals "
-                "depend on finish order)"]
+                "depend on finish order)", kept]
     where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
     return [f"Searcher: Optuna (TPE) per variant in batches of {plan.concurrency}, told each trial's result {where} "
-            "in trial order once its batch is in: order-independent"]
+            "in trial order once its batch is in: order-independent", kept]
 
 
 def describe(plan: StudyPlan) -> str:

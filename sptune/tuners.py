@@ -14,6 +14,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
+from sptune.optuna_storage import OptunaTarget, open_storage
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.progress import run_config_progress, use_tune_reporter
 from sptune.spec import ParamSpace
@@ -76,7 +77,37 @@ def _tpe_sampler(seed: int, n_trials: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
 
 
-def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
+class RecordedOptunaSearch(OptunaSearch):
+    """Ray's OptunaSearch whose Optuna trials also name their Ray trial and the epoch their
+    value was told at (the first rung of early stopping, with batches), for optuna-dashboard."""
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
+        return config
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and trial_id not in self._completed_trials:
+            self._ot_trials[trial_id].set_user_attr("told_at_epoch", result.get("training_iteration"))
+        super().on_trial_complete(trial_id, result=result, error=error)
+
+
+def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
+    """The search's own Optuna study: in memory, or persisted in the target's database."""
+    stored = {}
+    if target is not None:
+        target.create(search)  # named and described; OptunaSearch then loads it
+        stored = {"storage": open_storage(target.url), "study_name": target.study_name(search)}
+    return RecordedOptunaSearch(
+        OptunaSearch.convert_search_space(space),
+        metric=search.metric,
+        mode=search.mode,
+        sampler=_tpe_sampler(plan.spec.seed, search.n_trials),
+        **stored,
+    )
+
+
+def _searcher(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None = None) -> Searcher:
     seed = plan.spec.seed
     if search.fixed_configs is not None:
         return FixedConfigs(list(search.fixed_configs))
@@ -85,22 +116,20 @@ def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
         return FixedConfigs(grid_configs(space, _grids(search), search.grid_repeats, seed))
     if search.searcher == "random":
         return RandomConfigs(space, seed)
-    optuna = OptunaSearch(
-        OptunaSearch.convert_search_space(space),
-        metric=search.metric,
-        mode=search.mode,
-        sampler=_tpe_sampler(seed, search.n_trials),
-    )
+    optuna = _optuna(plan, search, space, target)
     if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
         return optuna
     return BatchedSearcher(optuna, plan.concurrency, search.n_trials, _settle_epoch(plan, search))
 
 
-def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
-    """Each variant its own searcher and its own scheduler, inside the one Tuner."""
+def search_and_schedule(
+    plan: StudyPlan, tuner: TunerPlan, optuna: OptunaTarget | None = None
+) -> tuple[VariantSearcher, VariantScheduler]:
+    """Each variant its own searcher and its own scheduler, inside the one Tuner; each Optuna
+    search persisted in `optuna`'s database (None: in memory only)."""
     searches = {s.trial_variant: s for s in tuner.searches}
     searcher = VariantSearcher(
-        {v: _searcher(plan, s) for v, s in searches.items()},
+        {v: _searcher(plan, s, optuna) for v, s in searches.items()},
         {v: s.n_trials for v, s in searches.items()},
         {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
     )
@@ -166,8 +195,9 @@ def build_tuner(
     storage: str,
     callbacks: list,
     spt_checkpoints: dict[str, str] | None = None,
+    optuna: OptunaTarget | None = None,
 ) -> tune.Tuner:
-    searcher, scheduler = search_and_schedule(plan, tuner)
+    searcher, scheduler = search_and_schedule(plan, tuner, optuna)
     return tune.Tuner(
         make_trainable(plan, tuner, data, spt_checkpoints),
         tune_config=tune.TuneConfig(

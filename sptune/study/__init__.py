@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sptune.optuna_storage import OptunaTarget
 from sptune.plan import StudyPlan, TunerPlan
 from sptune.results import ResultRow
 from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
@@ -37,6 +38,7 @@ class Study:
         resume: bool = False,
         storage: str | None = None,
         spt_cache_dir: Path | None = None,
+        optuna: OptunaTarget | None = None,
     ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
         self.state_file = StateFile(output_dir)
@@ -46,7 +48,7 @@ class Study:
         self.state_file.save()
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         storage = storage or str((output_dir / "ray_results").resolve())
-        self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume)
+        self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume, optuna)
         self.spt = SptCheckpoints(plan, data, output_dir, self.tuners, self.state_file, spt_cache_dir)
 
     def run(self) -> list[ResultRow]:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sptune.optuna_storage import OptunaTarget
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.selection import Selection, select_best, select_each
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun
@@ -44,11 +45,13 @@ class TunerRunner:
     """Runs the study's Tuners one at a time, saving the state after each."""
 
     def __init__(
-        self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool
+        self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool,
+        optuna: OptunaTarget | None = None,
     ) -> None:
         self.plan, self.data, self.tracker = plan, data, tracker
         self.state_file, self.state = state_file, state_file.state
         self.storage, self.resume = storage, resume
+        self.optuna = optuna  # where each Optuna search is kept (None: in memory)
 
     def run(self, tuner: TunerPlan, spt_checkpoints: dict[str, str] | None = None) -> dict[str, SearchRecord]:
         """SearchPlan.label -> what the search selected (reused when an earlier run finished this Tuner)."""
@@ -57,6 +60,8 @@ class TunerRunner:
             return finished
         start = time.time()
         grid = self._tuner(tuner, spt_checkpoints).fit()
+        if self.optuna is not None:
+            self.optuna.close(tuner.searches)
         runs = self.tracker.children()
         # Select in every search before recording any, so a search with nothing usable records nothing.
         selections = {search.label: _select(search, grid) for search in tuner.searches}
@@ -87,7 +92,7 @@ class TunerRunner:
         parts = ", ".join(f"{s.trial_variant} {s.n_trials} ({s.searcher})" for s in tuner.searches)
         print(f"[sptune] {tuner.experiment}: {tuner.n_trials} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, params)
-        return build_tuner(self.plan, tuner, data, self.storage, [logger], spt_checkpoints)
+        return build_tuner(self.plan, tuner, data, self.storage, [logger], spt_checkpoints, self.optuna)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
