@@ -94,8 +94,10 @@ def describe_bracket(n_trials: int, rungs: list[int], reduction_factor: float, m
     """e.g. "9 → 3 → 1 trials to epochs 2 → 6 → 8 (32 trial-epochs)"."""
     sizes = rung_sizes(n_trials, reduction_factor, len(rungs))
     epochs = halving_epochs(n_trials, rungs, reduction_factor, max_t)
-    return (f"{' → '.join(map(str, sizes))} trial{'s' if n_trials > 1 else ''} to epochs "
-            f"{' → '.join(map(str, [*rungs, max_t]))} ({epochs} trial-epochs)")
+    return (
+        f"{' → '.join(map(str, sizes))} trial{'s' if n_trials > 1 else ''} to epochs "
+        f"{' → '.join(map(str, [*rungs, max_t]))} ({epochs} trial-epochs)"
+    )
 
 
 def describe_rungs(kind: str, n_trials: int, grace_period: int, reduction_factor: float, max_t: int) -> str:

@@ -90,8 +90,14 @@ def test_a_real_tuner_spends_exactly_the_planned_epochs(ray_session, repo_root, 
     overrides = [
         "variants={scratch: {search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "
         "batch_size: {type: choice, values: [32, 64]}}, num_samples: 5}}",
-        "finetune.epochs=4", f"scheduler.type={scheduler}", "scheduler.grace_period=1",
-        "scheduler.reduction_factor=2", "model.n_layers=1", "model.d_model=32", "model.d_ff=64", "rerun_seeds=1",
+        "finetune.epochs=4",
+        f"scheduler.type={scheduler}",
+        "scheduler.grace_period=1",
+        "scheduler.reduction_factor=2",
+        "model.n_layers=1",
+        "model.d_model=32",
+        "model.d_ff=64",
+        "rerun_seeds=1",
     ]
     spec = load_spec(f"{repo_root}/search_spaces/digits_quick.yaml", overrides)
     data = load_task(TaskRequest("digits", {}, spec.seed, resolve_data_dir(None)))
