@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import sys
 import time
@@ -174,14 +175,30 @@ def budget_trials(args: argparse.Namespace, grid_epochs: int) -> dict[str, int]:
             "random": full, "optuna": full}
 
 
+def earlier_methods(args: argparse.Namespace) -> dict[str, Any]:
+    """The methods a run with the same settings already measured (--continue-from), grid included."""
+    if args.continue_from is None:
+        return {}
+    earlier = json.loads(args.continue_from.read_text())
+    same = ("spec", "overrides", "epochs", "n_lrs", "lr_low", "lr_high", "batches", "grace", "reduction",
+            "budget_fraction", "asha_samples")
+    differ = [k for k in same if earlier["args"].get(k) != vars(args)[k]]
+    if differ:
+        raise SystemExit(f"{args.continue_from} was measured with other settings: {', '.join(differ)}")
+    return earlier["methods"]
+
+
 def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
     base = bc.spec_dict(args.spec, args.overrides)
     first = method_spec(base, "grid", args, 1)
     task = bc.load_data(first, args.data_dir)
-    results = {"grid": run_method("grid", first, task, storage)}
+    results = earlier_methods(args)
+    if "grid" not in results:
+        results["grid"] = run_method("grid", first, task, storage)
     trials = budget_trials(args, results["grid"]["trial_epochs"])
-    for method in [m for m in METHODS if m in args.methods]:
+    for method in [m for m in METHODS if m in args.methods and m not in results]:
         results[method] = run_method(method, method_spec(base, method, args, trials[method]), task, storage)
+    results = {m: results[m] for m in ("grid", *METHODS) if m in results}  # one order in tables and plots
     return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val),
             "budget_epochs": args.budget_fraction * results["grid"]["trial_epochs"], "trials": trials,
             "methods": results}
@@ -269,13 +286,17 @@ def main() -> int:
     ap.add_argument("--asha-samples", type=int, help="ASHA's trials (default: as many as SHA gets)")
     ap.add_argument("--grace", type=int, default=2)
     ap.add_argument("--reduction", type=float, default=3.0)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
-                    help="which methods run beside the grid (the reference)")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS,
+                    help="which methods run beside the grid (the reference); none: the grid only")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--continue-from", type=Path,
+                    help="a JSON of an earlier run with the same settings: its methods (grid included) are kept, "
+                         "the missing ones run (so one setting can be measured in two runs of < 10 min each)")
     ap.add_argument("--png", type=Path, help="the curves (default: the --json path with .png)")
     args = ap.parse_args()
     bc.quiet_env()
-    info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k != "json"}}
+    skip = ("json", "png", "continue_from", "methods")
+    info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k not in skip}}
     bc.start_ray(2)
     try:
         with bc.temp_dir("asha") as tmp:
