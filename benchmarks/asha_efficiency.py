@@ -258,7 +258,8 @@ def plot_curves(out: dict[str, Any], path: Path) -> None:
         spent = [0, *(x for x, _ in r["curve"])]
         best = [float("nan"), *(100 * y if y > -math.inf else float("nan") for _, y in r["curve"])]
         ax.step(spent, best, where="post", label=f"{method} ({100 * r['selected_val_acc']:.2f} %)")
-    ax.axvline(out["budget_epochs"], color="gray", linestyle="--", linewidth=1, label="budget (1/3 of grid)")
+    budget = f"budget ({out['args']['budget_fraction']:.3g} of the grid)"
+    ax.axvline(out["budget_epochs"], color="gray", linestyle="--", linewidth=1, label=budget)
     grid_best = 100 * out["methods"]["grid"]["selected_val_acc"]
     ax.axhline(grid_best - 0.5, color="gray", linestyle=":", linewidth=1, label="grid best - 0.5 pt")
     ax.set(xlabel="trial-epochs spent", ylabel="best validation accuracy found (%)",
