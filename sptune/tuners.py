@@ -14,6 +14,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
+from sptune.hyperband import Hyperband
 from sptune.optuna_storage import OptunaTarget, open_storage
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.progress import run_config_progress, use_tune_reporter
@@ -54,14 +55,15 @@ def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
         )
-    return SuccessiveHalving(
-        search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode
-    )
+    halving = Hyperband if s.type == "hyperband" else SuccessiveHalving  # both order-independent
+    return halving(search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode)
 
 
 def _settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
     """Where a batched searcher takes a trial's result: the first rung of early stopping,
-    which every trial reaches; None (when it ends) without early stopping."""
+    which every trial reaches (with hyperband too: each bracket's first rung is one of sha's
+    rungs, never before the first, and its last bracket trains to the end); None (when it
+    ends) without early stopping."""
     s = plan.spec.scheduler
     if s.type == "fifo" or search.phase == "rerun":
         return None
