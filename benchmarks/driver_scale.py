@@ -72,9 +72,21 @@ class NoOpTrainable(tune.Trainable):
         self.epoch += 1
         e = self.epoch
         val_acc = 0.5 + 0.4 * (1 - 1 / (1 + e)) + 0.01 * (self.lr * 1e3 % 1)
-        result = {"loss": 1.0 / e, "train_acc": val_acc + 0.02, "lr": self.lr, "grad_norm": 0.5, "epoch": e,
-                  "epoch_seconds": 0.001, "val_loss": 1.0 / e + 0.1, "val_acc": val_acc, "tokens_seen": 4096 * e,
-                  "diverged": 0, "best_val_acc": val_acc, "best_epoch": e, "checkpoint_rank": e}
+        result = {
+            "loss": 1.0 / e,
+            "train_acc": val_acc + 0.02,
+            "lr": self.lr,
+            "grad_norm": 0.5,
+            "epoch": e,
+            "epoch_seconds": 0.001,
+            "val_loss": 1.0 / e + 0.1,
+            "val_acc": val_acc,
+            "tokens_seen": 4096 * e,
+            "diverged": 0,
+            "best_val_acc": val_acc,
+            "best_epoch": e,
+            "checkpoint_rank": e,
+        }
         if e == 1:  # once per trial, as _EpochTrainable.step and FinetuneTrainable.step do
             result["mlflow_params"] = {"optim.lr": self.lr, "optim.device_in_use": "cpu"}
             result.update(trainable_params=1000, total_params=1000)
@@ -128,16 +140,22 @@ def bench_spec(args: argparse.Namespace) -> Any:
     from sptune.spec import from_dict
 
     data = bc.only_variants(bc.spec_dict(args.spec), ["scratch"])
-    search = {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
-              "batch_size": {"type": "choice", "values": [32, 64]}}
+    search = {
+        "lr": {"type": "loguniform", "low": 1e-4, "high": 1e-2},
+        "batch_size": {"type": "choice", "values": [32, 64]},
+    }
     names = ["scratch", *(f"scratch{i}" for i in range(2, args.variants + 1))]
-    data["variants"] = {n: {"kind": "scratch", "num_samples": args.trials // args.variants, "search": search}
-                        for n in names}
+    data["variants"] = {
+        n: {"kind": "scratch", "num_samples": args.trials // args.variants, "search": search} for n in names
+    }
     data["finetune"] = {**data.get("finetune", {}), "epochs": args.epochs}
     data["rerun_seeds"] = 1
     data["searcher"] = {"type": args.searcher}
-    data["scheduler"] = ({"type": "fifo"} if args.scheduler == "fifo" else
-                         {"type": args.scheduler, "grace_period": 5, "reduction_factor": 2})
+    data["scheduler"] = (
+        {"type": "fifo"}
+        if args.scheduler == "fifo"
+        else {"type": args.scheduler, "grace_period": 5, "reduction_factor": 2}
+    )
     data["resources"] = {"cpu": args.cpu, "gpu": 0, "max_concurrent": args.max_concurrent}
     return from_dict(data)
 
@@ -148,9 +166,22 @@ def mlflow_server(folder: Path) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
-           "--artifacts-destination", str(folder / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-           "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{folder / 'server.db'}",
+        "--artifacts-destination",
+        str(folder / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -182,8 +213,12 @@ def check_runs(client: Any, experiment_id: str, epochs: int, sample: int = 5) ->
         for key in ("val_acc", "loss", "lr"):
             steps = {m.step for m in client.get_metric_history(run.info.run_id, key)}
             missing += len(set(range(1, epochs + 1)) - steps)
-    return {"runs": len(runs), "finished": sum(r.info.status == "FINISHED" for r in runs),
-            "sampled_runs": min(sample, len(runs)), "missing_epoch_values_in_sample": missing}
+    return {
+        "runs": len(runs),
+        "finished": sum(r.info.status == "FINISHED" for r in runs),
+        "sampled_runs": min(sample, len(runs)),
+        "missing_epoch_values_in_sample": missing,
+    }
 
 
 def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profile: Path | None) -> dict[str, Any]:
@@ -198,10 +233,10 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
         logger, counting = tracking_callback(arm, uri, folder, params)
         callbacks.append(logger)
     trainable = tune.with_resources(NoOpTrainable, {"cpu": plan.spec.resources.cpu, "gpu": 0})
-    tuner = build_tuner(plan, tuner_plan, task, str(folder / "ray_results"), [counter, *callbacks],
-                        trainable=trainable)
-    print(f"[{arm}] {tuner_plan.n_trials} trials x {tuner_plan.epochs} epochs, {plan.concurrency} at once ...",
-          flush=True)
+    tuner = build_tuner(plan, tuner_plan, task, str(folder / "ray_results"), [counter, *callbacks], trainable=trainable)
+    print(
+        f"[{arm}] {tuner_plan.n_trials} trials x {tuner_plan.epochs} epochs, {plan.concurrency} at once ...", flush=True
+    )
     profiler = cProfile.Profile() if profile else None
     cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     if profiler:
@@ -213,8 +248,13 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     out = arm_numbers(counter, wall, cpu, len(grid), sum(r.error is not None for r in grid))
     if counting is not None:
-        out.update(writes=counting.writes(), write_calls=dict(counting.calls), metric_values=counting.metrics,
-                   writes_per_s=counting.writes() / wall, writes_per_result=counting.writes() / max(counter.results, 1))
+        out.update(
+            writes=counting.writes(),
+            write_calls=dict(counting.calls),
+            metric_values=counting.metrics,
+            writes_per_s=counting.writes() / wall,
+            writes_per_result=counting.writes() / max(counter.results, 1),
+        )
         out["check"] = check_runs(counting._client, logger.tracker.experiment_id, tuner_plan.epochs)
     if profiler:
         out["profile_top"] = profile_top(profiler, profile, arm)
@@ -223,10 +263,17 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
 
 def arm_numbers(counter: ResultCounter, wall: float, cpu: float, trials: int, errors: int) -> dict[str, Any]:
     steady = (counter.last - counter.first) if counter.first and counter.last else float("nan")
-    return {"trials": trials, "errored_trials": errors, "results": counter.results, "wall_s": wall,
-            "results_per_s": counter.results / wall, "steady_results_per_s": (counter.results - 1) / steady,
-            "driver_cpu_s": cpu, "driver_cpu_ms_per_result": 1000 * cpu / max(counter.results, 1),
-            "driver_cpu_fraction": cpu / wall}
+    return {
+        "trials": trials,
+        "errored_trials": errors,
+        "results": counter.results,
+        "wall_s": wall,
+        "results_per_s": counter.results / wall,
+        "steady_results_per_s": (counter.results - 1) / steady,
+        "driver_cpu_s": cpu,
+        "driver_cpu_ms_per_result": 1000 * cpu / max(counter.results, 1),
+        "driver_cpu_fraction": cpu / wall,
+    }
 
 
 def profile_top(profiler: cProfile.Profile, path: Path, arm: str, n: int = 30) -> str:
@@ -276,8 +323,9 @@ def summarize(arms: dict[str, dict[str, Any]], target: float) -> dict[str, Any]:
             out[f"{name}_vs_none_cpu_per_result"] = a["driver_cpu_ms_per_result"] / base["driver_cpu_ms_per_result"]
     for batched, single in (("sqlite", "sqlite-1"), ("http", "http-1")):
         if batched in arms and single in arms:
-            out[f"{batched}_batched_vs_per_result_speedup"] = (arms[batched]["results_per_s"]
-                                                               / arms[single]["results_per_s"])
+            out[f"{batched}_batched_vs_per_result_speedup"] = (
+                arms[batched]["results_per_s"] / arms[single]["results_per_s"]
+            )
     # A cluster reporting once a minute per trial: how many trials one driver core serves at this CPU cost.
     for name, a in arms.items():
         out[f"{name}_trials_per_core_at_1_result_per_min"] = 60_000 / max(a["driver_cpu_ms_per_result"], 1e-9)
@@ -287,12 +335,39 @@ def summarize(arms: dict[str, dict[str, Any]], target: float) -> dict[str, Any]:
 def print_report(out: dict[str, Any]) -> None:
     rows = []
     for name, a in out["arms"].items():
-        rows.append((name, a["trials"], a["results"], a["wall_s"], a["results_per_s"], a["steady_results_per_s"],
-                     a["driver_cpu_ms_per_result"], a["driver_cpu_fraction"], a.get("writes", "-"),
-                     a.get("writes_per_s", "-"), a.get("writes_per_result", "-"),
-                     a.get("check", {}).get("missing_epoch_values_in_sample", "-")))
-    bc.print_table(["arm", "trials", "results", "wall s", "results/s", "steady r/s", "drv CPU ms/r",
-                    "drv CPU/wall", "MLflow writes", "writes/s", "writes/r", "missing"], rows)
+        rows.append(
+            (
+                name,
+                a["trials"],
+                a["results"],
+                a["wall_s"],
+                a["results_per_s"],
+                a["steady_results_per_s"],
+                a["driver_cpu_ms_per_result"],
+                a["driver_cpu_fraction"],
+                a.get("writes", "-"),
+                a.get("writes_per_s", "-"),
+                a.get("writes_per_result", "-"),
+                a.get("check", {}).get("missing_epoch_values_in_sample", "-"),
+            )
+        )
+    bc.print_table(
+        [
+            "arm",
+            "trials",
+            "results",
+            "wall s",
+            "results/s",
+            "steady r/s",
+            "drv CPU ms/r",
+            "drv CPU/wall",
+            "MLflow writes",
+            "writes/s",
+            "writes/r",
+            "missing",
+        ],
+        rows,
+    )
     print()
     for key, value in out["summary"].items():
         print(f"{key}: {bc._fmt(value) if isinstance(value, float) else value}")
@@ -307,8 +382,12 @@ def main() -> int:
     ap.add_argument("--cpu", type=float, default=0.01, help="CPU each trial asks Ray for")
     ap.add_argument("--max-concurrent", type=int, default=8)
     ap.add_argument("--searcher", default="random", choices=("random", "optuna"))
-    ap.add_argument("--scheduler", default="fifo", choices=("fifo", "sha", "asha"),
-                    help="fifo: every trial reports every epoch (trials x epochs results)")
+    ap.add_argument(
+        "--scheduler",
+        default="fifo",
+        choices=("fifo", "sha", "asha"),
+        help="fifo: every trial reports every epoch (trials x epochs results)",
+    )
     ap.add_argument("--arms", nargs="+", default=["none", "sqlite", "sqlite-1"], choices=ARMS)
     ap.add_argument("--target", type=float, default=200.0, help="results/s the driver must sustain")
     ap.add_argument("--profile", type=Path, help="cProfile each arm's fit() into PATH-<arm>.prof")

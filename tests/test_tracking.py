@@ -31,8 +31,16 @@ def _trainable(fail_lr: float | None = None, slow_after: int | None = None) -> t
             if slow_after is not None and self.epoch > slow_after:
                 time.sleep(5)  # the study is interrupted while these run
             acc = self.epoch / 10 + self.lr
-            return {"epoch": self.epoch, "loss": 1 / self.epoch, "val_acc": acc, "val_loss": 1 - acc,
-                    "lr": self.lr, "best_val_acc": acc, "best_epoch": self.epoch, "diverged": 0}
+            return {
+                "epoch": self.epoch,
+                "loss": 1 / self.epoch,
+                "val_acc": acc,
+                "val_loss": 1 - acc,
+                "lr": self.lr,
+                "best_val_acc": acc,
+                "best_epoch": self.epoch,
+                "diverged": 0,
+            }
 
     return Reporter
 
@@ -59,8 +67,13 @@ def _run(tmp_path, trainable: type, lrs: list[float], counter: Counter) -> tuple
         tune.with_resources(trainable, {"cpu": 0.5}),
         param_space={"lr": tune.grid_search(lrs), "phase": "search", "variant": "scratch"},
         tune_config=tune.TuneConfig(max_concurrent_trials=2, reuse_actors=True),
-        run_config=tune.RunConfig(storage_path=str(tmp_path / "ray"), name="t", callbacks=[counter, logger],
-                                  stop={"training_iteration": EPOCHS}, verbose=0),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "ray"),
+            name="t",
+            callbacks=[counter, logger],
+            stop={"training_iteration": EPOCHS},
+            verbose=0,
+        ),
     )
     tuner.fit()
     return tracker.client, tracker
