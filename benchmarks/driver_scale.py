@@ -51,6 +51,9 @@ import bench_common as bc
 from ray import tune
 
 ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1")
+TABLE_HEADERS = "arm|trials|results|wall s|results/s|steady r/s|drv CPU ms/r|drv CPU/wall|MLflow writes|writes/s|writes/r|missing".split(
+    "|"
+)
 MLFLOW_WRITES = ("create_run", "log_batch", "log_metric", "log_param", "set_tag", "set_terminated", "update_run")
 
 
@@ -351,23 +354,7 @@ def print_report(out: dict[str, Any]) -> None:
                 a.get("check", {}).get("missing_epoch_values_in_sample", "-"),
             )
         )
-    bc.print_table(
-        [
-            "arm",
-            "trials",
-            "results",
-            "wall s",
-            "results/s",
-            "steady r/s",
-            "drv CPU ms/r",
-            "drv CPU/wall",
-            "MLflow writes",
-            "writes/s",
-            "writes/r",
-            "missing",
-        ],
-        rows,
-    )
+    bc.print_table(TABLE_HEADERS, rows)
     print()
     for key, value in out["summary"].items():
         print(f"{key}: {bc._fmt(value) if isinstance(value, float) else value}")
