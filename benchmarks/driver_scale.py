@@ -51,9 +51,9 @@ import bench_common as bc
 from ray import tune
 
 ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1")
-TABLE_HEADERS = "arm|trials|results|wall s|results/s|steady r/s|drv CPU ms/r|drv CPU/wall|MLflow writes|writes/s|writes/r|missing".split(
-    "|"
-)
+TABLE_HEADERS = (
+    "arm|trials|results|wall s|results/s|steady r/s|drv CPU ms/r|drv CPU/wall|MLflow writes|writes/s|writes/r|missing"
+).split("|")
 MLFLOW_WRITES = ("create_run", "log_batch", "log_metric", "log_param", "set_tag", "set_terminated", "update_run")
 
 
