@@ -15,6 +15,9 @@ The same trials run once per arm, back to back in one process (ratios within one
   sqlite-1   TrialRunLogger writing every result at once (flush_results=1: the behaviour before batching)
   http       TrialRunLogger as shipped to a real `mlflow server` on 127.0.0.1 (SQLite behind it)
   http-1     the same server, one write per result
+  none-keepall    diagnostic, not what sptune ships: CheckpointConfig(num_to_keep=None), so Tune no longer
+                  snapshots the whole experiment after every trial checkpoint (it keeps every checkpoint)
+  none-nologgers  diagnostic: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1 (no result.json/progress.csv/TensorBoard)
 
 Measured per arm: driver results/s (results / wall time of `fit()`), the driver process's CPU
 seconds per result (getrusage: all its threads), MLflow writes/s (calls the callback makes on
@@ -50,7 +53,7 @@ from typing import Any
 import bench_common as bc
 from ray import tune
 
-ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1")
+ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1", "none-keepall", "none-nologgers")
 TABLE_HEADERS = (
     "arm|trials|results|wall s|results/s|steady r/s|drv CPU ms/r|drv CPU/wall|MLflow writes|writes/s|writes/r|missing"
 ).split("|")
@@ -240,6 +243,7 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     print(
         f"[{arm}] {tuner_plan.n_trials} trials x {tuner_plan.epochs} epochs, {plan.concurrency} at once ...", flush=True
     )
+    diagnostic(arm, tuner)
     profiler = cProfile.Profile() if profile else None
     cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     if profiler:
@@ -262,6 +266,19 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     if profiler:
         out["profile_top"] = profile_top(profiler, profile, arm)
     return out
+
+
+def diagnostic(arm: str, tuner: Any) -> None:
+    """The diagnostic arms' one change to sptune's Tuner (Tune reads both when fit() starts)."""
+    import dataclasses
+
+    os.environ.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
+    if arm == "none-nologgers":
+        os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    if arm == "none-keepall":  # Tune forces a snapshot every num_to_keep checkpoints of a trial
+        internal = tuner._local_tuner  # no public setter once a Tuner is built
+        keep_all = dataclasses.replace(internal._run_config.checkpoint_config, num_to_keep=None)
+        internal._run_config = dataclasses.replace(internal._run_config, checkpoint_config=keep_all)
 
 
 def arm_numbers(counter: ResultCounter, wall: float, cpu: float, trials: int, errors: int) -> dict[str, Any]:

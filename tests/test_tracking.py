@@ -22,6 +22,16 @@ def _trainable(fail_lr: float | None = None, slow_after: int | None = None) -> t
         def setup(self, config: dict) -> None:
             self.lr, self.epoch = float(config["lr"]), 0
 
+        def reset_config(self, new_config: dict) -> bool:
+            self.setup(new_config)  # a reused actor starts the next trial afresh
+            return True
+
+        def save_checkpoint(self, checkpoint_dir: str) -> None:
+            pass  # nothing to keep: the epoch counter restarts with the trial
+
+        def load_checkpoint(self, checkpoint: Any) -> None:
+            pass
+
         def step(self) -> dict:
             import time
 
