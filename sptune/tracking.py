@@ -20,10 +20,6 @@ from sptune.errors import RuntimeFailure
 # MLflow 3 opens experiments in its GenAI view unless told this is model training.
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 TRIAL_TAG = "sptune.trial_id"
-# TrialRunLogger's write batching: at most this many results, or seconds, wait unwritten.
-FLUSH_RESULTS = 500
-FLUSH_SECONDS = 2.0
-MAX_METRICS_PER_BATCH = 1000  # MLflow's limit for one log_batch
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
 EPOCH_METRICS = (
     "loss",
@@ -123,6 +119,12 @@ class Tracker:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+# TrialRunLogger's write batching: at most this many results, or seconds, wait unwritten.
+FLUSH_RESULTS = 500
+FLUSH_SECONDS = 2.0
+MAX_METRICS_PER_BATCH = 1000  # MLflow's limit for one log_batch
 
 
 class TrialRunLogger(tune.Callback):
