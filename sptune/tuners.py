@@ -198,10 +198,13 @@ def build_tuner(
     callbacks: list,
     spt_checkpoints: dict[str, str] | None = None,
     optuna: OptunaTarget | None = None,
+    trainable: Any = None,
 ) -> tune.Tuner:
+    """`trainable` replaces the study's Trainable (benchmarks/driver_scale.py: a no-op trial
+    that measures the driver alone, through the same searcher, scheduler and callbacks)."""
     searcher, scheduler = search_and_schedule(plan, tuner, optuna)
     return tune.Tuner(
-        make_trainable(plan, tuner, data, spt_checkpoints),
+        trainable if trainable is not None else make_trainable(plan, tuner, data, spt_checkpoints),
         tune_config=tune.TuneConfig(
             metric=tuner.metric,
             mode=tuner.mode,
