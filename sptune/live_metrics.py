@@ -42,13 +42,19 @@ def _get() -> dict[str, Any]:
 
         found: dict[str, Any] = {
             "epochs": Counter("sptune_epochs", "epochs finished by the trial", tag_keys=TRIAL_TAGS),
+            # A counter, so rate() gives a variant's throughput now; the gauge below keeps each
+            # trial's last epoch, finished trials' too (Ray exports a gauge until its process ends).
+            "tokens": Counter("sptune_tokens", "training tokens processed", tag_keys=TRIAL_TAGS[:3]),
             "tokens_per_second": Gauge(
-                "sptune_tokens_per_second", "training tokens per second in the trial's latest epoch",
+                "sptune_tokens_per_second",
+                "training tokens per second in the trial's latest epoch",
                 tag_keys=TRIAL_TAGS,
             ),
             # Without the trial tag: one histogram per variant stays a handful of series.
             "epoch_seconds": Histogram(
-                "sptune_epoch_seconds", "seconds per training epoch", boundaries=EPOCH_SECONDS_BUCKETS,
+                "sptune_epoch_seconds",
+                "seconds per training epoch",
+                boundaries=EPOCH_SECONDS_BUCKETS,
                 tag_keys=TRIAL_TAGS[:3],
             ),
             "trials": Gauge("sptune_trials", "trials of the study in each Ray Tune state", tag_keys=STATE_TAGS),
@@ -76,14 +82,21 @@ def export_epoch(study: str, trial_id: str, config: dict[str, Any], result: dict
     """Called from a trial's step() with the epoch it returned; a diverged epoch exports nothing."""
     if result.get("diverged"):
         return
-    tags = {"study": study, "variant": str(config.get("variant", "")), "stage": str(config.get("phase", "")),
-            "trial": trial_id}
+    tags = {
+        "study": study,
+        "variant": str(config.get("variant", "")),
+        "stage": str(config.get("phase", "")),
+        "trial": trial_id,
+    }
     m = _get()
     m["epochs"].inc(1.0, tags=tags)
+    variant_tags = {k: tags[k] for k in TRIAL_TAGS[:3]}
+    if _finite(result.get("tokens_seen")) and result["tokens_seen"] > tokens_before:
+        m["tokens"].inc(float(result["tokens_seen"] - tokens_before), tags=variant_tags)
     rate = tokens_per_second(tokens_before, result)
     if rate is not None:
         m["tokens_per_second"].set(rate, tags=tags)
-        m["epoch_seconds"].observe(float(result["epoch_seconds"]), tags={k: tags[k] for k in TRIAL_TAGS[:3]})
+        m["epoch_seconds"].observe(float(result["epoch_seconds"]), tags=variant_tags)
     for key in _EPOCH_GAUGES:
         if _finite(result.get(key)):
             m[key].set(float(result[key]), tags=tags)

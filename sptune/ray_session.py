@@ -45,8 +45,11 @@ def join(address: str) -> None:
         ) from err
     _owned = True
     # `ray start --head` runs the dashboard, whose writer keeps the targets file current there.
-    print(f"[sptune] live metrics: the Ray head lists its nodes for Prometheus in {SERVICE_DISCOVERY_FILE} "
-          "in its --temp-dir (default /tmp/ray); see dashboards/README.md", flush=True)
+    print(
+        f"[sptune] live metrics: the Ray head lists its nodes for Prometheus in {SERVICE_DISCOVERY_FILE} "
+        "in its --temp-dir (default /tmp/ray); see dashboards/README.md",
+        flush=True,
+    )
 
 
 def ensure_running() -> None:
@@ -98,8 +101,7 @@ def _announce(path: Path | None) -> None:
     if path is None:
         print("[sptune] live metrics: off (they need ray[default] and Ray's metrics collection on)", flush=True)
     else:
-        print(f"[sptune] live metrics: Prometheus targets in {path} (dashboards/prometheus/prometheus.yml)",
-              flush=True)
+        print(f"[sptune] live metrics: Prometheus targets in {path} (dashboards/prometheus/prometheus.yml)", flush=True)
 
 
 def release() -> None:

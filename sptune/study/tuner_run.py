@@ -105,8 +105,9 @@ class TunerRunner:
         }
         if search.is_pretraining:  # its search or its re-runs per seed
             pretrain = spec.pretrain
-            params.update({"objective": search.objective, "mask_ratio": pretrain.mask_ratio,
-                           "recon_loss": pretrain.loss})
+            params.update(
+                {"objective": search.objective, "mask_ratio": pretrain.mask_ratio, "recon_loss": pretrain.loss}
+            )
         return params
 
     def _mark_selected(self, picked: SelectedTrial) -> None:
