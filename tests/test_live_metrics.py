@@ -194,7 +194,9 @@ def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[st
             queries[f"{key} without the fallback"] = expr.removesuffix(GPU_FALLBACK)
     checks = {
         "pretrain terminated": f'sum(ray_sptune_trials{{study="{name}", stage="pretrain", state="terminated"}})',
-        "search running": f'sum(ray_sptune_trials{{study="{name}", stage="search", state="running"}})',
+        # A trial of this tiny study runs ~2 s, under Ray's 10 s metrics report interval: a "running" count
+        # may never be scraped, so the check is that every state of both searched variants is exported.
+        "search states": f'count(ray_sptune_trials{{study="{name}", stage="search"}})',
     }
     # Not asserted, printed (pytest -s): what a quantile panel over a short study would show.
     queries["diagnostic: epoch p50"] = _substitute(
@@ -253,7 +255,7 @@ def test_gpu_panels_query_rays_gpu_metrics_and_fall_back_to_zero_only_without_gp
 def test_trial_states_are_counted_per_stage(live):
     values = live.seen["_values"]
     assert values["pretrain terminated"] == 2  # both pretraining trials, once the search Tuner runs
-    assert values["search running"] >= 1
+    assert values["search states"] == 2 * 5  # scratch and spt, each in every state (zeros included)
 
 
 def test_screenshot_of_prometheus_graph_of_an_sptune_metric(live):
