@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sptune.live_metrics import TrialStateMetrics
 from sptune.optuna_storage import OptunaTarget
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.selection import Selection, select_best, select_each
@@ -92,7 +93,9 @@ class TunerRunner:
         parts = ", ".join(f"{s.trial_variant} {s.n_trials} ({s.searcher})" for s in tuner.searches)
         print(f"[sptune] {tuner.experiment}: {tuner.n_trials} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, params)
-        return build_tuner(self.plan, tuner, data, self.storage, [logger], spt_checkpoints, self.optuna)
+        # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
+        states = TrialStateMetrics(self.plan.spec.name, [(s.trial_variant, s.phase) for s in tuner.searches])
+        return build_tuner(self.plan, tuner, data, self.storage, [logger, states], spt_checkpoints, self.optuna)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
@@ -107,8 +110,9 @@ class TunerRunner:
         }
         if search.is_pretraining:  # its search or its re-runs per seed
             pretrain = spec.pretrain
-            params.update({"objective": search.objective, "mask_ratio": pretrain.mask_ratio,
-                           "recon_loss": pretrain.loss})
+            params.update(
+                {"objective": search.objective, "mask_ratio": pretrain.mask_ratio, "recon_loss": pretrain.loss}
+            )
         return params
 
     def _mark_selected(self, picked: SelectedTrial) -> None:
