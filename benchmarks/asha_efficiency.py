@@ -1,24 +1,32 @@
-"""Exhaustive LR x batch grid vs random search, Optuna, Optuna+ASHA and Optuna+SHA, all through sptune's real Tuners.
+"""Exhaustive LR x batch grid vs random search, Optuna, Optuna+ASHA, Optuna+SHA and Optuna+Hyperband,
+all through sptune's real Tuners.
 
 One variant (scratch) of the spec, finetuning only. Every method is a real Ray Tune Tuner
 built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick is made by
 `sptune.selection.select_best` (validation-best trial *and* epoch), exactly as in a study:
 
-  grid         n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
-               (the reference: its best validation accuracy is the target to match)
-  optuna+asha  Optuna (TPE, told results as trials finish) over loguniform [lr_low, lr_high] x choice(batches),
-               ASHA early stopping: both asynchronous, so the pick depends on the machine's load
-  optuna+sha   the same space and budget, batched TPE and synchronous successive halving (sptune's
-               default): the pick does not depend on finish order
-  random       random search, FIFO, as many full trials as fit in ASHA's spent trial-epochs
-  optuna       Optuna (told results as trials finish), FIFO, same budget as random
+  grid              n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
+                    (the reference: its best validation accuracy is the target to match)
+  optuna+asha       Optuna (TPE, told results as trials finish) over loguniform [lr_low, lr_high] x
+                    choice(batches), ASHA early stopping: both asynchronous, so the pick depends on load
+  optuna+sha        batched TPE and synchronous successive halving (sptune's default): order-independent
+  optuna+hyperband  batched TPE and synchronous Hyperband (brackets of SHA): order-independent
+  random            random search, FIFO, as many full trials as fit in the budget
+  optuna            Optuna (told results as trials finish), FIFO, same trials as random
+
+The budget is `--budget-fraction` (default 1/3) of the grid's trial-epochs, met *by construction*:
+SHA and Hyperband get the most trials whose planned rung sizes (`sptune.rungs.planned_epochs`,
+exact without failures) fit in it; random and Optuna as many full-length trials as fit; ASHA
+(asynchronous: no bound) as many trials as SHA unless `--asha-samples` says otherwise.
 
 A driver-side Tune callback records every epoch result in arrival order, which gives each
-method's curve of best-found validation accuracy vs trial-epochs spent.
-``acc_gap_pt`` = 100 x (grid best - ASHA-selected val acc); ``epochs_fraction`` = ASHA
-trial-epochs / grid trial-epochs. Target: gap <= 0.5 pt with <= 1/3 of the epochs.
+method's curve of best-found validation accuracy vs trial-epochs spent (in the JSON and a PNG;
+a curve's *shape* depends on the order epochs arrived, its end point for SHA/Hyperband does not).
+``acc_gap_pt`` = 100 x (grid best - the method's selected val acc); ``epochs_fraction`` = its
+trial-epochs / the grid's. Target: gap <= 0.5 pt with <= 1/3 of the epochs.
 
-    python benchmarks/asha_efficiency.py --json benchmarks/results/asha_efficiency.json
+    python benchmarks/asha_efficiency.py --json benchmarks/results/asha_efficiency_e8.json
+    python benchmarks/asha_efficiency.py --epochs 16 --json benchmarks/results/asha_efficiency_e16.json
     python benchmarks/asha_efficiency.py --methods optuna+sha   # the grid (the reference) and one method
 """
 
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import sys
 import time
@@ -36,7 +45,9 @@ import bench_common as bc
 import numpy as np
 from ray import tune
 
-METHODS = ("optuna+asha", "optuna+sha", "random", "optuna")
+METHODS = ("optuna+asha", "optuna+sha", "optuna+hyperband", "random", "optuna")
+STOPPING = {"optuna+asha": "asha", "optuna+sha": "sha", "optuna+hyperband": "hyperband"}
+BATCHED = ("optuna+sha", "optuna+hyperband")  # the synchronous schedulers take sptune's batched TPE
 
 
 class EpochRecorder(tune.Callback):
@@ -65,10 +76,9 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
     data["finetune"] = {**data.get("finetune", {}), "epochs": args.epochs}
     # The arms measured before sptune had a batched mode keep telling Optuna results as trials finish.
     data["searcher"] = {"type": "random" if method == "random" else "optuna",
-                        "mode": "batched" if method == "optuna+sha" else "async"}
-    halving = {"optuna+asha": "asha", "optuna+sha": "sha"}
-    data["scheduler"] = ({"type": halving[method], "grace_period": args.grace, "reduction_factor": args.reduction}
-                         if method in halving else {"type": "fifo"})
+                        "mode": "batched" if method in BATCHED else "async"}
+    data["scheduler"] = ({"type": STOPPING[method], "grace_period": args.grace, "reduction_factor": args.reduction}
+                         if method in STOPPING else {"type": "fifo"})
     data["resources"] = {"cpu": 1, "gpu": 0}
     return from_dict(data)
 
@@ -146,31 +156,62 @@ def at_budget(curve: list[tuple[int, float]], budget: int) -> float | None:
     return max((acc for spent, acc in curve if spent <= budget), default=None)
 
 
+def budget_trials(args: argparse.Namespace, grid_epochs: int) -> dict[str, int]:
+    """Trials per method so that each spends at most the budget, by construction (not by tuning)."""
+    from sptune.rungs import hyperband_brackets, planned_epochs
+
+    budget = args.budget_fraction * grid_epochs + 1e-9
+
+    def most(kind: str) -> int:
+        # Hyperband needs a trial per bracket (the spec refuses fewer), whatever that costs.
+        n = len(hyperband_brackets(args.grace, args.reduction, args.epochs)) if kind == "hyperband" else 1
+        while planned_epochs(kind, n + 1, args.grace, args.reduction, args.epochs) <= budget:
+            n += 1
+        return n
+
+    sha = most("sha")
+    full = max(1, int(budget // args.epochs))
+    return {"optuna+asha": args.asha_samples or sha, "optuna+sha": sha, "optuna+hyperband": most("hyperband"),
+            "random": full, "optuna": full}
+
+
+def earlier_methods(args: argparse.Namespace) -> dict[str, Any]:
+    """The methods a run with the same settings already measured (--continue-from), grid included."""
+    if args.continue_from is None:
+        return {}
+    earlier = json.loads(args.continue_from.read_text())
+    same = ("spec", "overrides", "epochs", "n_lrs", "lr_low", "lr_high", "batches", "grace", "reduction",
+            "budget_fraction", "asha_samples")
+    differ = [k for k in same if earlier["args"].get(k) != vars(args)[k]]
+    if differ:
+        raise SystemExit(f"{args.continue_from} was measured with other settings: {', '.join(differ)}")
+    return earlier["methods"]
+
+
 def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
     base = bc.spec_dict(args.spec, args.overrides)
     first = method_spec(base, "grid", args, 1)
     task = bc.load_data(first, args.data_dir)
-    results = {"grid": run_method("grid", first, task, storage)}
-    for method in [m for m in ("optuna+asha", "optuna+sha") if m in args.methods]:
-        spec = method_spec(base, method, args, args.asha_samples)
-        results[method] = run_method(method, spec, task, storage)
-    # Same or smaller budget: as many full-length trials as fit in what early stopping spent.
-    spent = max([r["trial_epochs"] for k, r in results.items() if k != "grid"], default=args.epochs * 3)
-    full_trials = max(1, spent // args.epochs)
-    for method in [m for m in ("random", "optuna") if m in args.methods]:
-        results[method] = run_method(method, method_spec(base, method, args, full_trials), task, storage)
-    return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val), "methods": results}
+    results = earlier_methods(args)
+    if "grid" not in results:
+        results["grid"] = run_method("grid", first, task, storage)
+    trials = budget_trials(args, results["grid"]["trial_epochs"])
+    for method in [m for m in METHODS if m in args.methods and m not in results]:
+        results[method] = run_method(method, method_spec(base, method, args, trials[method]), task, storage)
+    results = {m: results[m] for m in ("grid", *METHODS) if m in results}  # one order in tables and plots
+    return {"task": task.info.name, "train_rows": len(task.train), "val_rows": len(task.val),
+            "budget_epochs": args.budget_fraction * results["grid"]["trial_epochs"], "trials": trials,
+            "methods": results}
 
 
 def summarize(out: dict[str, Any], grace: int) -> dict[str, Any]:
-    """Headline numbers for ASHA when it ran (as before SHA existed), else for SHA; both per method."""
+    """Headline numbers for SHA (sptune's default) when it ran, else Hyperband, else ASHA; all per method."""
     m = out["methods"]
     grid = m["grid"]
     gaps = {k: 100 * (grid["selected_val_acc"] - v["selected_val_acc"]) for k, v in m.items() if k != "grid"}
     fractions = {k: v["trial_epochs"] / grid["trial_epochs"] for k, v in m.items() if k != "grid"}
-    stopping = [k for k in ("optuna+asha", "optuna+sha") if k in m]
-    met = {k: gaps[k] <= 0.5 and fractions[k] <= 1 / 3 + 1e-9 for k in stopping}
-    head = stopping[0] if stopping else None
+    met = {k: gaps[k] <= 0.5 and fractions[k] <= 1 / 3 + 1e-9 for k in STOPPING if k in m}
+    head = next((k for k in ("optuna+sha", "optuna+hyperband", "optuna+asha") if k in m), None)
     return {"headline_method": head, "acc_gap_pt": gaps.get(head), "epochs_fraction": fractions.get(head),
             "gap_pt_by_method": gaps, "epochs_fraction_by_method": fractions,
             "one_val_example_pt": 100 / out["val_rows"],
@@ -205,6 +246,33 @@ def print_report(out: dict[str, Any], epochs: int) -> None:
           "at that rung")
 
 
+def plot_curves(out: dict[str, Any], path: Path) -> None:
+    """Best validation accuracy found vs trial-epochs spent, one line per method; the budget dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for method, r in out["methods"].items():
+        spent = [0, *(x for x, _ in r["curve"])]
+        best = [float("nan"), *(100 * y if y > -math.inf else float("nan") for _, y in r["curve"])]
+        ax.step(spent, best, where="post", label=f"{method} ({100 * r['selected_val_acc']:.2f} %)")
+    budget = f"budget ({out['args']['budget_fraction']:.3g} of the grid)"
+    ax.axvline(out["budget_epochs"], color="gray", linestyle="--", linewidth=1, label=budget)
+    grid_best = 100 * out["methods"]["grid"]["selected_val_acc"]
+    ax.axhline(grid_best - 0.5, color="gray", linestyle=":", linewidth=1, label="grid best - 0.5 pt")
+    ax.set(xlabel="trial-epochs spent", ylabel="best validation accuracy found (%)",
+           title=f"{out['task']}, {out['args']['epochs']} epochs per trial")
+    ax.set_ylim(max(0, grid_best - 25), 100)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--spec", default=str(bc.SPECS / "digits_quick.yaml"))
@@ -215,15 +283,21 @@ def main() -> int:
     ap.add_argument("--lr-low", type=float, default=1e-4)
     ap.add_argument("--lr-high", type=float, default=1e-2)
     ap.add_argument("--batches", type=int, nargs="+", default=[32, 64])
-    ap.add_argument("--asha-samples", type=int, default=9, help="trials of each early-stopping method (ASHA, SHA)")
+    ap.add_argument("--budget-fraction", type=float, default=1 / 3, help="of the grid's trial-epochs")
+    ap.add_argument("--asha-samples", type=int, help="ASHA's trials (default: as many as SHA gets)")
     ap.add_argument("--grace", type=int, default=2)
     ap.add_argument("--reduction", type=float, default=3.0)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
-                    help="which methods run beside the grid (the reference)")
+    ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS,
+                    help="which methods run beside the grid (the reference); none: the grid only")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--continue-from", type=Path,
+                    help="a JSON of an earlier run with the same settings: its methods (grid included) are kept, "
+                         "the missing ones run (so one setting can be measured in two runs of < 10 min each)")
+    ap.add_argument("--png", type=Path, help="the curves (default: the --json path with .png)")
     args = ap.parse_args()
     bc.quiet_env()
-    info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k != "json"}}
+    skip = ("json", "png", "continue_from", "methods")
+    info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k not in skip}}
     bc.start_ray(2)
     try:
         with bc.temp_dir("asha") as tmp:
@@ -235,6 +309,9 @@ def main() -> int:
     out.update({k: out["summary"][k] for k in ("acc_gap_pt", "epochs_fraction")})
     print_report(out, args.epochs)
     bc.write_json(args.json, out)
+    png = args.png or (args.json.with_suffix(".png") if args.json else None)
+    if png is not None:
+        plot_curves(out, png)
     return 0
 
 

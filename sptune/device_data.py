@@ -15,6 +15,7 @@ processes) on it. That needs CUDA IPC (a process holding the tensors hands out I
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -51,7 +52,7 @@ class DeviceArrays:
 
     def tensor(self, array: np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
         """``array`` on ``device`` (as ``dtype``): the cached copy where this device type is cached."""
-        host = torch.from_numpy(array)
+        host = shared_tensor(array)
         if device.type not in self.device_types:
             return host.to(device=device, dtype=dtype)
         key = _key(array, device, dtype)
@@ -67,6 +68,15 @@ class DeviceArrays:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def shared_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor over ``array``'s memory, no copy: trials get their splits as read-only views of
+    one copy per node (`TaskSplits.without_test`). Torch warns about read-only arrays; the loops
+    only read a split (rows are gathered into new tensors), never write into it (test_train.py)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
 
 
 # The process's cache: GPUs only (see the module's docstring for CPU).

@@ -4,8 +4,9 @@ Ray's ASHA promotes a trial as soon as it is in the top 1/η of the trials that 
 *so far*, so which trials survive depends on which happened to finish first: under load,
 benchmarks/asha_efficiency.py selected a config 4.4 pt worse than on a quiet machine. Here a
 trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its variant
-has reached the rung or ended; then the top ⌈n/η⌉ by the search metric go on, ties broken by
-trial index, and the rest stop. The same trials with the same results give the same decisions,
+has reached the rung or ended; then the top ⌈n/η⌉ by the search metric go on (n: the trials
+that entered the rung, so the rung sizes are n, ⌈n/η⌉, ... exactly, `sptune.rungs`), ties broken
+by trial index, and the rest stop. The same trials with the same results give the same decisions,
 however their epochs interleave.
 
 One scheduler per variant (`variant_search.VariantScheduler` routes each trial to its own).
@@ -25,16 +26,9 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from sptune.ranking import creation_index
+from sptune.rungs import rung_epochs, rung_sizes
 
-
-def rung_epochs(grace_period: int, reduction_factor: float, max_t: int) -> list[int]:
-    """The epochs where trials are compared: grace·η^k below max_t (at max_t every trial ends)."""
-    rungs, k = [], 0
-    while (epoch := int(round(grace_period * reduction_factor**k))) < max_t:
-        if not rungs or epoch > rungs[-1]:
-            rungs.append(epoch)
-        k += 1
-    return rungs
+__all__ = ["SuccessiveHalving", "rung_epochs", "trial_index"]  # rung_epochs: its old home
 
 
 def trial_index(trial: Any) -> int:
@@ -57,11 +51,23 @@ class SuccessiveHalving(FIFOScheduler):
     _supports_buffered_results = False  # every epoch's result must be seen at its rung
 
     def __init__(
-        self, n_trials: int, max_t: int, grace_period: int, reduction_factor: float, metric: str, mode: str
+        self,
+        n_trials: int,
+        max_t: int,
+        grace_period: int,
+        reduction_factor: float,
+        metric: str,
+        mode: str,
+        rungs: list[int] | None = None,
     ) -> None:
         super().__init__()
         self.n_trials, self.eta = n_trials, reduction_factor
-        self.rungs = rung_epochs(grace_period, reduction_factor, max_t)
+        # `rungs` given: one bracket of Hyperband, which starts at a later rung of the same ladder.
+        self.rungs = rung_epochs(grace_period, reduction_factor, max_t) if rungs is None else list(rungs)
+        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it (n, ⌈n/η⌉, ...),
+        # not of those that reached it, so a variant whose trials diverge on the way still trains as
+        # many trials as far as the plan says (sptune.rungs), the same compute as any other variant.
+        self.sizes = rung_sizes(n_trials, reduction_factor, len(self.rungs))
         self._metric, self.mode = metric, mode
         self.entries: dict[str, _Entry] = {}
         self.decided = 0  # rungs decided so far (always in order)
@@ -162,7 +168,7 @@ class SuccessiveHalving(FIFOScheduler):
         reached = [e for e in self.entries.values() if e.passed == step and rung in e.values]
         # Best first; equal scores go to the lower trial index.
         ranked = sorted(reached, key=lambda e: (-e.values[rung], e.index))
-        keep = math.ceil(len(ranked) / self.eta)
+        keep = min(self.sizes[step + 1], len(ranked))
         for entry in ranked[:keep]:
             entry.passed += 1
             if entry.trial is not current and not entry.ended:

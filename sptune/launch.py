@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sptune import ray_session
+from sptune.optuna_storage import OptunaTarget, default_url, redact, uses_optuna
 from sptune.plan import describe
 from sptune.preflight import ReadyCampaign, ReadyStudy
 from sptune.preflight.outputs import resolved_spec_text
@@ -62,6 +63,7 @@ def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
     out = ready.output_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
+    optuna = _optuna_target(ready)
     target = ready.tracking
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
@@ -70,21 +72,33 @@ def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
         if ready.resume_state is None:
             _log_spec_files(tracker, ready)
         Study(ready.plan, ready.data, out, tracker, resume=ready.resume_state is not None, storage=ready.storage,
-              spt_cache_dir=ready.spt_cache_dir).run()
+              spt_cache_dir=ready.spt_cache_dir, optuna=optuna).run()
         tracker.finish("FINISHED")
     except BaseException:
         tracker.finish("FAILED")
         raise
     print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
     print(f"MLflow UI: {ui_command(target.uri, target.store_dir, tracker.experiment_id)}")
+    if any(uses_optuna(search) for search in ready.plan.searches):
+        print(f"Optuna searches: {optuna.dashboard_command()}")
     return out / "results.json"
+
+
+def _optuna_target(ready: ReadyStudy) -> OptunaTarget:
+    """Where the study's Optuna searches go (the output dir's optuna.db unless --optuna-storage),
+    recorded in OUTPUT/optuna.json (without a password) for the report."""
+    url = ready.optuna_storage or default_url(ready.output_dir)
+    target = OptunaTarget(url, ready.run_name, ready.plan.info.name)
+    target.record(ready.output_dir, ready.plan.searches, default=ready.optuna_storage is None)
+    return target
 
 
 def _parent_params(ready: ReadyStudy) -> dict[str, str]:
     from sptune.provenance import parent_run_params
 
     spec = ready.spec
-    own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve())}
+    own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve()),
+           "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else "optuna.db"}
     return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
 
 

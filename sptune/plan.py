@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from sptune import seeds
+from sptune import rungs, seeds
 from sptune.ranking import TIE_RULE
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
@@ -243,10 +243,24 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     else:
         what = f"kind={search.kind}"
         extra = f" init from {search.init_from}" if search.init_from else ""
-    return (
+    line = (
         f"{head} {what:<20} {search.searcher:<7} {_trial_count(search, plan.spec.seed)} x <= {search.epochs:>3} "
         f"epochs  rank {search.metric} ({search.mode})  {space}{extra}"
     )
+    s = plan.spec.scheduler
+    if s.type in ("sha", "hyperband"):  # synchronous: the rung sizes are known before anything runs
+        line += "\n" + " " * 28 + rungs.describe_rungs(s.type, search.n_trials, s.grace_period,
+                                                         s.reduction_factor, search.epochs)
+    return line
+
+
+def search_epochs(plan: StudyPlan, search: SearchPlan) -> int:
+    """The most trial-epochs a search spends: exactly this under sha or hyperband without failures
+    (their rung sizes are fixed, sptune.rungs); n_trials x epochs under asha (asynchronous) or fifo."""
+    s = plan.spec.scheduler
+    if not search.n_trials or search.phase == "rerun":
+        return search.n_trials * search.epochs
+    return rungs.planned_epochs(s.type, search.n_trials, s.grace_period, s.reduction_factor, search.epochs)
 
 
 def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
@@ -292,6 +306,10 @@ def _describe_scheduler(spec: SweepSpec) -> str:
     if s.type == "sha":
         return (f"Scheduler: synchronous successive halving per variant ({settings}; each rung waits for all "
                 "of the variant's trials: order-independent)")
+    if s.type == "hyperband":
+        return (f"Scheduler: synchronous Hyperband per variant ({settings}; its trials split across brackets of "
+                "successive halving in creation order, each rung waits for all of its bracket's trials: "
+                "order-independent)")
     return f"Scheduler: ASHA per variant ({settings}; asynchronous: decisions depend on finish order)"
 
 
@@ -300,12 +318,14 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
     if not any(search.searcher == "optuna" and search.fixed_configs is None for search in plan.searches):
         return []
     spec = plan.spec
+    kept = ("  each search kept as an Optuna study named STUDY/VARIANT in OUTPUT/optuna.db (or --optuna-storage): "
+            "optuna-dashboard opens it")
     if spec.searcher.mode == "async":
         return ["Searcher: Optuna (TPE) per variant, told results as trials finish (asynchronous: its proposals "
-                "depend on finish order)"]
+                "depend on finish order)", kept]
     where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
     return [f"Searcher: Optuna (TPE) per variant in batches of {plan.concurrency}, told each trial's result {where} "
-            "in trial order once its batch is in: order-independent"]
+            "in trial order once its batch is in: order-independent", kept]
 
 
 def describe(plan: StudyPlan) -> str:
@@ -329,7 +349,7 @@ def describe(plan: StudyPlan) -> str:
     reruns, rerun_trials, rerun_epochs = _describe_reruns(plan)
     lines += reruns
     total_trials = sum(search.n_trials for search in plan.searches) + rerun_trials
-    total_epochs = sum(search.n_trials * search.epochs for search in plan.searches) + rerun_epochs
+    total_epochs = sum(search_epochs(plan, search) for search in plan.searches) + rerun_epochs
     lines.append(seeds.SPREAD_TEXT[plan.spread()])
     early = " (early stopping ends weak search trials sooner)" if stops_early else ""
     lines.append(

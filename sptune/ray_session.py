@@ -3,12 +3,17 @@ by the process that started or joined it."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from pathlib import Path
 
 from sptune.errors import RuntimeFailure
 
 _owned = False  # True once this process called ray.init, so it must call ray.shutdown
+# Prometheus file-based service discovery: the name (and place, the Ray temp dir) Ray's dashboard
+# writes it under, so dashboards/prometheus/prometheus.yml reads a local study and a cluster alike.
+SERVICE_DISCOVERY_FILE = "prom_metrics_service_discovery.json"
 
 
 def is_connected() -> bool:
@@ -39,6 +44,12 @@ def join(address: str) -> None:
             "(~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN) in this environment",
         ) from err
     _owned = True
+    # `ray start --head` runs the dashboard, whose writer keeps the targets file current there.
+    print(
+        f"[sptune] live metrics: the Ray head lists its nodes for Prometheus in {SERVICE_DISCOVERY_FILE} "
+        "in its --temp-dir (default /tmp/ray); see dashboards/README.md",
+        flush=True,
+    )
 
 
 def ensure_running() -> None:
@@ -53,6 +64,44 @@ def ensure_running() -> None:
     # bind its GCS port on the machine's address, see docs/cluster.md).
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     _owned = True
+    _announce(write_service_discovery())
+
+
+def write_service_discovery() -> Path | None:
+    """Write Prometheus' targets for this local Ray: its metrics agent, which serves trial and node
+    metrics with the dashboard off too. Ray's own writer of this file is a dashboard module, and the
+    dashboard costs ~1 GiB and several processes (docs in dashboards/README.md), so sptune writes
+    the same file in the same places: the session dir, linked from the Ray temp dir's root."""
+    import ray
+
+    node = ray._private.worker._global_node  # no public API names the temp dir
+    if node is None or ray._private.utils.get_dashboard_dependency_error() is not None:
+        return None  # Ray without ray[default]: its agent runs minimal, with no metrics exporter
+    ports = [n.get("MetricsExportPort") for n in ray.nodes() if n.get("Alive")]
+    targets = [f"127.0.0.1:{port}" for port in ports if port and port > 0]
+    if not targets:
+        return None  # metrics collection disabled (RAY_enable_metrics_collection=0)
+    session = Path(node.get_session_dir_path())
+    target = session / SERVICE_DISCOVERY_FILE
+    tmp = session / f"tmp_{SERVICE_DISCOVERY_FILE}"
+    tmp.write_text(json.dumps([{"labels": {"job": "ray"}, "targets": targets}]))
+    os.replace(tmp, target)  # Prometheus may read it at any moment: never half-written
+    link = Path(node.get_temp_dir_path()) / SERVICE_DISCOVERY_FILE
+    tmp_link = link.with_name(f"tmp_{os.getpid()}_{SERVICE_DISCOVERY_FILE}")
+    try:
+        tmp_link.unlink(missing_ok=True)
+        tmp_link.symlink_to(target)
+        os.replace(tmp_link, link)  # like Ray: the latest session on this temp dir is the one listed
+    except OSError:
+        return target
+    return link
+
+
+def _announce(path: Path | None) -> None:
+    if path is None:
+        print("[sptune] live metrics: off (they need ray[default] and Ray's metrics collection on)", flush=True)
+    else:
+        print(f"[sptune] live metrics: Prometheus targets in {path} (dashboards/prometheus/prometheus.yml)", flush=True)
 
 
 def release() -> None:

@@ -29,6 +29,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--address", default=None, help="Ray cluster address (default: RAY_ADDRESS or local)")
     p.add_argument("--storage", help="Tune storage path or URI (default OUTPUT/ray_results; must be shared "
                    "storage, e.g. NFS or s3://, on a multi-node cluster)")
+    p.add_argument("--optuna-storage", metavar="URL",
+                   help="database for the Optuna searches, e.g. postgresql://USER@HOST:5432/DB (or "
+                   "SPTUNE_OPTUNA_STORAGE; default SQLite OUTPUT/optuna.db); a password in it is never shown")
     p.add_argument("--resume", action="store_true", help="continue the interrupted study in --output DIR")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
     p.add_argument("--debug", action="store_true", help="show tracebacks")

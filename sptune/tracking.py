@@ -151,27 +151,50 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+# TrialRunLogger's write batching: at most this many results, or seconds, wait unwritten.
+FLUSH_RESULTS = 500
+FLUSH_SECONDS = 2.0
+MAX_METRICS_PER_BATCH = 1000  # MLflow's limit for one log_batch
+
+
 class TrialRunLogger(tune.Callback):
     """Creates a child run per trial and logs per-epoch metrics, from the driver."""
 
-    def __init__(self, tracker: Tracker, static_params: dict[str, dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        static_params: dict[str, dict[str, Any]],
+        flush_results: int = FLUSH_RESULTS,
+        flush_seconds: float = FLUSH_SECONDS,
+    ) -> None:
         self.tracker = tracker
         self.client = tracker.client
         self.static_params = static_params  # stage or variant -> params logged on each of its trials' runs
         self.run_ids: dict[str, str] = {}
-        self.last_result: dict[str, dict] = {}
+        self.last_result: dict[str, dict] = {}  # live trials only: _close drops a trial's entry
         self._known = tracker.children()
+        # One write per result made MLflow the driver's bottleneck (benchmarks/driver_scale.py):
+        # metrics wait here, per run, until `flush_results` results or `flush_seconds` have gathered.
+        self.flush_results, self.flush_seconds = flush_results, flush_seconds
+        self._pending: dict[str, list[Metric]] = {}
+        self._pending_results = 0
+        self._last_flush = time.monotonic()
 
     # Ray pickles callbacks into the Tuner's state (tuner.pkl); on Tuner.restore we get
     # this object back and must reconnect to MLflow and re-learn the existing child runs.
     def __getstate__(self) -> dict:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("tracker", "client")}
+        # Unwritten metrics stay out: a restored copy writing them could duplicate what this one flushes;
+        # a resumed trial reports again from its checkpoint instead.
+        skip = ("tracker", "client", "_pending", "_pending_results")
+        state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_tracking"] = (self.tracker.uri, self.tracker.experiment_id, self.tracker.parent_run_id)
         return state
 
     def __setstate__(self, state: dict) -> None:
         uri, experiment_id, parent_run_id = state.pop("_tracking")
-        self.__dict__.update(state)
+        state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled before batching existed
+        state.setdefault("flush_seconds", FLUSH_SECONDS)
+        self.__dict__.update(state, _pending={}, _pending_results=0, _last_flush=time.monotonic())
         self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)
         self.client = self.tracker.client
 
@@ -213,13 +236,39 @@ class TrialRunLogger(tune.Callback):
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
         metrics = [Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))]
-        if metrics:
-            self.client.log_batch(run_id, metrics=metrics)
+        self._pending.setdefault(run_id, []).extend(metrics)
+        self._pending_results += 1
         if result.get("diverged"):
             self.client.set_tag(run_id, "sptune.status", "diverged")
         if result.get("mlflow_params"):  # one-off facts a trial reports (e.g. which parameters train)
             self.tracker.log_params(run_id, result["mlflow_params"])
         self.last_result[trial.trial_id] = result
+        self._maybe_flush()
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._maybe_flush()  # every loop of Tune's controller: a quiet spell still flushes on time
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        # Tune calls this however the Tuner ends: finished, interrupted (Ctrl+C), or an error in its loop.
+        self.flush()
+
+    def _maybe_flush(self) -> None:
+        if self._pending_results >= self.flush_results or (
+            self._pending_results and time.monotonic() - self._last_flush >= self.flush_seconds
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every run's waiting metrics: one log_batch per run (MLflow takes <= 1000 metrics a call)."""
+        for run_id in list(self._pending):
+            self._flush_run(run_id)
+        self._pending_results = 0
+        self._last_flush = time.monotonic()
+
+    def _flush_run(self, run_id: str, extra: list[Metric] | None = None) -> None:
+        metrics = self._pending.pop(run_id, []) + (extra or [])
+        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[i : i + MAX_METRICS_PER_BATCH])
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         run_id = self.run_for(trial)
@@ -237,14 +286,13 @@ class TrialRunLogger(tune.Callback):
 
     def _close(self, trial: Any, status: str) -> None:
         run_id = self.run_for(trial)
-        last = self.last_result.get(trial.trial_id, {})
+        last = self.last_result.pop(trial.trial_id, {})  # the state Tune pickles stays O(live trials)
         summary = [
             Metric(k, float(last[k]), int(time.time() * 1000), 0)
             for k in ("best_val_acc", "best_val_loss", "best_epoch")
             if _finite(last.get(k))
         ]
-        if summary:
-            self.client.log_batch(run_id, metrics=summary)
+        self._flush_run(run_id, summary)  # the run's epochs before it is marked ended
         if last.get("diverged"):
             status = "FAILED"  # tagged sptune.status=diverged in on_trial_result; never selected
         elif status == "FINISHED":

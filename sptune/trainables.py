@@ -20,6 +20,7 @@ from ray import tune
 from sptune.build import encoder_config, variant_classifier_config
 from sptune.checkpoints import STATE_FILE, load_state
 from sptune.device import precision_in_use
+from sptune.live_metrics import export_epoch
 from sptune.ranking import rank_key
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
@@ -83,7 +84,10 @@ class _EpochTrainable(tune.Trainable):
         self.improvements = 0
 
     def step(self) -> dict:
+        tokens_before = self.loop.tokens_seen  # cumulative: the epoch's own tokens give its tokens/s
         result = self._train_one_epoch()
+        # Live view (Prometheus): from the numbers the epoch returned; the loop itself knows no Ray.
+        export_epoch(self.spec.name, self.trial_id, self.config, result, tokens_before)
         if result.get("epoch") == 1:
             # Once per trial (diverged ones too): facts MLflow logs as the child run's params.
             result["mlflow_params"] = self._run_params()

@@ -4,8 +4,10 @@ searchers and early stopping, checkpoints, callbacks."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
+import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
@@ -13,6 +15,8 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
+from sptune.hyperband import Hyperband
+from sptune.optuna_storage import OptunaTarget, open_storage
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.progress import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.selection import Selection
@@ -56,14 +60,15 @@ def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
         )
-    return SuccessiveHalving(
-        search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode
-    )
+    halving = Hyperband if s.type == "hyperband" else SuccessiveHalving  # both order-independent
+    return halving(search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode)
 
 
 def _settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
     """Where a batched searcher takes a trial's result: the first rung of early stopping,
-    which every trial reaches; None (when it ends) without early stopping."""
+    which every trial reaches (with hyperband too: each bracket's first rung is one of sha's
+    rungs, never before the first, and its last bracket trains to the end); None (when it
+    ends) without early stopping."""
     s = plan.spec.scheduler
     if s.type == "fifo" or search.phase == "rerun":
         return None
@@ -79,7 +84,37 @@ def _tpe_sampler(seed: int, n_trials: int) -> Any:
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
 
 
-def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
+class RecordedOptunaSearch(OptunaSearch):
+    """Ray's OptunaSearch whose Optuna trials also name their Ray trial and the epoch their
+    value was told at (the first rung of early stopping, with batches), for optuna-dashboard."""
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
+        return config
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and trial_id not in self._completed_trials:
+            self._ot_trials[trial_id].set_user_attr("told_at_epoch", result.get("training_iteration"))
+        super().on_trial_complete(trial_id, result=result, error=error)
+
+
+def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
+    """The search's own Optuna study: in memory, or persisted in the target's database."""
+    stored = {}
+    if target is not None:
+        target.create(search)  # named and described; OptunaSearch then loads it
+        stored = {"storage": open_storage(target.url), "study_name": target.study_name(search)}
+    return RecordedOptunaSearch(
+        OptunaSearch.convert_search_space(space),
+        metric=search.metric,
+        mode=search.mode,
+        sampler=_tpe_sampler(plan.spec.seed, search.n_trials),
+        **stored,
+    )
+
+
+def _searcher(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None = None) -> Searcher:
     seed = plan.spec.seed
     if search.fixed_configs is not None:
         return FixedConfigs(list(search.fixed_configs))
@@ -88,27 +123,52 @@ def _searcher(plan: StudyPlan, search: SearchPlan) -> Searcher:
         return FixedConfigs(grid_configs(space, _grids(search), search.grid_repeats, seed))
     if search.searcher == "random":
         return RandomConfigs(space, seed)
-    optuna = OptunaSearch(
-        OptunaSearch.convert_search_space(space),
-        metric=search.metric,
-        mode=search.mode,
-        sampler=_tpe_sampler(seed, search.n_trials),
-    )
+    optuna = _optuna(plan, search, space, target)
     if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
         return optuna
     return BatchedSearcher(optuna, plan.concurrency, search.n_trials, _settle_epoch(plan, search))
 
 
-def search_and_schedule(plan: StudyPlan, tuner: TunerPlan) -> tuple[VariantSearcher, VariantScheduler]:
-    """Each variant its own searcher and its own scheduler, inside the one Tuner."""
+def search_and_schedule(
+    plan: StudyPlan, tuner: TunerPlan, optuna: OptunaTarget | None = None
+) -> tuple[VariantSearcher, VariantScheduler]:
+    """Each variant its own searcher and its own scheduler, inside the one Tuner; each Optuna
+    search persisted in `optuna`'s database (None: in memory only)."""
     searches = {s.trial_variant: s for s in tuner.searches}
     searcher = VariantSearcher(
-        {v: _searcher(plan, s) for v, s in searches.items()},
+        {v: _searcher(plan, s, optuna) for v, s in searches.items()},
         {v: s.n_trials for v, s in searches.items()},
         {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
     )
     schedulers = {v: _scheduler(plan, s) for v, s in searches.items()}
     return searcher, VariantScheduler(schedulers, plan.concurrency)
+
+
+# id(data) -> (the data, the Ray session it was put in, its object): see trial_data.
+_SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
+
+
+def trial_data(data: TaskSplits) -> Any:
+    """The (test-free) splits as one object in Ray's object store, put once per Ray session.
+
+    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them
+    plain ndarrays, which Ray shares instead of unpickling a copy per trial), so concurrent
+    trials on a node read one copy. Every Tuner of a study ships the same data; putting it per
+    Tuner would pin another copy each time (Tune's parameter registry never releases its objects).
+    """
+    if not ray.is_initialized():  # tune.with_parameters puts it once Ray starts
+        return data.without_test()
+    for key, (ref, *_) in list(_SHIPPED.items()):
+        if ref() is None:  # that study's data are gone: let its object go too
+            del _SHIPPED[key]
+    context = ray.get_runtime_context()
+    # Objects of an earlier session are gone with it: a new connection is a new job, a new local
+    # cluster a new node (which may count jobs from 1 again).
+    session = f"{context.get_job_id()}@{context.get_node_id()}"
+    hit = _SHIPPED.get(id(data))
+    if hit is None or hit[0]() is not data or hit[1] != session:
+        hit = _SHIPPED[id(data)] = (weakref.ref(data), session, ray.put(data.without_test()))
+    return hit[2]
 
 
 def make_trainable(
@@ -117,9 +177,8 @@ def make_trainable(
     cls = PretrainTrainable if tuner.pretraining else FinetuneTrainable  # a pretraining's search or re-runs
     extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
     res = plan.spec.resources
-    # with_parameters puts the (test-free) data in Ray's object store once, not per trial.
     return tune.with_resources(
-        tune.with_parameters(cls, spec=plan.spec, data=data.without_test(), **extra),
+        tune.with_parameters(cls, spec=plan.spec, data=trial_data(data), **extra),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
 
@@ -178,13 +237,18 @@ def build_tuner(
     storage: str,
     callbacks: list,
     spt_checkpoints: dict[str, str] | None = None,
+    optuna: OptunaTarget | None = None,
+    trainable: Any = None,
 ) -> tune.Tuner:
-    """One Tuner of the given searches (all pretraining or all finetuning)."""
-    searcher, scheduler = search_and_schedule(plan, tuner)
+    """One Tuner of the given searches (all pretraining or all finetuning). `trainable` replaces the
+    study's Trainable (benchmarks/driver_scale.py: a no-op trial that measures the driver alone,
+    through the same searcher, scheduler and callbacks)."""
+    searcher, scheduler = search_and_schedule(plan, tuner, optuna)
     run = {"metric": tuner.metric, "mode": tuner.mode, "n_trials": tuner.n_trials, "name": tuner.experiment,
            "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs,
            "progress": [ProgressRow(s.trial_variant, s.n_trials, s.epochs) for s in tuner.searches]}
-    return _tuner(plan, make_trainable(plan, tuner, data, spt_checkpoints), searcher, scheduler, run)
+    trainable = trainable if trainable is not None else make_trainable(plan, tuner, data, spt_checkpoints)
+    return _tuner(plan, trainable, searcher, scheduler, run)
 
 
 # ---------------------------------------------------------------- the study's one Tuner
@@ -193,11 +257,15 @@ STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
 
 
 def staged_search(
-    plan: StudyPlan, stages: list[Stage], checkpoints: Checkpoints, selections: dict[str, list[Selection]]
+    plan: StudyPlan,
+    stages: list[Stage],
+    checkpoints: Checkpoints,
+    selections: dict[str, list[Selection]],
+    optuna: OptunaTarget | None = None,
 ) -> tuple[StagedSearcher, VariantScheduler]:
-    """Every stage its own searcher (re-runs get theirs when released) and its own scheduler, routed by
-    the `stage` each trial's config names."""
-    searchers = {s.label: _searcher(plan, s.search) for s in stages if not s.is_rerun}
+    """Every stage its own searcher (re-runs get theirs when released; each Optuna search persisted in
+    `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names."""
+    searchers = {s.label: _searcher(plan, s.search, optuna) for s in stages if not s.is_rerun}
     fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
     searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections)
     schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
@@ -214,13 +282,17 @@ def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
             own[pretraining.label] = own[pretraining.rerun_label] = source.without_test()
     res = plan.spec.resources
     return tune.with_resources(
-        tune.with_parameters(StudyTrainable, spec=plan.spec, data=data.without_test(), stage_data=own),
+        tune.with_parameters(StudyTrainable, spec=plan.spec, data=trial_data(data), stage_data=own),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
 
 
 def build_study_tuner(
-    plan: StudyPlan, data: TaskSplits, searcher: StagedSearcher, scheduler: VariantScheduler, storage: str,
+    plan: StudyPlan,
+    data: TaskSplits,
+    searcher: StagedSearcher,
+    scheduler: VariantScheduler,
+    storage: str,
     callbacks: list,
 ) -> tune.Tuner:
     """The study's one Tuner. Its metric is bookkeeping only (every trial reports it): each stage's
@@ -239,6 +311,4 @@ def restore_study_tuner(path: str, plan: StudyPlan, data: TaskSplits) -> tune.Tu
     """Continue the study's interrupted Tuner: the staged searcher comes back with what each stage had
     released and selected, and each stage's searcher with its own state."""
     use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
-    return tune.Tuner.restore(
-        path, trainable=study_trainable(plan, data), resume_unfinished=True, resume_errored=True
-    )
+    return tune.Tuner.restore(path, trainable=study_trainable(plan, data), resume_unfinished=True, resume_errored=True)

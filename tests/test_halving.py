@@ -14,6 +14,7 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.ranking import creation_index
+from sptune.rungs import planned_epochs
 from sptune.variant_search import VariantScheduler
 
 # Validation accuracy per epoch of six trials (index 1..6); trials 3 and 4 are identical.
@@ -142,9 +143,9 @@ def test_min_mode_keeps_the_lowest_loss():
     assert epochs == {"t1": 1, "t2": 8}
 
 
-def _two_running(budget: int) -> tuple[SuccessiveHalving, Controller, Trial, Trial]:
+def _two_running(budget: int, eta: float = 2) -> tuple[SuccessiveHalving, Controller, Trial, Trial]:
     """A variant of `budget` trials whose first two are running."""
-    scheduler = SuccessiveHalving(budget, MAX_T, 1, 2, "val_acc", "max")
+    scheduler = SuccessiveHalving(budget, MAX_T, 1, eta, "val_acc", "max")
     controller = Controller(scheduler)
     first, second = _trial(1), _trial(2)
     for trial in (first, second):
@@ -154,7 +155,7 @@ def _two_running(budget: int) -> tuple[SuccessiveHalving, Controller, Trial, Tri
 
 
 def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
-    scheduler, controller, first, second = _two_running(3)
+    scheduler, controller, first, second = _two_running(3, eta=3)
     for trial in (first, second):
         _report(controller, trial, 1, CURVES)
     # Both wait at the rung for the third trial, paused, without a slot, and are never chosen.
@@ -167,7 +168,7 @@ def test_the_first_rung_waits_for_the_whole_budget_and_counts_pauses_out():
     third.set_status(Trial.RUNNING)
     controller.scheduler.on_trial_error(controller, third)  # it fails before the rung ...
     third.set_status(Trial.ERROR)
-    # ... so the rung is decided between the two that reached it: the better one (0.40) goes on.
+    # ... so the rung is decided between the two that reached it: ⌈3/3⌉ = 1 goes on, the better (0.40).
     assert first.status == Trial.TERMINATED and "t2" not in controller.search_alg.searcher.paused
     assert scheduler.choose_trial_to_run(controller) is second
 
@@ -206,3 +207,26 @@ def test_variant_scheduler_resumes_in_trial_order_within_the_concurrency_limit()
 @pytest.mark.parametrize("tag, index", [("12_lr=0.1,batch_size=32", 12), ("", 0), (None, 0)])
 def test_trial_index_is_read_from_the_experiment_tag(tag, index):
     assert creation_index(tag) == index
+
+
+def test_a_rung_keeps_its_planned_size_when_a_trial_fails_before_it():
+    """Rung sizes are n, ⌈n/η⌉, ... of the trials that entered (sptune.rungs): a variant whose
+    trial fails still trains as many trials on as the plan says."""
+    scheduler = SuccessiveHalving(5, MAX_T, 1, 2, "val_acc", "max")
+    controller = Controller(scheduler)
+    trials = [_trial(i) for i in range(1, 6)]
+    for trial in trials:
+        controller.add(trial)
+        trial.set_status(Trial.RUNNING)
+    scheduler.on_trial_error(controller, trials[4])  # trial 5 fails for good before epoch 1
+    trials[4].set_status(Trial.ERROR)
+    for trial in trials[:4]:
+        _report(controller, trial, 1, CURVES)
+    # ⌈5/2⌉ = 3 of the 4 that reached the rung go on (2: 0.40, 3 and 4: 0.35); only trial 1 (0.30) stops.
+    assert [t.status for t in trials[:4]] == [Trial.TERMINATED, Trial.PAUSED, Trial.PAUSED, Trial.RUNNING]
+    assert scheduler.sizes == [5, 3, 2, 1]
+
+
+def test_the_epochs_spent_are_the_planned_ones():
+    epochs = simulate(_halving(), random.Random(0))
+    assert sum(epochs.values()) == planned_epochs("sha", len(CURVES), 1, 2, MAX_T) == 6 + 3 + 2 * 2 + 4

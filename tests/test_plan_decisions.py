@@ -40,3 +40,21 @@ def test_fifo_claims_no_early_stopping(repo_root, mode):
 def test_no_searcher_line_without_optuna(repo_root):
     text = _describe(repo_root, "scheduler.type=sha", "searcher.type=random")
     assert "Searcher:" not in text
+
+
+def test_hyperband_says_it_is_order_independent_and_shows_its_brackets(repo_root):
+    text = _describe(repo_root, "scheduler.type=hyperband")
+    assert "Scheduler: synchronous Hyperband per variant (grace 5 epochs, η 2;" in text
+    assert text.count("order-independent") == 2 and "depend on finish order" not in text
+    # 6 trials over rungs 5, 10 of 20 epochs: brackets of 2, 2 and 2 trials, the last with no rung.
+    bracket = "[2 → 1 → 1 trials to epochs 5 → 10 → 20 (25 trial-epochs)] [2 → 1 trials to epochs 10 → 20 "
+    assert f"hyperband, 3 brackets: {bracket}(30 trial-epochs)] [2 trials to epochs 20 (40 trial-epochs)] = 95" in text
+
+
+def test_synchronous_halving_shows_its_rung_sizes_and_the_total_counts_them(repo_root):
+    text = _describe(repo_root, "scheduler.type=sha")
+    assert "halving: 6 → 3 → 2 trials to epochs 5 → 10 → 20 (65 trial-epochs)" in text
+    assert "halving: 4 → 2 → 1 trials to epochs 5 → 10 → 20 (40 trial-epochs)" in text  # the pretraining
+    # 40 + 2 x 65 searched, 2 variants x 3 seeds x 20 re-run: exact, not 16 trials x 20 epochs.
+    assert "at most 290 trial-epochs" in text
+    assert "at most 440 trial-epochs" in _describe(repo_root, "scheduler.type=asha")  # asynchronous: no bound

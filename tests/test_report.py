@@ -288,6 +288,8 @@ def test_edge_rules_for_ranges_and_tried_lrs():
 def test_rungs_and_statistics():
     assert asha_rungs({"scheduler": {"type": "asha", "grace_period": 5, "reduction_factor": 2}}, 20, []) == [5, 10, 20]
     assert asha_rungs({}, 20, [5, 20, 5, 10]) == [5, 10, 20]
+    hyperband = {"scheduler": {"type": "hyperband", "grace_period": 2, "reduction_factor": 3}}
+    assert asha_rungs(hyperband, 16, [2, 6, 16]) == [2, 6, 16]  # its brackets stop on sha's ladder
     d = paired_delta({"0": 0.95, "1": 0.97}, {"0": 0.90, "1": 0.93})
     assert d.paired and d.mean == pytest.approx(0.045)
     assert paired_delta({"0": 0.95}, {"1": 0.90}).paired is False

@@ -46,7 +46,7 @@ def test_settings_that_are_not_used_are_not_checked():
     assert SchedulerSpec(type="fifo", grace_period=0, reduction_factor=0.5).type == "fifo"
 
 
-@pytest.mark.parametrize("halving", ["sha", "asha"])
+@pytest.mark.parametrize("halving", ["sha", "hyperband", "asha"])
 def test_halving_settings(halving):
     assert "grace_period: must be >= 1 (got 0)" in _refused(SchedulerSpec, {"type": halving, "grace_period": 0})
     refused = _refused(SchedulerSpec, {"type": halving, "reduction_factor": 1})

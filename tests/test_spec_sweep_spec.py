@@ -42,6 +42,11 @@ def _where(*overrides: str) -> str:
         (["scheduler.grace_period=21"], "scheduler.grace_period"),
         (["scheduler.grace_period=11", "pretrain.epochs=10"], "scheduler.grace_period"),
         (["rerun_seeds=0"], "rerun_seeds"),
+        # Synchronous Hyperband: an async Optuna learns nothing; every bracket needs a trial of its own.
+        (["scheduler.type=hyperband", "searcher.mode=async"], "searcher.mode"),
+        (["scheduler.type=hyperband", "variants.scratch.num_samples=2"], "variants.scratch.num_samples"),
+        (["scheduler.type=hyperband", "pretrain.num_samples=2"], "pretrain.num_samples"),
+        (["scheduler.type=hyperband", f"variants.g={{kind: scratch, {GRID}}}"], "variants.g.grid_repeats"),
         (["max_failures=-1"], "max_failures"),
         (["variants.spt.epochs=0"], "variants.spt.epochs"),
         (["seeds=3"], "seeds"),
@@ -63,6 +68,11 @@ def test_refused_at(overrides, where):
         ["pretrain=null", "variants.spt.kind=scratch"],  # nothing needs pretraining
         ["scheduler.grace_period=11", "pretrain.epochs=0"],  # a 0-epoch pretraining is no stage
         ["scheduler.type=fifo", "scheduler.grace_period=100"],  # FIFO has no grace period
+        ["scheduler.type=hyperband"],  # 3 brackets (rungs 5, 10 of 20 epochs), 4 and 6 trials per search
+        # Rung 10 only: 2 brackets; a 0-epoch pretraining trains nothing, so its 2 trials need no bracket.
+        ["scheduler.type=hyperband", "scheduler.grace_period=10", "variants.scratch.num_samples=2"],
+        ["scheduler.type=hyperband", "pretrain.num_samples=2", "pretrain.epochs=0"],
+        ["scheduler.type=hyperband", "searcher.type=random", "searcher.mode=async"],  # random learns nothing anyway
         [f"variants.lm={{kind: fpt_frozen, {GRID}}}", "language_model.path=/models/gpt2"],
         ["model.family=ssm"],
         ["model.pooling=cls"],  # every variant bidirectional
@@ -105,3 +115,11 @@ def test_the_cls_refusal_names_the_fix():
     with pytest.raises(SpecError) as caught:
         _spec("model.pooling=cls", f"variants.c={{kind: spt_causal, {GRID}}}")
     assert "variant 'c'" in caught.value.problem and caught.value.fix == "use last or mean pooling for causal models"
+
+
+def test_a_hyperband_budget_too_small_says_how_many_trials_it_needs():
+    with pytest.raises(SpecError) as caught:
+        _spec("scheduler.type=hyperband", "variants.spt.num_samples=2")
+    text = str(caught.value)
+    assert "hyperband over 20 epochs (grace 5, η 2) has 3 brackets, one trial each at least; this search has 2" in text
+    assert "give it >= 3 trials" in text and "scheduler.type: sha" in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,26 @@ def test_without_test_refuses_even_in_final_evaluation():
     trial = splits_counting([]).without_test()
     with holdout.final_evaluation(), pytest.raises(holdout.SealedSplitError):
         _ = trial.test
+
+
+def _no_test() -> ArraySplit:
+    raise AssertionError("not read here")
+
+
+def test_shipped_splits_are_plain_arrays_over_the_same_memory_that_pickle_out_of_band(tmp_path):
+    # The prepared cache hands out np.memmap arrays (slices and casts of them stay memmaps), which
+    # pickle *in band*: Ray would unpickle a private copy of the whole split in every trial. Plain
+    # contiguous ndarrays pickle out of band, so the object store's one copy is shared instead.
+    np.save(tmp_path / "x.npy", np.arange(3000, dtype=np.int16).reshape(1000, 3))
+    cached = np.load(tmp_path / "x.npy", mmap_mode="c")
+    strided = np.arange(80).reshape(20, 4)[:, ::2]  # a view pickle cannot hand over as one buffer
+    loaded = TaskSplits(INFO, ArraySplit(cached[:500], np.arange(500)), ArraySplit(strided, np.arange(20)), _no_test)
+    shipped = loaded.without_test()
+    assert type(shipped.train.x) is np.ndarray and np.shares_memory(shipped.train.x, cached)  # a view, no copy
+    assert shipped.val.x.flags.c_contiguous and shipped.val.x.tolist() == strided.tolist()
+    buffers: list[pickle.PickleBuffer] = []
+    pickle.dumps(shipped, protocol=5, buffer_callback=buffers.append)
+    arrays = (shipped.train.x, shipped.train.y, shipped.val.x, shipped.val.y)
+    assert sorted(b.raw().nbytes for b in buffers) == sorted(a.nbytes for a in arrays)
+    # What was loaded is untouched (a study keeps using it on the driver).
+    assert type(loaded.train.x) is np.memmap

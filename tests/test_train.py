@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -224,3 +225,53 @@ def test_adamw_gets_betas_and_eps():
     loop = _finetune(betas=(0.8, 0.95), eps=1e-6)
     for group in loop.optimizer.param_groups:
         assert group["betas"] == (0.8, 0.95) and group["eps"] == 1e-6
+
+
+# ---------------------------------------------------------------- shared, read-only splits
+
+
+def _read_only(split: ArraySplit, dtype: str) -> ArraySplit:
+    """The split as trials receive it: read-only views of shared memory, compacted ids (int16)."""
+    x, y = split.x.astype(dtype), split.y.copy()
+    x.flags.writeable = y.flags.writeable = False
+    return ArraySplit(x, y)
+
+
+SHARED_LOOPS = {
+    "finetune_pixels": lambda tr, va, info: FinetuneLoop(
+        ModelConfig(_encoder(), num_classes=3), info, tr, va, _optim()
+    ),
+    "masked_pixels": lambda tr, va, info: PretrainLoop(
+        _encoder(), PretrainObjective("masked", 0.5, "l2"), info, tr, va, _optim()
+    ),
+    "masked_tokens": lambda tr, va, info: PretrainLoop(
+        _encoder(input_kind="tokens", vocab_size=12), PretrainObjective("masked", 0.5, "ce"), info, tr, va, _optim()
+    ),
+    "causal_tokens": lambda tr, va, info: PretrainLoop(
+        _encoder(input_kind="tokens", vocab_size=12), PretrainObjective("causal", 0.5, "ce"), info, tr, va, _optim()
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SHARED_LOOPS)
+def test_loops_train_on_read_only_shared_splits_without_copying_writing_or_changing_a_batch(name):
+    info = TOKENS if "tokens" in name else INFO
+    dtype = "int16" if "tokens" in name else "uint8"  # as compacted / stored
+    train, val = _split(32, 0, info), _split(16, 1, info)
+    shared_train, shared_val = _read_only(train, dtype), _read_only(val, dtype)
+    kept = [a.copy() for a in (shared_train.x, shared_train.y, shared_val.x, shared_val.y)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*not writable")  # handled deliberately, not leaked
+        loop = SHARED_LOOPS[name](shared_train, shared_val, info)
+    # The loop trains on the arrays' own memory: one copy per node, not one per trial.
+    assert loop.train_x.data_ptr() == shared_train.x.ctypes.data
+    assert loop.val_x.data_ptr() == shared_val.x.ctypes.data
+    shared = [loop.train_epoch() for _ in range(2)]
+    # Nothing wrote into the shared arrays (numpy's read-only flag does not stop torch).
+    for before, now in zip(kept, (shared_train.x, shared_train.y, shared_val.x, shared_val.y), strict=True):
+        assert np.array_equal(before, now)
+    # Same seed, same batches, same numbers as private writable int64 arrays.
+    private = SHARED_LOOPS[name](train, val, info)
+    expected = [private.train_epoch() for _ in range(2)]
+    for got, want in zip(shared, expected, strict=True):
+        assert {**got, "epoch_seconds": 0} == {**want, "epoch_seconds": 0}

@@ -1,14 +1,20 @@
-"""The Tuner's parts rank trials by the number selection uses: each trial's best-so-far score."""
+"""The Tuner's parts rank trials by the number selection uses: each trial's best-so-far score; and its
+trials read the study's data from one shared copy per node."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from ray import cloudpickle
 
+import sptune.tuners
 from sptune.plan import TunerPlan, build_plan
 from sptune.spec import load_spec
-from sptune.tasks.base import TaskInfo
+from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+from sptune.trainables import FinetuneTrainable
 from sptune.tuners import search_and_schedule
 
 
@@ -40,3 +46,69 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
         searcher.on_trial_complete(trial, result)
     completed = [t for t in _optuna_study(searcher.searchers["scratch"]).trials if t.state.name == "COMPLETE"]
     assert [t.value for t in completed] == [0.90] * len(trials)  # selection would pick epoch 2 at 0.90
+
+
+# ---------------------------------------------------------------- one copy of the data per node
+
+
+def _mapping_of(address: int) -> str:
+    """The file backing the memory at `address` in this process ("" for anonymous memory)."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            low, high = (int(a, 16) for a in fields[0].split("-"))
+            if low <= address < high:
+                return fields[5] if len(fields) > 5 else ""
+    return ""
+
+
+class WhereIsMyData(FinetuneTrainable):
+    """A real trial that also reports where its loop's training/validation tensors live."""
+
+    def step(self) -> dict:
+        result = super().step()
+        loop = self.loop
+        result["train_x_in"] = _mapping_of(loop.train_x.data_ptr())
+        result["val_x_in"] = _mapping_of(loop.val_x.data_ptr())
+        result["train_x_writeable"] = bool(self.data.train.x.flags.writeable)
+        result["checksum"] = int(loop.train_x.sum())
+        return result
+
+
+@pytest.fixture
+def cached_splits(tmp_path) -> TaskSplits:
+    """Splits as the prepared cache hands them out: np.memmap (the case that used to be copied)."""
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 4000), ("val", 500)):
+        np.save(tmp_path / f"{name}_x.npy", rng.integers(0, 17, (n, 64)).astype(np.uint8))  # 256 kB: the shared store
+        np.save(tmp_path / f"{name}_y.npy", rng.integers(0, 10, n))
+    train, val = (
+        ArraySplit(*(np.load(tmp_path / f"{s}_{a}.npy", mmap_mode="c") for a in "xy")) for s in ("train", "val")
+    )
+    return TaskSplits(TaskInfo("digits", "continuous", 64, 10, levels=17), train, val, lambda: None)
+
+
+def test_concurrent_trials_train_on_the_one_shared_copy_in_the_object_store(
+    ray_session, repo_root, cached_splits, tmp_path
+):
+    edits = ["finetune.epochs=1", "variants.scratch.num_samples=2", "scheduler.type=fifo", "model.n_layers=1"]
+    edits += ["resources.cpu=0.5", "resources.max_concurrent=2"]  # both trials at once on 2 CPUs
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", edits)
+    two = build_plan(spec, cached_splits.info, cluster_cpus=2)
+    scratch = next(s for s in two.variant_searches() if s.variant == "scratch")
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this module
+    original, sptune.tuners.FinetuneTrainable = sptune.tuners.FinetuneTrainable, WhereIsMyData
+    try:
+        # One object per study and Ray session, whichever Tuner asks (none pins a copy of its own).
+        assert sptune.tuners.trial_data(cached_splits) is sptune.tuners.trial_data(cached_splits)
+        tuner = sptune.tuners.build_tuner(two, TunerPlan("shared", (scratch,)), cached_splits, str(tmp_path), [])
+        results = [r.metrics for r in tuner.fit()]
+    finally:
+        sptune.tuners.FinetuneTrainable = original
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert len(results) == scratch.n_trials >= 2
+    for metrics in results:
+        # Each trial's loop reads Ray's shared-memory store itself: no private copy anywhere.
+        assert "plasma" in metrics["train_x_in"] and "plasma" in metrics["val_x_in"], metrics
+        assert metrics["train_x_writeable"] is False
+        assert metrics["checksum"] == int(cached_splits.train.x.sum())

@@ -265,7 +265,8 @@ def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session,
     out = tmp_path / "out"
     assert main([str(spec), "--output", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert (out / "ray_results" / "pretrain-on-pathfinder-gen_n120").is_dir()
+    stages = {json.loads(t.read_text())["stage"] for t in (out / "ray_results" / "study").glob("*/params.json")}
+    assert "pretrain-on-pathfinder-gen_n120" in stages  # a stage of the study's one Tuner
     client = MlflowClient(results["mlflow"]["tracking_uri"])
     runs = client.search_runs([results["mlflow"]["experiment_id"]],
                               f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -16,3 +16,5 @@ class RunOptions:
     address: str | None = None  # None: $RAY_ADDRESS, else a local Ray instance
     storage: str | None = None  # None: OUTPUT/ray_results
     resume: bool = False
+    # None: $SPTUNE_OPTUNA_STORAGE, else OUTPUT/optuna.db; may hold a password: never printed (repr=False)
+    optuna_storage: str | None = field(default=None, repr=False)

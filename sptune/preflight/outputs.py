@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from sptune.errors import SpecError
+from sptune.optuna_storage import recorded_storage, redact
 from sptune.spec import SweepSpec
 
 if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
@@ -49,3 +50,20 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
             "resume with the same spec and --set overrides, or start a new study in a new --output",
         )
     return state
+
+
+def check_optuna_record(out: Path, given: str | None) -> None:
+    """--resume continues the Optuna searches in the database they started in (OUTPUT/optuna.json)."""
+    recorded = recorded_storage(out)
+    if recorded == (redact(given) if given else None):
+        return
+    if recorded is None:
+        raise SpecError(
+            f"--optuna-storage {redact(given)}", "this study's Optuna searches are in its own optuna.db",
+            "resume without --optuna-storage (and without SPTUNE_OPTUNA_STORAGE)",
+        )
+    raise SpecError(
+        f"--optuna-storage {redact(given) if given else '(not given)'}",
+        f"this study's Optuna searches are in {recorded}",
+        "resume with --optuna-storage set to that database's URL (with its password, if it needs one)",
+    )

@@ -5,18 +5,25 @@ tracking server, then the Ray cluster."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sptune import ray_session
 from sptune.campaign import CampaignStudy, expand, is_campaign
 from sptune.errors import SptuneError
+from sptune.optuna_storage import given_url
 from sptune.plan import StudyPlan, concurrency
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
-from sptune.preflight.outputs import check_output_dir, default_output_dir
-from sptune.preflight.services import check_ray_head, check_storage_for_nodes, check_tracking_server, ray_address
+from sptune.preflight.outputs import check_optuna_record, check_output_dir, default_output_dir
+from sptune.preflight.services import (
+    check_optuna_storage,
+    check_ray_head,
+    check_storage_for_nodes,
+    check_tracking_server,
+    ray_address,
+)
 from sptune.spec import SweepSpec, read_yaml
 from sptune.tasks.base import TaskSplits
 
@@ -61,6 +68,8 @@ class ReadyStudy:
     resume_state: StudyState | None  # the interrupted study's saved state (None: a new study)
     storage: str | None  # Tune storage path or URI; None: OUTPUT/ray_results
     spt_cache_dir: Path | None  # campaigns share SPT checkpoints between studies
+    # The Optuna searches' database URL; None: OUTPUT/optuna.db. May hold a password: never shown.
+    optuna_storage: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,9 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
     for uri in dict.fromkeys(s.tracking.uri for s in studies):
         check_tracking_server(uri)
+    for study in studies:
+        if study.optuna_storage is not None:
+            check_optuna_storage(study.optuna_storage, study.run_name, options.resume)
     cpus = _connect_cluster(address, options.storage)
     studies = [dataclasses.replace(s, plan=_fit(s.plan, cpus)) for s in studies]
     if planned.campaign is None:
@@ -111,6 +123,9 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     spec, member = planned.inputs.spec, planned.member
     out = root / member.name if in_campaign else root
     state = check_output_dir(out, spec, options.resume, explicit=options.output is not None)
+    optuna_storage = given_url(options.optuna_storage)
+    if state is not None:
+        check_optuna_record(out, optuna_storage)
     store_dir = root  # a campaign keeps one MLflow store for all its studies
     uri = (state.tracking_uri if state else None) or options.tracking_uri or spec.tracking.uri
     uri = uri or f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
@@ -129,6 +144,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         resume_state=state,
         storage=storage,
         spt_cache_dir=root / "spt_cache" if in_campaign else None,
+        optuna_storage=optuna_storage,
     )
 
 

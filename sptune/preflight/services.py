@@ -1,4 +1,4 @@
-"""The services a study talks to: the MLflow tracking server and the Ray cluster.
+"""The services a study talks to: the MLflow tracking server, the Optuna database and the Ray cluster.
 
 Each answers within seconds here, or the study is refused: ray.init retries a head that
 does not answer for many minutes, and MLflow's client retries a dead server for longer.
@@ -10,8 +10,14 @@ import os
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
+
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from sptune.errors import RuntimeFailure, SpecError
+from sptune.optuna_storage import redact
 
 TIMEOUT_S = 5.0
 
@@ -64,3 +70,61 @@ def check_storage_for_nodes(storage: str | None, alive_nodes: int) -> None:
             f"the cluster has {alive_nodes} nodes but results would go to a local directory of this machine",
             "pass --storage pointing at shared storage (NFS path or s3://)",
         )
+
+
+def check_optuna_storage(url: str, study: str, resume: bool) -> None:
+    """--optuna-storage: a database URL, a database that answers within seconds, and for a new
+    study none of its Optuna study names (STUDY/...) already taken by an earlier run, whose trials
+    a new search would otherwise silently continue. The password is never shown."""
+    where = f"--optuna-storage {redact(url)}"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise SpecError(where, "this is not a database URL",
+                        "pass e.g. postgresql://USER@HOST:5432/DB or sqlite:////ABSOLUTE/PATH/optuna.db") from None
+    if parsed.get_backend_name() == "sqlite" and not _sqlite_file(where, parsed.database):
+        return  # a new SQLite file: nothing to reach, nothing taken
+    taken = [name for name in _study_names(where, url, parsed) if name.startswith(f"{study}/")]
+    if taken and not resume:
+        raise SpecError(
+            where, f"it already holds Optuna studies of a study named '{study}' ({', '.join(sorted(taken))}): "
+            "a new study would continue their searches",
+            "pass --set name=NEW_NAME, use another database, or --resume --output DIR to continue that study",
+        )
+
+
+def _sqlite_file(where: str, database: str | None) -> bool:
+    """Whether the SQLite file exists; refused: in-memory (the searches would be lost), no such directory."""
+    if not database or database == ":memory:":
+        raise SpecError(where, "an in-memory SQLite database keeps nothing after the study",
+                        "name a file, e.g. sqlite:////ABSOLUTE/PATH/optuna.db, or drop --optuna-storage")
+    path = Path(database)
+    if not path.parent.is_dir():
+        raise SpecError(where, f"the directory {path.parent} does not exist", "create it or name another file")
+    return path.exists()
+
+
+def _study_names(where: str, url: str, parsed: URL) -> list[str]:
+    """Every Optuna study name in the database ([] before Optuna has created its tables)."""
+    timeout = {"connect_timeout": int(TIMEOUT_S)} if parsed.get_backend_name() in ("postgresql", "mysql") else {}
+    try:
+        engine = create_engine(url, connect_args=timeout)
+    except (ImportError, NoSuchModuleError) as err:
+        raise SpecError(where, f"no database driver for '{parsed.drivername}' ({err})",
+                        "install it, e.g. `pip install 'psycopg[binary]'` for postgresql://") from None
+    try:
+        with engine.connect() as conn:
+            if not inspect(conn).has_table("studies"):
+                return []
+            return [row[0] for row in conn.execute(text("SELECT study_name FROM studies"))]
+    except SQLAlchemyError as err:
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
+        if parsed.password:
+            reason = reason.replace(str(parsed.password), "***")
+        raise RuntimeFailure(
+            where, f"the Optuna database does not answer ({reason})",
+            "start it, or check the host, port, user and database in the URL (a password may also come from "
+            "PGPASSWORD or ~/.pgpass), or drop --optuna-storage to keep the searches in OUTPUT/optuna.db",
+        ) from None
+    finally:
+        engine.dispose()

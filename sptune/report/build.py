@@ -32,10 +32,8 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
 
 def study_importances(run_dir: Path) -> dict[str, dict[str, float]]:
     """variant -> hyperparameter -> Optuna importance; empty without an Optuna storage (or too few trials)."""
-    try:
-        from sptune.optuna_storage import variant_importances
-    except ImportError:  # the Optuna storage module is newer than this report; without it there is nothing to show
-        return {}
+    from sptune.optuna_storage import variant_importances  # imports optuna: only when a report is built
+
     return variant_importances(run_dir)
 
 

@@ -57,11 +57,11 @@ class TaskFigures:
 
 
 def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
-    """Halving rungs (grace × rf^k below max_t: synchronous halving's, and ASHA's as Ray places them) plus max_t;
-    else (FIFO) distinct epochs reached."""
+    """Halving rungs (grace × rf^k below max_t: synchronous halving's, every Hyperband bracket's from some k on, and
+    ASHA's as Ray places them) plus max_t; else (FIFO) distinct epochs reached."""
     sched = spec.get("scheduler") or {}
     grace, rf = as_float(sched.get("grace_period")), as_float(sched.get("reduction_factor"))
-    if sched.get("type", "sha") not in ("sha", "asha") or not grace or not rf or rf <= 1 or not max_epochs:
+    if sched.get("type", "sha") not in ("sha", "hyperband", "asha") or not grace or not rf or rf <= 1 or not max_epochs:
         return sorted(set(reached))
     rungs, r = [], grace
     while r < max_epochs:

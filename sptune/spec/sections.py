@@ -153,8 +153,10 @@ class VariantSpec(Strict):
 class SchedulerSpec(Strict):
     # sha: synchronous successive halving per variant, whose decisions do not depend on the order
     # trials finish in (the default: the same spec and seed select the same configs on any
-    # machine); asha: asynchronous, faster, but who survives depends on finish order; fifo: none.
-    type: Literal["sha", "asha", "fifo"] = "sha"
+    # machine); hyperband: brackets of sha starting at later and later rungs, the last without
+    # early stopping (order-independent too; sptune.hyperband); asha: asynchronous, faster, but
+    # who survives depends on finish order; fifo: none.
+    type: Literal["sha", "hyperband", "asha", "fifo"] = "sha"
     grace_period: int = 2
     reduction_factor: float = 2.0
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from sptune.rungs import hyperband_brackets
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
+from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
     LanguageModelSpec,
@@ -72,6 +74,7 @@ class SweepSpec(Strict):
         self._check_pooling()
         self._check_grace_period()
         self._check_searcher_mode()
+        self._check_hyperband_budget()
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
@@ -116,9 +119,42 @@ class SweepSpec(Strict):
     def _check_searcher_mode(self) -> None:
         # Under synchronous halving every trial waits at the first rung for all of its variant's
         # trials, so none finishes before all are proposed: an async Optuna would learn nothing.
-        if self.scheduler.type == "sha" and self.searcher.mode == "async" and self.searcher.type == "optuna":
+        synchronous = self.scheduler.type in ("sha", "hyperband")
+        if synchronous and self.searcher.mode == "async" and self.searcher.type == "optuna":
             fix = "use searcher.mode: batched (told each trial's result at the first rung), or scheduler.type: asha"
-            raise problem("an async Optuna search learns nothing under synchronous halving", fix, "searcher.mode")
+            what = "synchronous halving" if self.scheduler.type == "sha" else "synchronous Hyperband"
+            raise problem(f"an async Optuna search learns nothing under {what}", fix, "searcher.mode")
+
+    def _check_hyperband_budget(self) -> None:
+        # Each bracket needs a trial of its own, in every search (sptune.rungs.bracket_trials).
+        s = self.scheduler
+        if s.type != "hyperband":
+            return
+        for where, trials, epochs in self._searches_for_budget():
+            brackets = len(hyperband_brackets(s.grace_period, s.reduction_factor, epochs))
+            if trials < brackets:
+                message = (f"hyperband over {epochs} epochs (grace {s.grace_period}, η {s.reduction_factor:g}) "
+                           f"has {brackets} brackets, one trial each at least; this search has {trials}")
+                fix = (f"give it >= {brackets} trials (num_samples; a grid: more points or grid_repeats), raise "
+                       "grace_period (fewer brackets), or use scheduler.type: sha")
+                raise problem(message, fix, where)
+
+    def _searches_for_budget(self) -> list[tuple[str, int, int]]:
+        """(field to fix, trials, epochs) of every search that trains: the pretraining's, each variant's."""
+        def budget(at: str, search: SearchSpec, samples: int, repeats: int, epochs: int) -> tuple[str, int, int]:
+            if search.has_grid():
+                return f"{at}grid_repeats", search.grid_size() * repeats, epochs
+            return f"{at}num_samples", samples, epochs
+
+        found = []
+        p = self.pretrain
+        if p is not None and self.needs_pretraining() and p.epochs > 0 and p.checkpoint is None:
+            found.append(budget("pretrain.", p.search, p.num_samples, p.grid_repeats, p.epochs))
+        for name, v in self.variants.items():
+            at = f"variants.{name}."
+            found.append(budget(at, v.search, self.variant_samples(name), self.variant_repeats(name),
+                                self.variant_epochs(name)))
+        return found
 
     def _check_baseline(self) -> None:
         # The default may be absent (then no Δ is printed, and the results say why); a name the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sptune.optuna_storage import OptunaTarget
 from sptune.plan import StudyPlan
 from sptune.results import ResultRow
 from sptune.stages import Checkpoints, Stage
@@ -39,6 +40,7 @@ class Study:
         resume: bool = False,
         storage: str | None = None,
         spt_cache_dir: Path | None = None,
+        optuna: OptunaTarget | None = None,
     ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
         self.state_file = StateFile(output_dir)
@@ -48,7 +50,7 @@ class Study:
         self.state_file.save()
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         storage = storage or str((output_dir / "ray_results").resolve())
-        self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume)
+        self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume, optuna)
         self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir)
 
     def run(self) -> list[ResultRow]:

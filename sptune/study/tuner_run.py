@@ -11,6 +11,8 @@ from typing import Any
 from ray import tune
 
 from sptune.errors import RuntimeFailure
+from sptune.live_metrics import TrialStateMetrics
+from sptune.optuna_storage import OptunaTarget
 from sptune.plan import SearchPlan, StudyPlan
 from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
@@ -109,11 +111,13 @@ class TunerRunner:
     """Runs the study's one Tuner; the state records each stage's selection as it is made."""
 
     def __init__(
-        self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool
+        self, plan: StudyPlan, data: TaskSplits, tracker: Tracker, state_file: StateFile, storage: str, resume: bool,
+        optuna: OptunaTarget | None = None,
     ) -> None:
         self.plan, self.data, self.tracker = plan, data, tracker
         self.state_file, self.state = state_file, state_file.state
         self.storage, self.resume = storage, resume
+        self.optuna = optuna  # where each Optuna search is kept (None: in memory)
 
     def run(self, stages: list[Stage], checkpoints: Checkpoints) -> None:
         """Run (or restore) the Tuner of `stages`; on return each has its SearchRecord in the state."""
@@ -122,6 +126,8 @@ class TunerRunner:
         self.state.failed.clear()
         self.state_file.save()
         self._tuner(stages, checkpoints).fit()
+        if self.optuna is not None:
+            self.optuna.close(tuple(s.search for s in stages if not s.is_rerun))
         fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
         if fresh is not None:
             self.state.searches.update(fresh.searches)
@@ -144,12 +150,15 @@ class TunerRunner:
             print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner ...", flush=True)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
-        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections)
+        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna)
         parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
-        return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, [logger, recorder])
+        # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
+        states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
+        callbacks = [logger, recorder, states]
+        return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""

@@ -36,6 +36,16 @@ class ArraySplit:
     def __len__(self) -> int:
         return len(self.y)
 
+    def shareable(self) -> ArraySplit:
+        """The split as plain C-contiguous ndarrays: views of the same memory where possible.
+
+        Pickle protocol 5 hands such an array's buffer over out of band, so a shared-memory store
+        (Ray's object store) keeps one copy that every reader maps without copying. A subclass such
+        as ``np.memmap`` (the prepared cache, and its slices and casts) or a strided view is pickled
+        in band instead, and every reader would unpickle a private copy of the whole split.
+        """
+        return ArraySplit(np.ascontiguousarray(self.x), np.ascontiguousarray(self.y))
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -100,8 +110,10 @@ class TaskSplits:
         )
 
     def without_test(self) -> TaskSplits:
-        """A copy whose test split cannot be read at all (shipped to trials)."""
-        return TaskSplits(self.info, self.train, self.val, _no_test_in_trials, self.source)
+        """What is shipped to trials: the splits with a test split that cannot be read at all,
+        and train/val as `ArraySplit.shareable` arrays, so that concurrent trials on a node read
+        one shared copy instead of each holding its own."""
+        return TaskSplits(self.info, self.train.shareable(), self.val.shareable(), _no_test_in_trials, self.source)
 
 
 def _no_test_in_trials() -> ArraySplit:
