@@ -4,6 +4,7 @@ skips flash-attn with the reason, and still times two concurrent trial processes
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -27,7 +28,9 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
         "--json",
         str(out),
     ]
-    proc = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    # benchmarks/ is sys.path[0] for the script: sptune comes from this checkout, installed or not.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo_root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "GPU numbers not available" in proc.stdout
     result = json.loads(out.read_text())
