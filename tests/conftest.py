@@ -25,6 +25,17 @@ def ray_session():
         ray.shutdown()
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models: a second torch thread only adds contention on a shared machine (3-10x slower here)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -18,13 +18,8 @@ CPU = torch.device("cpu")
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models: more threads only add contention on a shared machine.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models: a second thread only adds contention on a shared machine (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_on_cpu_nothing_is_copied_or_cached():

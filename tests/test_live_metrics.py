@@ -29,13 +29,13 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from helpers_browser import CHROMIUM, headless
 from helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
 
 from sptune.live_metrics import tokens_per_second
 
 REPO = Path(__file__).resolve().parents[1]
 PROMETHEUS = "/usr/bin/prometheus"
-CHROMIUM = "/usr/bin/chromium"
 SD_DEFAULT = "/tmp/ray/prom_metrics_service_discovery.json"
 SPEC = "search_spaces/digits_quick.yaml"
 # The small digits study of tests/test_cluster.py: 2 pretrain + 3 scratch + 3 spt trials, ~1 min.
@@ -268,20 +268,13 @@ def test_screenshot_of_prometheus_graph_of_an_sptune_metric(live):
     query = urllib.parse.urlencode({"g0.expr": SCREENSHOT_EXPR, "g0.tab": "0", "g0.range_input": "5m"})
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
         subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                f"--user-data-dir={profile}",
+            headless(
+                profile,
                 "--virtual-time-budget=8000",
                 "--window-size=1400,900",
                 f"--screenshot={out}",
                 f"{live.prometheus.url}/graph?{query}",
-            ],
+            ),
             capture_output=True,
             timeout=120,
             check=False,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers_browser import headless
 
 from sptune.optuna_storage import (
     OptunaTarget,
@@ -310,21 +311,11 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
     try:
         api = _wait_for_json(f"http://127.0.0.1:{port}/api/studies")
         url = f"http://127.0.0.1:{port}/dashboard/"
-        flags = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1400,900",
-            "--virtual-time-budget=10000",
-        ]
-        dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+        chromium = headless(tmp_path / "profile", "--window-size=1400,900", "--virtual-time-budget=10000")
+        dom = subprocess.run([*chromium, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
         shot = Path(repo_root) / "dashboards" / "screenshots" / "optuna-dashboard.png"
         shot.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+        subprocess.run([*chromium, f"--screenshot={shot}", url], capture_output=True, timeout=120)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers_browser import CHROMIUM, headless
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from PIL import Image
@@ -40,7 +41,6 @@ from sptune.report.records import ReportError
 from sptune.report.template import DASHBOARDS_ENV
 from sptune.stats import paired_delta
 
-CHROMIUM = "/usr/bin/chromium"
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md
 FIGURES = ("lr", "curves", "survival", "delta")
@@ -296,10 +296,7 @@ def test_rungs_and_statistics():
 
 
 def _chromium(url: str, out_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--hide-scrollbars",
-           f"--user-data-dir={out_dir / 'profile'}",
-           "--window-size=1400,2400", *extra, url]
+    cmd = headless(out_dir / "profile", "--hide-scrollbars", "--window-size=1400,2400", *extra, url)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=out_dir)
 
 

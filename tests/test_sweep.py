@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers_browser import headless
 from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
@@ -209,13 +210,10 @@ def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
             except OSError:
                 time.sleep(0.5)
         url = runs_url(f"http://127.0.0.1:{port}", results["mlflow"]["experiment_id"])
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-                 "--window-size=1400,900", "--virtual-time-budget=20000"]
-        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True,
-                             timeout=120).stdout
+        browser = headless(tmp_path / "profile", "--window-size=1400,900", "--virtual-time-budget=20000")
+        dom = subprocess.run([*browser, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
         shot = tmp_path / "mlflow_runs.png"
-        subprocess.run([chromium, *flags, f"--screenshot={shot}", url], capture_output=True, timeout=120)
+        subprocess.run([*browser, f"--screenshot={shot}", url], capture_output=True, timeout=120)
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)

@@ -31,13 +31,8 @@ def _split(n: int, seed: int, info: TaskInfo = INFO) -> ArraySplit:
 TRAIN, VAL = _split(32, 0), _split(16, 1)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models: a second thread only adds contention on a shared machine (3-10x slower here).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models: a second thread only adds contention on a shared machine (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _encoder(dropout: float = 0.2, **overrides) -> EncoderConfig:

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers_browser import CHROMIUM, FLAGS
 from helpers_cluster import MlflowServer
 from mlflow.tracking import MlflowClient
 
 from sptune.tracking import VIEW_COLUMNS
 
-CHROMIUM = "/usr/bin/chromium"
 SHOT = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots" / "mlflow-ui.png"
 TINY = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
@@ -115,8 +115,6 @@ def test_progress_shows_each_variants_trials_and_best_so_far(study):
 # ----------------------------------------------------------------------------- MLflow UI
 
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run"]  # fmt: skip
 
 
 def _printed_url(stdout: str) -> str:
