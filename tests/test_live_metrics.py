@@ -193,7 +193,10 @@ def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[st
         if expr.endswith(GPU_FALLBACK):
             queries[f"{key} without the fallback"] = expr.removesuffix(GPU_FALLBACK)
     checks = {
+        # One Tuner runs the whole study, and Ray's agent reports every 10 s: a tiny study may end before
+        # its last pretraining trial's end is scraped, so the check is that some pretraining end is seen.
         "pretrain terminated": f'sum(ray_sptune_trials{{study="{name}", stage="pretrain", state="terminated"}})',
+        "pretrain states": f'count(ray_sptune_trials{{study="{name}", stage="pretrain"}})',
         # A trial of this tiny study runs ~2 s, under Ray's 10 s metrics report interval: a "running" count
         # may never be scraped, so the check is that every state of both searched variants is exported.
         "search states": f'count(ray_sptune_trials{{study="{name}", stage="search"}})',
@@ -254,7 +257,8 @@ def test_gpu_panels_query_rays_gpu_metrics_and_fall_back_to_zero_only_without_gp
 
 def test_trial_states_are_counted_per_stage(live):
     values = live.seen["_values"]
-    assert values["pretrain terminated"] == 2  # both pretraining trials, once the search Tuner runs
+    assert values["pretrain states"] == 1 * 5  # the masked objective, in every state (zeros included)
+    assert 1 <= values["pretrain terminated"] <= 2  # a pretraining trial's end was seen; never more than ran
     assert values["search states"] == 2 * 5  # scratch and spt, each in every state (zeros included)
 
 
