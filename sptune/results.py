@@ -53,6 +53,9 @@ class ResultRow:
     delta_test_vs_baseline: float | None = None
     # The variant that Δ is against (sptune.pairing: the baseline, or the like-for-like one).
     delta_baseline: str | None = None
+    # Failures Tune counted in the variant's search (crashed trial processes, lost nodes), each retried from
+    # the trial's last checkpoint; a trial that ran out of retries is also in `failed`.
+    failures: int = 0
 
 
 def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:

@@ -31,6 +31,9 @@ class Selection:
     n_diverged: int
     n_failed: int
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
+    # Failures Tune counted across the search's trials (`Trial.num_failures`: a crashed process, a lost
+    # node), each retried from the trial's last checkpoint until max_failures; 0 in older state files.
+    n_failures: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,15 @@ class TrialOutcome:
     path: str
     # (checkpoint with a .path, the metrics of its epoch) for each checkpoint Ray kept
     best_checkpoints: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    failures: int = 0  # Tune's num_failures of the trial (a Tune Result has none: 0)
 
 
 def _usable(result: Any) -> bool:
     return result.error is None and not (result.metrics or {}).get("diverged")
+
+
+def _failures(result: Any) -> int:
+    return int(getattr(result, "failures", 0) or 0)
 
 
 def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
@@ -60,7 +68,9 @@ def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
     return min(kept, key=lambda c: c[0]) if kept else None
 
 
-def _selection(best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fail: int, epochs: int) -> Selection:
+def _selection(
+    best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fail: int, epochs: int, failures: int
+) -> Selection:
     _, result, checkpoint, ck_metrics = best
     return Selection(
         trial_id=result.metrics.get("trial_id", ""),
@@ -74,6 +84,7 @@ def _selection(best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fai
         n_diverged=n_div,
         n_failed=n_fail,
         trial_epochs=epochs,
+        n_failures=failures,
     )
 
 
@@ -96,7 +107,7 @@ def select_each(results: Iterable[Any], search: SearchPlan) -> list[Selection]:
         best = _best_checkpoint(result, search) if _usable(result) else None
         if best is not None:
             epochs = int((result.metrics or {}).get("training_iteration", 0))
-            picked.append(_selection(best, search, 1, 0, 0, epochs))
+            picked.append(_selection(best, search, 1, 0, 0, epochs, _failures(result)))
     if not picked:
         raise _nothing_usable(grid, search)
     return sorted(picked, key=lambda s: s.config.get("seed", 0))
@@ -106,16 +117,17 @@ def select_best(results: Iterable[Any], search: SearchPlan) -> Selection:
     """The search's validation-best trial and epoch; `results` are Tune Results or TrialOutcomes."""
     grid = list(results)
     best: tuple | None = None
-    n_div = n_fail = epochs = 0
+    n_div = n_fail = epochs = failures = 0
     # Equal scores go to the trial created first (rank_key), never to the grid's order (it changes on restore).
     for result in grid:
         metrics = result.metrics or {}
         epochs += int(metrics.get("training_iteration", 0))
         n_div += int(bool(metrics.get("diverged")))
         n_fail += int(result.error is not None)
+        failures += _failures(result)
         candidate = _best_checkpoint(result, search) if _usable(result) else None
         if candidate is not None and (best is None or candidate[0] < best[0]):
             best = candidate
     if best is None:
         raise _nothing_usable(grid, search)
-    return _selection(best, search, len(grid), n_div, n_fail, epochs)
+    return _selection(best, search, len(grid), n_div, n_fail, epochs, failures)

@@ -105,6 +105,8 @@ def outcome_of(trial: Any) -> TrialOutcome:
         error=error,
         path=str(trial.path) if trial.storage is not None else "",
         best_checkpoints=[(k.checkpoint, dict(k.metrics)) for k in kept],
+        # Tune's own count: every failure it retried from the last checkpoint, and the last one if it gave up.
+        failures=int(getattr(trial, "num_failures", 0) or 0),
     )
 
 

@@ -204,6 +204,26 @@ def flag_diverged(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
     return Flag("diverged", "No diverged or failed runs", "ok", "Every finetuning trial and seed re-run finished.")
 
 
+# ---------------------------------------------------------------- failures Tune retried
+
+
+def _failures(data: ReportData, task: str, variant: str) -> int:
+    # Tune's count for the variant's search (results.json); every seed's row repeats it: count it once.
+    counts = [int(r.get("failures") or 0) for r in data.rows if (r["task"], r["variant"]) == (task, variant)]
+    return max(counts, default=0)
+
+
+def flag_failures(data: ReportData, tasks: list[str], variants: list[str]) -> Flag:
+    """Trial failures (a crashed process, a lost node) that Tune retried from the trial's last checkpoint."""
+    counts = {(t, v): n for t in tasks for v in variants if (n := _failures(data, t, v))}
+    if not counts:
+        return Flag("failures", "No trial failures", "ok", "No trial of any search crashed or lost its node.")
+    items = [f"{v} on {t}: {n} trial failure{'s' if n != 1 else ''}" for (t, v), n in counts.items()]
+    return Flag("failures", "Trial failures", "info",
+                "Trials whose process or node died; each was retried from its last checkpoint (up to max_failures "
+                "times; one that ran out of retries is counted as failed above). Counted by Ray Tune.", items)
+
+
 # ---------------------------------------------------------------- compute per variant
 
 
@@ -249,4 +269,4 @@ def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[
     """Every flag, in the order the page shows them."""
     return [flag_lr_edge(data, cells), flag_rank_flip(data, tasks, variants),
             flag_completed(data, tasks, variants), flag_diverged(data, tasks, variants),
-            flag_compute(data, tasks, variants, kinds)]
+            flag_failures(data, tasks, variants), flag_compute(data, tasks, variants, kinds)]

@@ -18,7 +18,7 @@ from sptune.stats import INTERVAL_RULE, Summary, delta_rule
 REPORT_MD = "report.md"
 
 DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
-                 "trials", "diverged", "failed", "trial-epochs")
+                 "trials", "diverged", "failed", "failures", "trial-epochs")
 # ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).
 CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
                "test_acc_ci_high", "test_acc_ci_method", "val_acc_mean", "val_acc_std", "delta_vs", "delta_pairing",
@@ -42,7 +42,7 @@ def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) 
         out.append([r["task"], r["variant"], r["seed"], fmt_lr(as_float(r.get("lr"))), str(r.get("batch_size", "")),
                     str(r.get("best_epoch", "")), fmt_pct(r.get("val_acc")), fmt_pct(r.get("test_acc")),
                     _seed_delta(r, cells), str(r.get("trials", "")), str(r.get("diverged", "")),
-                    str(r.get("failed", "")), str(r.get("trial_epochs", ""))])
+                    str(r.get("failed", "")), str(r.get("failures", "")), str(r.get("trial_epochs", ""))])
     return out
 
 

@@ -33,6 +33,7 @@ def _row(plan: StudyPlan, candidate: Candidate, test_loss: float, test_acc: floa
         batch_size=int(sel.config["batch_size"]), best_epoch=sel.epoch, val_acc=sel.score,
         test_acc=test_acc, test_loss=test_loss,
         trials=search.n_trials, diverged=search.n_diverged, failed=search.n_failed, trial_epochs=search.trial_epochs,
+        failures=search.n_failures,
         trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
     )
 
