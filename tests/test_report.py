@@ -438,3 +438,18 @@ def test_one_lr_one_variant_draws_without_warnings(tmp_path):
         warnings.simplefilter("error", UserWarning)  # e.g. a singular log axis, or a layout that collapsed
         build_report(one)
     assert sorted(p.stem for p in (one / "figures").glob("*.png")) == ["digits-curves", "digits-lr", "digits-survival"]
+
+
+
+def test_failures_flag_counts_what_tune_retried_once_per_search(tmp_path):
+    from sptune.report.flags import flag_failures
+    from sptune.report.records import ReportData
+
+    # Both seed rows of scratch repeat its search's count (2); spt's search had none.
+    rows = [{"task": "digits", "variant": "scratch", "failures": 2}, {"task": "digits", "variant": "scratch",
+            "failures": 2}, {"task": "digits", "variant": "spt", "failures": 0}]
+    data = ReportData("s", tmp_path, rows, [], {}, [], "results.json")
+    flag = flag_failures(data, ["digits"], ["scratch", "spt"])
+    assert (flag.level, flag.items) == ("info", ["scratch on digits: 2 trial failures"])
+    data.rows = rows[2:]
+    assert flag_failures(data, ["digits"], ["scratch", "spt"]).level == "ok"

@@ -63,3 +63,12 @@ def test_tied_accuracy_goes_to_the_lower_loss_then_the_earlier_epoch(search):
 def test_tied_trials_go_to_the_lower_trial_index_whatever_the_order(search):
     a, b = _trial("x_00003", [0.7], losses=[0.3]), _trial("x_00001", [0.7], losses=[0.3])
     assert select_best([a, b], search).trial_id == select_best([b, a], search).trial_id == "x_00001"
+
+
+def test_failures_tune_retried_are_summed_but_never_decide(search):
+    """A trial that failed and was retried (Tune's num_failures) is still selectable; a lost one is not."""
+    retried, lost = _trial("a", [0.5, 0.7]), _trial("b", [0.9])
+    retried.failures, lost.failures, lost.error = 2, 3, "node died"
+    best = select_best([retried, lost, _trial("c", [0.6])], search)
+    assert (best.trial_id, best.n_failures, best.n_failed) == ("a", 5, 1)
+    assert select_best([_trial("c", [0.6])], search).n_failures == 0  # a Tune Result carries no count
