@@ -223,6 +223,11 @@ def test_the_killed_trial_resumed_on_the_head_from_its_checkpoint(cluster, study
         epochs = [r["training_iteration"] for r in after]
         assert epochs == list(range(first, first + len(after))) and after[-1]["done"]
         assert epochs[-1] == FINETUNE_EPOCHS
+        # An epoch the lost attempt reported but had not checkpointed is trained again from the restored state
+        # (weights, optimizer, schedule and every RNG): it must come out the same.
+        for again in (r for r in after if r["training_iteration"] <= before[-1]["training_iteration"]):
+            lost = next(r for r in before if r["training_iteration"] == again["training_iteration"])
+            assert (again["loss"], again["val_acc"]) == pytest.approx((lost["loss"], lost["val_acc"]), rel=1e-5)
         print(f"[node-loss] {tid}: epochs {[r['training_iteration'] for r in before]} on the worker, {epochs} on "
               f"the head, first retried epoch reported {after[0]['timestamp'] - study.killed.time:.0f}s after the kill")
 
