@@ -52,10 +52,10 @@ from mlflow.tracking import MlflowClient
 SPEC = "search_spaces/digits_quick.yaml"
 FINETUNE_EPOCHS = 6
 FIRST_RUNG = 4  # synchronous halving's only rung (factor 2): every finetuning trial trains epochs 1-4 unpaused
-# 2 pretraining trials (3 epochs) + 2 scratch + 2 spt trials (6 epochs each): long enough that the worker
+# 2 pretraining trials (4 epochs) + 2 scratch + 2 spt trials (6 epochs each): long enough that the worker
 # has a finetuning trial mid-flight, short enough to finish in about a minute on one remaining CPU.
 STUDY = [
-    "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
+    "--set", f"pretrain.epochs={FIRST_RUNG}", "--set", "pretrain.num_samples=2",
     "--set", f"finetune.epochs={FINETUNE_EPOCHS}",
     "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
     "--set", f"scheduler.grace_period={FIRST_RUNG}", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
