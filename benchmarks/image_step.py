@@ -17,8 +17,8 @@ config of `throughput.py` (d512 x 6 x 8 heads, ffn 1024, 256 tokens, batch 4), 1
             clock. Reported: medians over rounds.
 
 Arms ("before" is the code as it was, kept here as switches; "after" is sptune as shipped):
-  before       glibc's default malloc thresholds, AdamW without `fused` on CPU
-  after        sptune's defaults (`sptune.train.keep_freed_memory`, fused AdamW on CPU)
+  before       AdamW without `fused` on CPU (as sptune was)
+  after        sptune's defaults (fused AdamW on CPU: `sptune.train.FUSED_ADAMW_ON_CPU`)
   after+compile (with --compile) after + `training.compile: true` (torch.compile, inductor C++):
                its compile time and step time
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import multiprocessing as mp
+import resource
 import statistics
 import sys
 import time
@@ -41,9 +42,9 @@ import torch
 from throughput import CONFIGS, step_flops, synthetic
 
 ARMS: dict[str, dict[str, bool]] = {
-    "before": {"keep_freed_memory": False, "fused_adamw": False, "compile": False},
-    "after": {"keep_freed_memory": True, "fused_adamw": True, "compile": False},
-    "after+compile": {"keep_freed_memory": True, "fused_adamw": True, "compile": True},
+    "before": {"fused_adamw": False, "compile": False},
+    "after": {"fused_adamw": True, "compile": False},
+    "after+compile": {"fused_adamw": True, "compile": True},
 }
 
 
@@ -55,10 +56,7 @@ def build_loop(config: dict[str, Any], arm: dict[str, bool]) -> Any:
     from sptune.build import classifier_config
     from sptune.spec import ModelSpec
 
-    # Switches on the module (each arm runs in its own process; mallopt cannot be undone).
-    if not arm["keep_freed_memory"]:
-        train.keep_freed_memory = lambda: False  # the old behaviour: glibc's defaults
-    train.FUSED_ADAMW_ON_CPU = arm["fused_adamw"]
+    train.FUSED_ADAMW_ON_CPU = arm["fused_adamw"]  # a module switch: each arm runs in its own process
     kind, rows = config["kind"], config["batch"] * 4
     info, split = synthetic(kind, config["seq_len"], rows, config.get("vocab", 20))
     _, val = synthetic(kind, config["seq_len"], 1, config.get("vocab", 20), seed=1)
@@ -96,6 +94,20 @@ def timed_steps(loop: Any, steps: int) -> dict[str, list[float]]:
     return {"wall": wall, "cpu": cpu}
 
 
+def attention_only(config: dict[str, Any]) -> dict[str, float]:
+    """One layer's SDPA forward + backward on the step's shapes, as SelfAttention calls it ((B, N, H, D)
+    views transposed), timed alone: with the step time of the same round it gives attention's
+    share of the step without a profiler, whose per-op overhead and clock a busy machine distorts."""
+    m = config["model"]
+    b, n, h, d = config["batch"], config["seq_len"], m["n_heads"], m["d_model"] // m["n_heads"]
+    q, k, v = (torch.randn(b, n, h, d, requires_grad=True) for _ in range(3))
+    grad = torch.randn(b, n, h, d)
+    w, c = time.perf_counter(), time.thread_time()
+    out = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+    out.transpose(1, 2).backward(grad)
+    return {"cpu": (time.thread_time() - c) * m["n_layers"], "wall": (time.perf_counter() - w) * m["n_layers"]}
+
+
 def worker(conn: Any, config: dict[str, Any], arm: dict[str, bool], threads: int, warmup: int) -> None:
     """Build the loop, warm it up (and compile it), then answer one round per message until None."""
     torch.set_num_threads(threads)
@@ -104,7 +116,14 @@ def worker(conn: Any, config: dict[str, Any], arm: dict[str, bool], threads: int
     warm = timed_steps(loop, warmup)  # first touches, lazy init, and torch.compile's compilation
     conn.send({"setup_s": time.perf_counter() - start, "warmup_wall": warm["wall"], "warmup_cpu": warm["cpu"]})
     while (steps := conn.recv()) is not None:
-        conn.send({"matmul_gflops": matmul_rate(), **timed_steps(loop, steps)})
+        rate = matmul_rate()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        timed = timed_steps(loop, steps)
+        # Page faults per step: fresh pages for activations would show here (glibc reuses them: ~0).
+        minflt = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / steps
+        attention = [attention_only(config) for _ in range(2)]
+        conn.send({"matmul_gflops": rate, "minor_faults_per_step": minflt, **timed,
+                   "attention_s": {k: min(a[k] for a in attention) for k in ("cpu", "wall")}})
 
 
 # ------------------------------------------------------------------ the parent: rounds, ABAB
@@ -142,8 +161,13 @@ def summarize(rounds: list[dict[str, Any]], setup: dict[str, Any], flops: float)
     for clock in ("wall", "cpu"):
         steps = [statistics.median(r[clock]) for r in rounds]
         fractions = [flops / s / 1e9 / r["matmul_gflops"][clock] for s, r in zip(steps, rounds, strict=True)]
+        attn = [r["attention_s"][clock] for r in rounds]
         out[clock] = {"step_s": statistics.median(steps), "flops_fraction": statistics.median(fractions),
-                      "matmul_gflops": statistics.median(r["matmul_gflops"][clock] for r in rounds)}
+                      "matmul_gflops": statistics.median(r["matmul_gflops"][clock] for r in rounds),
+                      # every layer's SDPA forward + backward, timed alone, as a share of the step
+                      "attention_s": statistics.median(attn),
+                      "attention_share": statistics.median(a / s for a, s in zip(attn, steps, strict=True))}
+    out["minor_faults_per_step"] = statistics.median(r["minor_faults_per_step"] for r in rounds)
     return out
 
 
@@ -262,10 +286,11 @@ def print_arms(results: dict[str, Any]) -> None:
         base = r["arms"]["before"]
         for arm, a in r["arms"].items():
             rows.append((name, arm, a["wall"]["step_s"], a["wall"]["flops_fraction"], a["cpu"]["step_s"],
-                         a["cpu"]["flops_fraction"], base["cpu"]["step_s"] / a["cpu"]["step_s"], a["setup_s"]))
+                         a["cpu"]["flops_fraction"], base["cpu"]["step_s"] / a["cpu"]["step_s"],
+                         a["cpu"]["attention_share"], a["minor_faults_per_step"], a["setup_s"]))
     print()
     bc.print_table(["config", "arm", "wall s/step", "wall fraction", "cpu s/step", "cpu fraction",
-                    "speed-up (cpu)", "setup s"], rows)
+                    "speed-up (cpu)", "attention share (cpu)", "faults/step", "setup s"], rows)
 
 
 def main() -> int:

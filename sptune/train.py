@@ -13,8 +13,6 @@ from (CPU, and CUDA when training there), which the loop keeps as its own stream
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import math
 import time
 from collections.abc import Iterator
@@ -42,33 +40,6 @@ DIVERGENCE_CHECK_STEPS = 32
 # AdamW's fused kernel on CPU too (one pass per parameter instead of ~10 tensor ops): same update
 # up to float rounding. A module switch so benchmarks/image_step.py can time the unfused one.
 FUSED_ADAMW_ON_CPU = True
-
-# glibc mallopt parameters (malloc.h): blocks up to 32 MiB (glibc's maximum mmap threshold on
-# 64-bit) come from the heap, and up to 1 GiB of free heap top is kept rather than trimmed.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES = 32 << 20, 1 << 30
-
-
-def keep_freed_memory() -> bool:
-    """Have glibc keep freed activations for reuse instead of returning them to the OS.
-
-    A CPU training step allocates and frees the same activations every step. By default glibc
-    serves large blocks with fresh mmaps (and trims freed heap), so each step pays page faults
-    and the kernel's zeroing of those pages again (~9,000 faults in some Image steps). With both
-    thresholds raised, the next step reuses the pages; the process keeps its peak footprint,
-    which a trial reaches on its first step anyway. Process-wide; a no-op off glibc. Returns
-    whether it applied.
-    """
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        mallopt = None
-    if mallopt is None:
-        return False
-    mmap_ok = bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES))
-    return bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)) and mmap_ok
-
 
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
@@ -182,8 +153,6 @@ class EpochLoop:
         self.cfg = cfg
         self.info = info
         self.device = pick_device(cfg.device)
-        if self.device.type == "cpu":
-            keep_freed_memory()
         torch.manual_seed(cfg.seed)
         self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)

@@ -318,27 +318,3 @@ def test_a_checkpoint_of_the_unfused_optimizer_resumes_in_the_fused_one(monkeypa
     resumed.train_epoch()
     for w_resumed, w_old in zip(_weights(resumed), _weights(old), strict=True):
         torch.testing.assert_close(w_resumed, w_old, rtol=1e-5, atol=1e-6)
-
-
-def test_keep_freed_memory_applies_on_glibc_and_is_a_no_op_without_a_c_library(monkeypatch):
-    import ctypes.util
-    import platform
-
-    from sptune.train import keep_freed_memory
-
-    if platform.libc_ver()[0] == "glibc":
-        assert keep_freed_memory() is True
-        assert keep_freed_memory() is True  # idempotent: every loop on a CPU calls it
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    assert keep_freed_memory() is False
-
-
-def test_cpu_loops_train_identically_whatever_malloc_does():
-    """keep_freed_memory changes where memory comes from, never a number: the same seed gives
-    the same weights in a loop built after it as in the reference run recorded in the same process."""
-    first = _finetune()
-    first.train_epoch()
-    second = _finetune()
-    second.train_epoch()
-    for a, b in zip(_weights(first), _weights(second), strict=True):
-        assert torch.equal(a, b)
