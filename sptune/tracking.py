@@ -319,12 +319,30 @@ def job_runs(uri: str, experiments: list[str], job_id: str) -> list[dict[str, st
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         raise RuntimeFailure(f"tracking URI {uri}", "this SQLite store is not on this machine (it is the head's)",
                              "run `status` on the head, or give the study an MLflow server (--tracking-uri)")
-    client = MlflowClient(tracking_uri=uri)
-    ids = [e.experiment_id for name in experiments if (e := client.get_experiment_by_name(name)) is not None]
-    if not ids:
-        return []
-    runs = client.search_runs(ids, f"tags.`{JOB_TAG}` = '{job_id}'", order_by=["attributes.start_time DESC"])
+    runs = _job_parent_runs(MlflowClient(tracking_uri=uri), experiments, job_id)
     base = uri.rstrip("/") if uri.startswith("http") else None
     return [{"run_id": r.info.run_id, "name": r.info.run_name or "", "status": r.info.status,
              "url": f"{base}/#/experiments/{r.info.experiment_id}/runs/{r.info.run_id}" if base else ""}
             for r in runs]
+
+
+def _job_parent_runs(client: MlflowClient, experiments: list[str], job_id: str) -> list:
+    ids = [e.experiment_id for name in experiments if (e := client.get_experiment_by_name(name)) is not None]
+    if not ids:
+        return []
+    return client.search_runs(ids, f"tags.`{JOB_TAG}` = '{job_id}'", order_by=["attributes.start_time DESC"])
+
+
+def end_stopped_job_runs(uri: str, experiments: list[str], job_id: str) -> int:
+    """Mark KILLED the runs a stopped Ray job left RUNNING (its driver got no chance to end them):
+    its parent runs and their child runs. Returns how many were ended."""
+    client = MlflowClient(tracking_uri=uri)
+    ended = 0
+    for parent in _job_parent_runs(client, experiments, job_id):
+        children = client.search_runs([parent.info.experiment_id],
+                                      f"tags.mlflow.parentRunId = '{parent.info.run_id}'", max_results=5000)
+        for run in [*children, parent]:
+            if run.info.status == "RUNNING":
+                client.set_terminated(run.info.run_id, status="KILLED")
+                ended += 1
+    return ended

@@ -109,8 +109,14 @@ def cmd_logs(args: argparse.Namespace, address: str) -> int:
 
 
 def cmd_stop(args: argparse.Namespace, address: str) -> int:
-    final = service.stop(service.connect(address), args.job_id)
+    client = service.connect(address)
+    final = service.stop(client, args.job_id)
     print(f"Job {args.job_id}: {final}")
+    if final == "STOPPED":
+        try:
+            print(f"  MLflow: {service.end_runs(service.job_info(client, args.job_id))} run(s) marked KILLED")
+        except SptuneError as err:
+            print(f"  MLflow: its runs could not be ended from here: {err}")
     return 0 if final in service.TERMINAL else 1
 
 

@@ -131,12 +131,27 @@ def stop(client: Any, submission_id: str, timeout_s: float = 60.0) -> str:
 
 def mlflow_runs(info: Any, tracking_uri: str | None = None) -> tuple[str, list[dict[str, str]]]:
     """The tracking URI and the job's MLflow parent runs (found by their tag `sptune.ray_job_id`)."""
+    from sptune.preflight.services import check_tracking_server
     from sptune.tracking import job_runs
 
-    meta = info.metadata or {}
-    uri = tracking_uri or meta.get(META_URI, "")
-    experiments = json.loads(meta.get(META_EXPERIMENTS, "[]"))
+    uri, experiments = _tracking(info, tracking_uri)
+    check_tracking_server(uri)
     return uri, job_runs(uri, experiments, info.submission_id)
+
+
+def end_runs(info: Any) -> int:
+    """After `stop`: the job's MLflow runs left RUNNING are marked KILLED (the driver was killed)."""
+    from sptune.preflight.services import check_tracking_server
+    from sptune.tracking import end_stopped_job_runs
+
+    uri, experiments = _tracking(info)
+    check_tracking_server(uri)  # a dead server fails in seconds, not after MLflow's retries
+    return end_stopped_job_runs(uri, experiments, info.submission_id)
+
+
+def _tracking(info: Any, tracking_uri: str | None = None) -> tuple[str, list[str]]:
+    meta = info.metadata or {}
+    return tracking_uri or meta.get(META_URI, ""), json.loads(meta.get(META_EXPERIMENTS, "[]"))
 
 
 def _first_line(err: BaseException) -> str:
