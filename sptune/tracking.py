@@ -334,15 +334,18 @@ def _job_parent_runs(client: MlflowClient, experiments: list[str], job_id: str) 
 
 
 def end_stopped_job_runs(uri: str, experiments: list[str], job_id: str) -> int:
-    """Mark KILLED the runs a stopped Ray job left RUNNING (its driver got no chance to end them):
-    its parent runs and their child runs. Returns how many were ended."""
+    """After a Ray job was stopped: its parent runs are marked KILLED (left RUNNING when the driver
+    was killed outright, or FAILED when the stop interrupted it: either way the user stopped it), and
+    so are the child runs its trials left RUNNING. Returns how many runs were marked."""
     client = MlflowClient(tracking_uri=uri)
-    ended = 0
+    marked = 0
     for parent in _job_parent_runs(client, experiments, job_id):
         children = client.search_runs([parent.info.experiment_id],
                                       f"tags.mlflow.parentRunId = '{parent.info.run_id}'", max_results=5000)
-        for run in [*children, parent]:
-            if run.info.status == "RUNNING":
-                client.set_terminated(run.info.run_id, status="KILLED")
-                ended += 1
-    return ended
+        ended = [c for c in children if c.info.status == "RUNNING"]
+        if parent.info.status in ("RUNNING", "FAILED"):
+            ended.append(parent)
+        for run in ended:
+            client.set_terminated(run.info.run_id, status="KILLED")
+        marked += len(ended)
+    return marked

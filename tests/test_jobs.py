@@ -167,6 +167,9 @@ def test_parent_runs_name_their_jobs_and_status_finds_them(cluster, jobs):
         assert [r.data.tags.get("sptune.ray_job_id") for r in parents] == [sid]
         expected = "KILLED" if name == "long" else "FINISHED"
         assert parents[0].info.status == expected
+        children = client.search_runs([experiment.experiment_id],
+                                      f"tags.mlflow.parentRunId = '{parents[0].info.run_id}'")
+        assert children and not [c.info.run_name for c in children if c.info.status == "RUNNING"]
         status = _cli(cluster, "status", sid)
         assert status.returncode == 0, status.stderr
         assert f"MLflow run {parents[0].info.run_id}" in status.stdout and expected in status.stdout, status.stdout
