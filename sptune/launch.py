@@ -91,7 +91,8 @@ def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
     try:
-        tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready))
+        tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready),
+                             tags=_job_tags())
         if ready.resume_state is None:
             _log_spec_files(tracker, ready)
         Study(ready.plan, ready.data, out, tracker, resume=ready.resume_state is not None, storage=ready.storage,
@@ -130,6 +131,14 @@ def _log_spec_files(tracker, ready: ReadyStudy) -> None:
     client, run_id = tracker.client, tracker.parent_run_id
     client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
     client.log_artifact(run_id, str(ready.output_dir / "spec.yaml"), artifact_path="spec/resolved")
+
+
+def _job_tags() -> dict[str, str]:
+    """Run as a Ray job: the parent run names it, so `python -m sptune.jobs status` finds the run."""
+    from sptune.tracking import JOB_TAG
+
+    job = ray_session.job_submission_id()
+    return {JOB_TAG: job} if job else {}
 
 
 def _parent_run_id(ready: ReadyStudy) -> str | None:
