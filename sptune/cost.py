@@ -83,7 +83,8 @@ def _hours(seconds: float) -> str:
 
 def describe_estimate(e: Estimate, concurrency: int) -> str:
     if e.seconds is None:
-        return f"{e.device}: unknown (no measured seconds per epoch for this config on {e.device}: sptune/epoch_seconds.yaml)"
+        return (f"{e.device}: unknown (no measured seconds per epoch for this config on {e.device}: "
+                "sptune/epoch_seconds.yaml)")
     wall = f"{_hours(e.seconds / concurrency)} wall at {concurrency} concurrent trials" if concurrency > 1 else "wall"
     return f"{e.device}: {_hours(e.seconds)} of trial time ({wall}; measured: {e.source})"
 
