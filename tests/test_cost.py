@@ -46,8 +46,8 @@ def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir,
     totals = {}
     for name, text in sections.items():
         planned = int(re.search(r"at most (\d+) trial-epochs", text).group(1))
-        total, pre, fine, rows = map(int, re.search(
-            r"Cost: (\d+) trial-epochs \((\d+) pretraining \+ (\d+) finetuning\) on (\d+) training rows", text).groups())
+        cost_line = r"Cost: (\d+) trial-epochs \((\d+) pretraining \+ (\d+) finetuning\) on (\d+) training rows"
+        total, pre, fine, rows = map(int, re.search(cost_line, text).groups())
         assert total == planned == pre + fine and pre > 0 and fine > 0  # the plan's own count, split by stage
         assert "re-trained with seeds 1000–1002" in text  # 3 seeds per variant: their re-runs are in the count
         assert "  gpu: unknown" in text  # no GPU measurement yet: never a guess
