@@ -85,5 +85,5 @@ def test_the_shipped_manifest_names_every_study_of_the_issue():
         spec = study["command"].split()[3]
         assert (REPO / spec).is_file(), spec
         assert f"--output {study['output']}" in study["command"]
-    assert {"cifar16_1layer", "cifar16_2layer_lr", "pathfinder32_budget", "listops_budget",
+    assert {"cifar16_1layer", "cifar16_2layer_ranking", "pathfinder32_budget", "listops_budget",
             "digits_quick"} <= {s["id"] for s in studies}
