@@ -105,7 +105,9 @@ def describe_total(plans: list[StudyPlan]) -> str:
     for device in DEVICES:
         found = [estimate(p, device).seconds for p in plans]
         if all(s is not None for s in found):
-            lines.append(f"  {device}: {_hours(sum(found))} of trial time")
+            n = min(p.concurrency for p in plans)
+            wall = f" ({_hours(sum(found) / n)} wall at {n} concurrent trials)" if n > 1 else ""
+            lines.append(f"  {device}: {_hours(sum(found))} of trial time{wall}")
         else:
             known = sum(s is not None for s in found)
             lines.append(f"  {device}: unknown ({len(found) - known} of {len(found)} studies have no measured "
