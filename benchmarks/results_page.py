@@ -139,7 +139,8 @@ def study_section(study: dict[str, Any], root: Path, docs: Path) -> list[str]:
     cross = cross_study_deltas(group) if len(group) > 1 else []
     if len(cross) > 2:
         lines += ["#### Across the studies", "", *cross, ""]
-    return lines + [study.get("papers") or PLACEHOLDER, ""]
+    reference = [f"Papers' numbers: {study['reference']}", ""] if study.get("reference") else []
+    return lines + reference + [study.get("papers") or PLACEHOLDER, ""]
 
 
 def render(studies: list[dict[str, Any]], root: Path, docs: Path, intro: str = "") -> str:
