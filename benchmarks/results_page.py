@@ -128,8 +128,9 @@ def member_section(name: str, directory: Path, results: dict[str, Any], dest: Pa
 def study_section(study: dict[str, Any], root: Path, docs: Path) -> list[str]:
     output = (root / study["output"]).resolve()
     lines = [f"## {study['title']}", "", "```bash", study["command"].strip(), "```", ""]
+    reference = [f"Papers' numbers: {study['reference']}", ""] if study.get("reference") else []
     if not (output / "results.json").is_file():
-        return lines + [f"*Not run yet: no results in `{study['output']}`.*", ""]
+        return lines + [f"*Not run yet: no results in `{study['output']}`.*", ""] + reference
     group = members(output)
     total = [wall_seconds(r) for _, _, r in group]
     if len(group) > 1 and all(t is not None for t in total):
@@ -139,7 +140,6 @@ def study_section(study: dict[str, Any], root: Path, docs: Path) -> list[str]:
     cross = cross_study_deltas(group) if len(group) > 1 else []
     if len(cross) > 2:
         lines += ["#### Across the studies", "", *cross, ""]
-    reference = [f"Papers' numbers: {study['reference']}", ""] if study.get("reference") else []
     return lines + reference + [study.get("papers") or PLACEHOLDER, ""]
 
 
