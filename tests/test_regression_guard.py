@@ -6,7 +6,6 @@ The same study's output then feeds benchmarks/results_page.py end to end."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -16,23 +15,12 @@ from sptune.sweep import main as sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO / "search_spaces" / "regression_guard.yaml"
-SHARED_DATA = REPO.parent / "shared" / "data"  # ../shared/data, as the project's machines lay it out
-
-
-def cifar_dir() -> Path | None:
-    for candidate in (os.environ.get("SPTUNE_DATA_DIR"), SHARED_DATA, Path("/work/shared/data")):
-        if candidate and (Path(candidate) / "cifar10_gray.npz").is_file():
-            return Path(candidate)
-    return None
 
 
 @pytest.fixture(scope="module")
 def guard(ray_session, tmp_path_factory) -> Path:
-    data = cifar_dir()
-    if data is None:
-        pytest.skip("the guard trains on CIFAR-10: cifar10_gray.npz not in SPTUNE_DATA_DIR or ../shared/data")
     out = tmp_path_factory.mktemp("guard") / "runs" / "regression_guard"
-    assert sweep([str(SPEC), "--data-dir", str(data), "--output", str(out)]) == 0
+    assert sweep([str(SPEC), "--output", str(out)]) == 0
     return out
 
 
@@ -46,7 +34,7 @@ def test_spt_is_not_below_scratch_beyond_its_interval(guard):
     # SPT >= scratch minus its interval: the mean difference plus the interval's upper half reaches zero.
     assert high >= 0, (f"SPT below scratch beyond its interval: Δ {spt['delta_mean']:+.4f} [{low:+.4f}, {high:+.4f}]; "
                        f"scratch {summary['scratch']['test_acc_mean']:.4f}, spt {spt['test_acc_mean']:.4f}")
-    assert spt["test_acc_mean"] > 0.15  # above chance (0.10): the study learned something
+    assert spt["test_acc_mean"] > 0.8  # digits: both variants learn (chance 0.10)
 
 
 def test_results_page_from_the_guard_output(guard, tmp_path):
@@ -55,8 +43,7 @@ def test_results_page_from_the_guard_output(guard, tmp_path):
 
     root = guard.parent.parent  # the directory the command ran in: output runs/regression_guard
     study = {"id": "regression_guard", "title": "Regression guard", "output": "runs/regression_guard",
-             "command": "python -m sptune.sweep search_spaces/regression_guard.yaml --data-dir ../shared/data "
-                        "--output runs/regression_guard"}
+             "command": "python -m sptune.sweep search_spaces/regression_guard.yaml --output runs/regression_guard"}
     docs = tmp_path / "docs"
     text = results_page.render([study], root, docs)
     results = json.loads((guard / "results.json").read_text())
