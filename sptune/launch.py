@@ -4,6 +4,7 @@ its report; a campaign runs its studies one after another and merges their resul
 from __future__ import annotations
 
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,28 +19,50 @@ from sptune.preflight.outputs import resolved_spec_text
 def run(ready: ReadyStudy | ReadyCampaign) -> Path:
     """Run a study or a campaign; returns its results.json."""
     try:
-        if isinstance(ready, ReadyStudy):
-            # Opening (or creating) the MLflow store and starting Ray take seconds each and need
-            # nothing from each other: the store is opened in a thread while Ray starts.
-            with ThreadPoolExecutor(1, thread_name_prefix="sptune-mlflow") as pool:
-                tracker = pool.submit(_tracker, ready)
-                ray_session.ensure_running()
-                results = run_study(ready, tracker.result())
-        else:
+        # Opening (or creating) the MLflow store and starting Ray take seconds each and need
+        # nothing from each other: the (first) study's store is opened in a thread while Ray starts.
+        first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
+        with ThreadPoolExecutor(1, thread_name_prefix="sptune-mlflow") as pool:
+            tracker = pool.submit(_tracker, first)
             ray_session.ensure_running()
-            results = _run_campaign(ready)
-    finally:
+            threading.Thread(target=_import_report_libraries, name="sptune-report-imports", daemon=True).start()
+            if isinstance(ready, ReadyStudy):
+                results = run_study(ready, tracker.result())
+            else:
+                results = _run_campaign(ready, tracker.result())
+    except BaseException:
         ray_session.release()
-    write_report(results.parent)
+        raise
+    # The report needs nothing from Ray: it is drawn while Ray shuts down, not after.
+    with ThreadPoolExecutor(1, thread_name_prefix="sptune-report") as pool:
+        report = pool.submit(write_report, results.parent)
+        ray_session.release()
+        report.result()
     return results
 
 
-def _run_campaign(campaign: ReadyCampaign) -> Path:
+def _import_report_libraries() -> None:
+    """Import the report's libraries (matplotlib, Jinja2, Optuna's importance evaluator: ~2 s) while the
+    trials train, so the study's end does not wait for them. Best effort: the report imports them anyway."""
+    try:
+        import jinja2  # noqa: F401
+        import optuna.importance  # noqa: F401
+
+        import sptune.report.plots.curves  # noqa: F401 - each plot module imports matplotlib
+        import sptune.report.plots.delta  # noqa: F401
+        import sptune.report.plots.importances  # noqa: F401
+        import sptune.report.plots.lr  # noqa: F401
+        import sptune.report.plots.survival  # noqa: F401
+    except Exception:  # noqa: BLE001, S110 - a failure here shows, with its cause, when the report is built
+        pass
+
+
+def _run_campaign(campaign: ReadyCampaign, first_tracker: Any) -> Path:
     from sptune.campaign import merge_results
 
-    for study in campaign.studies:
+    for i, study in enumerate(campaign.studies):
         print(f"[sptune] campaign {campaign.name}: study {study.run_name}", flush=True)
-        run_study(study)
+        run_study(study, first_tracker if i == 0 else None)
         write_report(study.output_dir)
     path = merge_results(campaign.root, list(campaign.members), campaign.name)
     print(f"Campaign results: {path}")
@@ -68,7 +91,8 @@ def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
     try:
-        tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready))
+        tracker.start_parent(ready.run_name, _parent_params(ready), existing_run_id=_parent_run_id(ready),
+                             tags=_job_tags())
         if ready.resume_state is None:
             _log_spec_files(tracker, ready)
         Study(ready.plan, ready.data, out, tracker, resume=ready.resume_state is not None, storage=ready.storage,
@@ -107,6 +131,14 @@ def _log_spec_files(tracker, ready: ReadyStudy) -> None:
     client, run_id = tracker.client, tracker.parent_run_id
     client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
     client.log_artifact(run_id, str(ready.output_dir / "spec.yaml"), artifact_path="spec/resolved")
+
+
+def _job_tags() -> dict[str, str]:
+    """Run as a Ray job: the parent run names it, so `python -m sptune.jobs status` finds the run."""
+    from sptune.tracking import JOB_TAG
+
+    job = ray_session.job_submission_id()
+    return {JOB_TAG: job} if job else {}
 
 
 def _parent_run_id(ready: ReadyStudy) -> str | None:

@@ -129,6 +129,7 @@ class StudyPlan:
     data_summary: str = ""
     # spt_cross: pretraining stage name (PretrainSource.stage_name) -> the other task's data (train/val only).
     source_data: dict[str, Any] = field(default_factory=dict)
+    train_rows: int = 0  # the study's training rows (what an epoch's time scales with, sptune.cost); 0: unknown
 
     def variant_searches(self) -> list[SearchPlan]:
         return [s for s in self.searches if s.phase == "search"]
@@ -172,6 +173,7 @@ def build_plan(
     cluster_cpus: float | None = None,
     data_summary: str = "",
     source_data: dict[str, Any] | None = None,
+    train_rows: int = 0,
 ) -> StudyPlan:
     searches: list[SearchPlan] = []
     p = spec.pretrain
@@ -209,7 +211,7 @@ def build_plan(
                 init_from=source.stage_name if source else None,
             )
         )
-    return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {})
+    return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {}, train_rows)
 
 
 def _describe_param(p: ParamSpace) -> str:

@@ -114,6 +114,19 @@ def release() -> None:
         _owned = False
 
 
+def job_submission_id() -> str | None:
+    """The Ray job this process is the driver of (`ray job submit`, `python -m sptune.jobs submit`),
+    or None. Ray's job supervisor hands its driver the job's config, metadata included, in this
+    variable; read without importing ray, as the id is needed before Ray is joined."""
+    config = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if not config:
+        return None
+    try:
+        return json.loads(config).get("metadata", {}).get("job_submission_id") or None
+    except (ValueError, AttributeError):
+        return None
+
+
 def alive_nodes() -> int:
     import ray
 

@@ -12,6 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from sptune.cost import describe_cost, describe_total
 from sptune.errors import SptuneError
 from sptune.plan import describe
 from sptune.preflight import RunOptions, prepare, prepare_inputs
@@ -50,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
         planned = prepare_inputs(options)
         for study in planned.studies:
             title = f"=== study {study.member.name} ===\n" if study.member else ""
-            print(title + describe(study.inputs.plan) + ("\n" if study.member else ""))
+            plan = study.inputs.plan
+            print(title + describe(plan) + "\n" + describe_cost(plan) + ("\n" if study.member else ""))
+        if len(planned.studies) > 1:
+            print(describe_total([study.inputs.plan for study in planned.studies]))
         return 0
     from sptune.launch import run as launch
 

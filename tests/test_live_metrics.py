@@ -59,6 +59,8 @@ TINY = [
 ]
 STUDY_TIMEOUT_S = 300
 POLL_S = 3.0
+SCRAPE_S = 5.0  # dashboards/prometheus/prometheus.yml's scrape_interval
+STEP_S = 2  # range-query resolution: finer than a scrape, so no scraped sample is skipped
 RATE_INTERVAL = "30s"  # what Grafana's $__rate_interval is with a 5 s scrape interval (4 x 5 s, at least)
 GPU_FALLBACK = " or vector(0)"
 SCREENSHOT_EXPR = 'max by (variant, trial) (ray_sptune_best_val_acc{stage="search"})'
@@ -130,9 +132,10 @@ class Prometheus:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).status == 200, 60, "Prometheus")
 
-    def query(self, expr: str) -> list[dict]:
-        url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
-        with urllib.request.urlopen(url, timeout=10) as resp:
+    def query_range(self, expr: str, start: float, end: float) -> list[dict]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{STEP_S}s"}
+        url = f"{self.url}/api/v1/query_range?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=30) as resp:
             body = json.loads(resp.read())
         assert body["status"] == "success", f"{expr}: {body}"
         return body["data"]["result"]
@@ -143,8 +146,18 @@ class Prometheus:
         return left
 
 
-def _finite_series(result: list[dict]) -> int:
-    return sum(1 for s in result if math.isfinite(float(s["value"][1])))
+def _most_finite_series(matrix: list[dict]) -> int:
+    """The most series with a finite value at any one evaluation instant of a range query."""
+    per_instant: dict[float, int] = {}
+    for series in matrix:
+        for at, value in series["values"]:
+            if math.isfinite(float(value)):
+                per_instant[at] = per_instant.get(at, 0) + 1
+    return max(per_instant.values(), default=0)
+
+
+def _largest_value(matrix: list[dict]) -> float:
+    return max((float(v) for series in matrix for _, v in series["values"]), default=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -186,8 +199,12 @@ def live(repo_root):
 
 
 def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[str, dict]:
-    """Every query (and a GPU panel's non-fallback part) every POLL_S seconds while the study runs:
-    the most series with a finite value each returned, and the pretraining's trial states."""
+    """Every query (and a GPU panel's non-fallback part) over the study's whole time span, the way
+    Grafana draws a panel: a range query, evaluated every STEP_S seconds from the study's start to
+    past its end. Instant queries polled while the study ran missed short-lived rates on a loaded
+    machine (a 30 s rate needs two scrapes of a series inside its window, and the polling loop
+    itself was slow); the TSDB keeps every sample, so nothing is lost by asking afterwards.
+    Returns, per query, the most series with a finite value at one instant, and the checks' maxima."""
     queries = {key: _substitute(expr, name) for key, expr in _queries(_dashboard()).items()}
     for key, expr in list(queries.items()):
         if expr.endswith(GPU_FALLBACK):
@@ -206,15 +223,17 @@ def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[st
         "histogram_quantile(0.5, sum by (le, variant) (rate(ray_sptune_epoch_seconds_bucket[$__rate_interval])))", name
     )
     queries["diagnostic: sptune metric names"] = 'count by (__name__) ({__name__=~"ray_sptune.*"})'
-    seen = {key: {"series": 0, "expr": expr} for key, expr in queries.items()}
-    values = {key: 0.0 for key in checks}
-    deadline = time.time() + STUDY_TIMEOUT_S
+    start = time.time()
+    deadline = start + STUDY_TIMEOUT_S
     while study.poll() is None and time.time() < deadline:
-        for key, expr in queries.items():
-            seen[key]["series"] = max(seen[key]["series"], _finite_series(prometheus.query(expr)))
-        for key, expr in checks.items():
-            values[key] = max([values[key], *(float(s["value"][1]) for s in prometheus.query(expr))])
         time.sleep(POLL_S)
+    time.sleep(2 * SCRAPE_S)  # the last report of Ray's agent, scraped
+    span = (start, time.time())
+    seen = {
+        key: {"series": _most_finite_series(prometheus.query_range(expr, *span)), "expr": expr}
+        for key, expr in queries.items()
+    }
+    values = {key: _largest_value(prometheus.query_range(expr, *span)) for key, expr in checks.items()}
     seen["_values"] = values
     print("\n[live] " + "\n[live] ".join(f"{v['series']} series: {k}" for k, v in seen.items() if k != "_values"))
     print(f"[live] {values}")

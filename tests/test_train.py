@@ -270,3 +270,51 @@ def test_loops_train_on_read_only_shared_splits_without_copying_writing_or_chang
     expected = [private.train_epoch() for _ in range(2)]
     for got, want in zip(shared, expected, strict=True):
         assert {**got, "epoch_seconds": 0} == {**want, "epoch_seconds": 0}
+
+
+# ---------------------------------------------------------------- CPU step speed-ups (no maths change)
+
+
+def _weights(loop) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in loop.model.parameters()]
+
+
+def test_fused_adamw_on_cpu_makes_the_unfused_update_up_to_float_rounding(monkeypatch):
+    """The same gradients give the same weights and moments, step after step. (Whole training runs
+    drift apart slowly: Adam divides by sqrt(v), which magnifies the last bit of a tiny gradient.)"""
+    import sptune.train as train
+
+    fused = _finetune()
+    assert fused.optimizer.defaults["fused"] is True
+    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", False)
+    unfused = _finetune()
+    assert not unfused.optimizer.defaults["fused"]
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        for p_fused, p_unfused in zip(fused.trainable, unfused.trainable, strict=True):
+            p_fused.grad = torch.randn(p_fused.shape, generator=gen)
+            p_unfused.grad = p_fused.grad.clone()
+        fused.optimizer.step()
+        unfused.optimizer.step()
+    for p_fused, p_unfused in zip(fused.trainable, unfused.trainable, strict=True):
+        torch.testing.assert_close(p_fused, p_unfused, rtol=1e-6, atol=1e-6)
+        for key in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(fused.optimizer.state[p_fused][key], unfused.optimizer.state[p_unfused][key])
+
+
+def test_a_checkpoint_of_the_unfused_optimizer_resumes_in_the_fused_one(monkeypatch):
+    """Checkpoints written before AdamW was fused on CPU load and continue as they would have."""
+    import sptune.train as train
+
+    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", False)
+    old = _finetune()
+    old.train_epoch()
+    saved = _through_a_file(old.state_dict())
+    old.train_epoch()  # the run as it would have gone on before the change
+    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", True)
+    resumed = _finetune()
+    resumed.load_state_dict(saved)
+    assert resumed.optimizer.defaults["fused"] is True
+    resumed.train_epoch()
+    for w_resumed, w_old in zip(_weights(resumed), _weights(old), strict=True):
+        torch.testing.assert_close(w_resumed, w_old, rtol=1e-5, atol=1e-6)

@@ -33,7 +33,8 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
         "test split sealed until the final evaluation"
     )
     sources = _load_source_tasks(spec, data_dir)
-    return StudyInputs(spec, data, build_plan(spec, data.info, data_summary=summary, source_data=sources))
+    return StudyInputs(spec, data, build_plan(spec, data.info, data_summary=summary, source_data=sources,
+                                                  train_rows=len(data.train)))
 
 
 def _absolute_paths(spec: SweepSpec) -> None:
