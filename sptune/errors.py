@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import traceback
+from collections.abc import Callable
+
 
 class SptuneError(Exception):
     """An error caused by the user's input or environment, not by a bug.
@@ -30,3 +34,15 @@ class RuntimeFailure(SptuneError):
     """Something failed while running (exit status 1, not a usage error)."""
 
     exit_code = 1
+
+
+def cli_exit_code(action: Callable[[], int], debug: bool = False) -> int:
+    """Run a command-line action: an SptuneError becomes its one paragraph on stderr (with the traceback only
+    under --debug: it is the user's input, not a bug) and its exit code; anything else propagates."""
+    try:
+        return action()
+    except SptuneError as err:
+        if debug:
+            traceback.print_exc()
+        print(f"sptune: error: {err}", file=sys.stderr)
+        return err.exit_code

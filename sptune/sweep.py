@@ -9,11 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import traceback
 from pathlib import Path
 
 from sptune.cost import describe_cost, describe_total
-from sptune.errors import SptuneError
+from sptune.errors import cli_exit_code
 from sptune.plan import describe
 from sptune.preflight import RunOptions, prepare, prepare_inputs
 
@@ -64,13 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        return run(args)
-    except SptuneError as err:
-        if args.debug:
-            traceback.print_exc()
-        print(f"sptune: error: {err}", file=sys.stderr)
-        return err.exit_code
+    return cli_exit_code(lambda: run(args), args.debug)
 
 
 if __name__ == "__main__":

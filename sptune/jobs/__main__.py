@@ -13,10 +13,9 @@ import os
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
-from sptune.errors import SptuneError
+from sptune.errors import SptuneError, cli_exit_code
 from sptune.jobs import service
 from sptune.jobs.staging import META_OUTPUT, META_STUDY, META_URI, JobRequest, stage
 
@@ -125,13 +124,7 @@ COMMANDS = {"submit": cmd_submit, "list": cmd_list, "status": cmd_status, "logs"
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        return COMMANDS[args.command](args, job_server(args.address))
-    except SptuneError as err:
-        if args.debug:
-            traceback.print_exc()
-        print(f"sptune: error: {err}", file=sys.stderr)
-        return err.exit_code
+    return cli_exit_code(lambda: COMMANDS[args.command](args, job_server(args.address)), args.debug)
 
 
 if __name__ == "__main__":
