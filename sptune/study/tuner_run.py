@@ -1,18 +1,25 @@
 """The study's one Tuner (`sptune.stages`): run it, or restore it after an interruption. Each stage is
 selected while the Tuner runs on, as soon as its last trial ends; `StageRecorder` then records the
-selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow."""
+selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow.
+
+With a remote --storage a resume may run in another process on another machine than the driver that
+pickled the Tuner's callbacks (tuner.pkl): `THIS_RUN` tells them, as they are unpickled, where the
+running driver writes (its output directory and storage), never the old driver's."""
 
 from __future__ import annotations
 
+import sqlite3
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ray import tune
 
+from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.live_metrics import TrialStateMetrics
-from sptune.optuna_storage import OptunaTarget
+from sptune.optuna_storage import DB_FILE, OptunaTarget, default_url
 from sptune.plan import SearchPlan, StudyPlan
 from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
@@ -20,14 +27,8 @@ from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
-
-def _exists(path_or_uri: str) -> bool:
-    import pyarrow.fs
-
-    fs, path = pyarrow.fs.FileSystem.from_uri(
-        path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri()
-    )
-    return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
+# Set by TunerRunner before it restores a Tuner: "out" and "storage" of the driver now running.
+THIS_RUN: dict[str, Any] = {}
 
 
 def _print_selected(label: str, record: SearchRecord, start: float) -> None:
@@ -47,7 +48,8 @@ def mark_selected(tracker: Tracker, picked: SelectedTrial) -> None:
     client = tracker.client
     client.set_tag(run_id, "sptune.selected", "true")
     client.log_metric(run_id, "selected_epoch", picked.selection.epoch)
-    client.log_artifacts(run_id, picked.selection.checkpoint_path, artifact_path="selected_checkpoint")
+    with stored.local_copy(picked.selection.checkpoint_path) as folder:  # a URI under a remote --storage too
+        client.log_artifacts(run_id, str(folder), artifact_path="selected_checkpoint")
 
 
 class StageRecorder(tune.Callback):
@@ -57,6 +59,7 @@ class StageRecorder(tune.Callback):
 
     def __init__(self, searcher: StagedSearcher, tracker: Tracker, state_file: StateFile) -> None:
         self.searcher, self.tracker, self.state_file = searcher, tracker, state_file
+        self.storage = state_file.storage  # kept checkpoints are recorded as URIs under it
 
     # Pickled into tuner.pkl with the searcher (one pickle: it stays the same object on Tuner.restore);
     # the state file and MLflow are reconnected in the resuming process.
@@ -65,13 +68,15 @@ class StageRecorder(tune.Callback):
         return {
             "searcher": self.searcher,
             "_out": self.state_file.output_dir,
+            "_storage": self.storage,
             "_tracking": (t.uri, t.experiment_id, t.parent_run_id),
         }
 
     def __setstate__(self, state: dict) -> None:
         self.searcher = state["searcher"]
         self.tracker = Tracker.attach(*state["_tracking"])
-        self.state_file = StateFile(state["_out"])
+        self.storage = THIS_RUN.get("storage", state.get("_storage"))
+        self.state_file = StateFile(THIS_RUN.get("out", state["_out"]), self.storage)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._ended(trial)
@@ -83,7 +88,7 @@ class StageRecorder(tune.Callback):
         self._record(self.searcher.take_news())  # a stage whose searcher ran out early is selected in suggest
 
     def _ended(self, trial: Any) -> None:
-        self.searcher.trial_ended(trial.trial_id, outcome_of(trial))
+        self.searcher.trial_ended(trial.trial_id, outcome_of(trial, self.storage))
         self._record(self.searcher.take_news())
 
     def _record(self, labels: list[str]) -> None:
@@ -105,6 +110,32 @@ class StageRecorder(tune.Callback):
             state.timeline.append(TunerRun(label, [stage.plan.trial_variant], start, time.time(), trials))
             _print_selected(label, record, start)
         self.state_file.save()
+
+
+class OptunaSnapshot(tune.Callback):
+    """Remote --storage, default Optuna database (OUTPUT/optuna.db): a consistent SQLite backup of it is
+    put under the prefix each time Tune snapshots its experiment. Tune asks every callback for its state
+    right after saving the searchers, in the same driver step (no Optuna write in between), so the copy
+    a resume from storage alone fetches is never older than the searchers Tune restores."""
+
+    def __init__(self, db: Path, storage: str) -> None:
+        self.db, self.storage = db, storage
+
+    def __getstate__(self) -> dict:
+        return {"db": self.db.name, "out": self.db.parent, "storage": self.storage}
+
+    def __setstate__(self, state: dict) -> None:
+        self.db = Path(THIS_RUN.get("out", state["out"])) / state["db"]
+        self.storage = THIS_RUN.get("storage", state["storage"])
+
+    def get_state(self) -> dict | None:
+        if self.db.is_file():
+            with tempfile.TemporaryDirectory(prefix="sptune-optuna-") as tmp:
+                copy = Path(tmp) / self.db.name
+                with sqlite3.connect(self.db) as source, sqlite3.connect(copy) as target:
+                    source.backup(target)
+                stored.Mirror(self.storage, self.db.parent).push_bytes(self.db.name, copy.read_bytes())
+        return None  # nothing of its own to restore
 
 
 class TunerRunner:
@@ -145,9 +176,10 @@ class TunerRunner:
             )
 
     def _tuner(self, stages: list[Stage], checkpoints: Checkpoints) -> Any:
-        experiment_dir = f"{self.storage.rstrip('/')}/{STUDY_EXPERIMENT}"
-        if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
+        experiment_dir = stored.join(self.storage, STUDY_EXPERIMENT)
+        if self.resume and stored.exists(stored.join(experiment_dir, "tuner.pkl")):
             print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner ...", flush=True)
+            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna)
@@ -157,8 +189,14 @@ class TunerRunner:
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
-        callbacks = [logger, recorder, states]
+        callbacks = [logger, recorder, states, *self._snapshots()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
+
+    def _snapshots(self) -> list[tune.Callback]:
+        """The default Optuna database's copy under a remote storage (a server database needs none)."""
+        out = self.state_file.output_dir
+        own = self.optuna is not None and self.optuna.url == default_url(out)
+        return [OptunaSnapshot(out / DB_FILE, self.storage)] if own and stored.is_remote(self.storage) else []
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
