@@ -10,10 +10,10 @@ What lives under a remote prefix, and why:
   (`read_bytes`, `local_copy`); nothing assumes a shared local path.
 - **The driver's files** (`DRIVER_FILES`: study_state.json at every save, spec.yaml, optuna.json,
   test_reads.jsonl, and at the end results.json/.md and report.html) are copied under the prefix as they
-  are written (`Mirror`). The default Optuna database (OUTPUT/optuna.db) is copied as a consistent SQLite
-  backup each time Tune snapshots its experiment (`study.tuner_run.OptunaSnapshot`), in the same driver
-  step that saves the searchers: the copy is never older than the searchers Tune restores (newer is the
-  case a local ``--resume`` already handles).
+  are written (`Mirror`). The default Optuna database (OUTPUT/optuna.db) goes, as a consistent SQLite
+  backup, into each of Tune's experiment snapshots (`study.tuner_run.OptunaSnapshot`), taken in the same
+  driver step that saves the searchers and uploaded with them: a resume restores searchers and database
+  as they were together. Once the Tuner has ended, the database itself is copied to STORAGE/optuna.db.
 - **Resume from the storage alone**: ``--resume --storage URI --output NEW_DIR`` on a machine without the
   old output directory fetches those files into NEW_DIR first (preflight), then resumes as usual. The
   MLflow tracking store must outlive the old output directory as well: a study tracked in the default
@@ -43,7 +43,11 @@ from urllib.parse import parse_qs, urlsplit
 import pyarrow.fs as pafs
 
 STATE_NAME = "study_state.json"
-DRIVER_FILES = ("study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl")
+DRIVER_FILES = ("study_state.json", "spec.yaml", "optuna.json", "test_reads.jsonl")
+OPTUNA_DB = "optuna.db"
+# Where a copy of the default Optuna database is, newest first: pushed once the Tuner has ended; the one
+# in Tune's last experiment snapshot (study/), consistent with the searchers Tune restores.
+OPTUNA_COPIES = (OPTUNA_DB, f"study/{OPTUNA_DB}")
 RESULT_FILES = ("results.json", "results.md", "report.html")
 MLFLOW_ARTIFACTS = "mlflow-artifacts"
 _SECRET_KEYS = ("access_key", "secret_key", "session_token")
@@ -166,14 +170,15 @@ class Mirror:
         if self.storage is not None:
             write_bytes(join(self.storage, name), data)
 
-    def pull(self, names: tuple[str, ...] = DRIVER_FILES) -> list[str]:
-        """Fetch what the storage holds of ``names`` into the output directory; returns what it held."""
+    def pull(self) -> list[str]:
+        """Fetch the driver's files the storage holds into the output directory (the Optuna database
+        from its newest copy); returns the names fetched."""
         if self.storage is None:
             return []
         fetched = []
-        for name in names:
-            uri = join(self.storage, name)
-            if exists(uri):
+        for name, sources in [(name, (name,)) for name in DRIVER_FILES] + [(OPTUNA_DB, OPTUNA_COPIES)]:
+            uri = next((join(self.storage, s) for s in sources if exists(join(self.storage, s))), None)
+            if uri is not None:
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / name).write_bytes(read_bytes(uri))
                 fetched.append(name)

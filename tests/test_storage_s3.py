@@ -126,7 +126,7 @@ def test_a_study_keeps_everything_under_the_prefix(s3, uninterrupted):
     out, keys = uninterrupted["out"], _keys(s3, "whole")
     names = {k.removeprefix("whole/") for k in keys}
     assert {"study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl", "results.json",
-            "report.html"} <= names
+            "report.html", "study/optuna.db"} <= names
     assert "study/tuner.pkl" in names and any(n.startswith("study/experiment_state") for n in names)
     checkpoints = [n for n in names if n.startswith("study/") and "/checkpoint_" in n and n.endswith("/state.pt")]
     assert len({n.rsplit("/checkpoint_", 1)[0] for n in checkpoints}) == 8  # every trial of the study
@@ -146,15 +146,21 @@ def test_a_study_keeps_everything_under_the_prefix(s3, uninterrupted):
 
 
 def _finetune_checkpointed(s3, out: Path, prefix: str) -> bool:
-    """Pretraining selected, and Tune's state under the prefix knows an SPT finetune trial with a checkpoint."""
+    """Pretraining selected, and Tune's snapshot under the prefix knows an SPT finetune trial that has
+    a checkpoint there (the kill then lands where test_resume.py's does, after Tune's upload)."""
     state = out / "study_state.json"
     if not state.exists() or "pretrain" not in json.loads(state.read_text() or "{}").get("searches", {}):
         return False
     keys = _keys(s3, f"{prefix}/study")
     trials = {k.rsplit("/checkpoint_", 1)[0] for k in keys if "/checkpoint_" in k and k.endswith("state.pt")}
+    snapshots = [k for k in keys if k.rsplit("/", 1)[-1].startswith("experiment_state")]
+    if not snapshots:
+        return False
+    snapshot = s3["client"].get_object(Bucket=BUCKET, Key=max(snapshots))["Body"].read()
     for trial in trials:
         params = s3["client"].get_object(Bucket=BUCKET, Key=f"{trial}/params.json")["Body"].read()
-        if b'"search-spt"' in params:
+        trial_id = trial.rsplit("/", 1)[-1].split("_")[1].encode()  # StudyTrainable_<id>_<n>_...
+        if b'"search-spt"' in params and trial_id in snapshot:
             return True
     return False
 

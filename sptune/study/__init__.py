@@ -17,7 +17,7 @@ from sptune.optuna_storage import OptunaTarget, follow_move
 from sptune.plan import StudyPlan
 from sptune.results import ResultRow
 from sptune.stages import Checkpoints, Stage
-from sptune.storage import RESULT_FILES, Mirror
+from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror
 from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
@@ -77,6 +77,7 @@ class Study:
         """The study's one Tuner; what each variant will test: its search's pick, or each seed's re-run."""
         stages, checkpoints = self._stages()
         self.tuners.run(stages, checkpoints)
+        self.mirror.push(OPTUNA_DB)  # the searches' final database (none with --optuna-storage)
         for pretraining in self.plan.pretrainings():
             self.spt.cache(pretraining)
         searches, state = self.plan.variant_searches(), self.state_file.state

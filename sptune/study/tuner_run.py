@@ -9,7 +9,6 @@ running driver writes (its output directory and storage), never the old driver's
 from __future__ import annotations
 
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -113,28 +112,31 @@ class StageRecorder(tune.Callback):
 
 
 class OptunaSnapshot(tune.Callback):
-    """Remote --storage, default Optuna database (OUTPUT/optuna.db): a consistent SQLite backup of it is
-    put under the prefix each time Tune snapshots its experiment. Tune asks every callback for its state
-    right after saving the searchers, in the same driver step (no Optuna write in between), so the copy
-    a resume from storage alone fetches is never older than the searchers Tune restores."""
+    """Remote --storage, default Optuna database (OUTPUT/optuna.db): a consistent SQLite backup of it goes
+    into Tune's experiment snapshot. Tune asks every callback for its state right after saving the
+    searchers, in the same driver step (no Optuna write in between), and uploads the snapshot's folder
+    as one sync: the copy under STORAGE/study is the database as the searchers Tune restores knew it."""
 
-    def __init__(self, db: Path, storage: str) -> None:
-        self.db, self.storage = db, storage
+    def __init__(self, db: Path) -> None:
+        self.db, self.staging = db, None
 
     def __getstate__(self) -> dict:
-        return {"db": self.db.name, "out": self.db.parent, "storage": self.storage}
+        return {"db": self.db.name, "out": self.db.parent}
 
     def __setstate__(self, state: dict) -> None:
-        self.db = Path(THIS_RUN.get("out", state["out"])) / state["db"]
-        self.storage = THIS_RUN.get("storage", state["storage"])
+        self.db, self.staging = Path(THIS_RUN.get("out", state["out"])) / state["db"], None
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.staging is None and trials:  # where Tune stages its snapshot before uploading it
+            self.staging = Path(trials[0].storage.experiment_driver_staging_path)
 
     def get_state(self) -> dict | None:
-        if self.db.is_file():
-            with tempfile.TemporaryDirectory(prefix="sptune-optuna-") as tmp:
-                copy = Path(tmp) / self.db.name
-                with sqlite3.connect(self.db) as source, sqlite3.connect(copy) as target:
-                    source.backup(target)
-                stored.Mirror(self.storage, self.db.parent).push_bytes(self.db.name, copy.read_bytes())
+        if self.staging is not None and self.db.is_file():
+            self.staging.mkdir(parents=True, exist_ok=True)
+            tmp = self.staging / f".{self.db.name}.tmp"
+            with sqlite3.connect(self.db) as source, sqlite3.connect(tmp) as target:
+                source.backup(target)
+            tmp.replace(self.staging / self.db.name)
         return None  # nothing of its own to restore
 
 
@@ -196,7 +198,7 @@ class TunerRunner:
         """The default Optuna database's copy under a remote storage (a server database needs none)."""
         out = self.state_file.output_dir
         own = self.optuna is not None and self.optuna.url == default_url(out)
-        return [OptunaSnapshot(out / DB_FILE, self.storage)] if own and stored.is_remote(self.storage) else []
+        return [OptunaSnapshot(out / DB_FILE)] if own and stored.is_remote(self.storage) else []
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
