@@ -158,7 +158,10 @@ class TunerRunner:
             return
         self.state.failed.clear()
         self.state_file.save()
-        self._tuner(stages, checkpoints).fit()
+        started = time.time()
+        grid = self._tuner(stages, checkpoints).fit()
+        if self.resume:
+            self._drop_forgotten(grid, started)
         if self.optuna is not None:
             self.optuna.close(tuple(s.search for s in stages if not s.is_rerun))
         fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
@@ -193,6 +196,25 @@ class TunerRunner:
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
         callbacks = [logger, recorder, states, *self._snapshots()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
+
+    def _drop_forgotten(self, grid: Any, started: float) -> None:
+        """A trial the interrupted driver started after Tune's last snapshot was forgotten by the restore
+        and started again under a new id: its MLflow child run, made by the old driver, still RUNNING and
+        with no epoch logged, is deleted so no trial has two runs. One that had logged epochs stays, ended
+        KILLED and tagged, since that compute was spent."""
+        known = {str((r.metrics or {}).get("trial_id")) for r in grid}
+        client, parent = self.tracker.client, self.tracker.parent_run_id
+        runs = client.search_runs([self.tracker.experiment_id], f"tags.mlflow.parentRunId = '{parent}'",
+                                  max_results=5000)
+        for run in runs:
+            trial_id = run.data.tags.get("sptune.trial_id")
+            if trial_id in known or run.info.status != "RUNNING" or run.info.start_time >= started * 1000:
+                continue
+            if run.data.metrics:
+                client.set_tag(run.info.run_id, "sptune.forgotten_by_resume", "true")
+                client.set_terminated(run.info.run_id, status="KILLED")
+            else:
+                client.delete_run(run.info.run_id)
 
     def _snapshots(self) -> list[tune.Callback]:
         """The default Optuna database's copy under a remote storage (a server database needs none)."""
