@@ -61,7 +61,7 @@ def is_remote(uri: str | os.PathLike | None) -> bool:
 
 def join(uri: str, *parts: str) -> str:
     """``uri/part/...``, the query string (endpoint options) kept at the end."""
-    if not is_remote(uri):
+    if "://" not in uri:
         return str(Path(uri, *parts))
     base, sep, query = uri.partition("?")
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts if p.strip("/"))]) + sep + query

@@ -158,7 +158,10 @@ def _finetune_checkpointed(s3, out: Path, prefix: str) -> bool:
         return False
     snapshot = s3["client"].get_object(Bucket=BUCKET, Key=max(snapshots))["Body"].read()
     for trial in trials:
-        params = s3["client"].get_object(Bucket=BUCKET, Key=f"{trial}/params.json")["Body"].read()
+        try:  # the trial's checkpoint is uploaded by its worker, its params.json by the driver: maybe later
+            params = s3["client"].get_object(Bucket=BUCKET, Key=f"{trial}/params.json")["Body"].read()
+        except s3["client"].exceptions.NoSuchKey:
+            continue
         trial_id = trial.rsplit("/", 1)[-1].split("_")[1].encode()  # StudyTrainable_<id>_<n>_...
         if b'"search-spt"' in params and trial_id in snapshot:
             return True
