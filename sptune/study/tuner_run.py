@@ -134,8 +134,12 @@ class OptunaSnapshot(tune.Callback):
         if self.staging is not None and self.db.is_file():
             self.staging.mkdir(parents=True, exist_ok=True)
             tmp = self.staging / f".{self.db.name}.tmp"
-            with sqlite3.connect(self.db) as source, sqlite3.connect(tmp) as target:
+            source, target = sqlite3.connect(self.db), sqlite3.connect(tmp)
+            try:
                 source.backup(target)
+            finally:
+                source.close()
+                target.close()
             tmp.replace(self.staging / self.db.name)
         return None  # nothing of its own to restore
 
