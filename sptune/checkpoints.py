@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import zipfile
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from sptune import storage
 from sptune.errors import DataError
 
 STATE_FILE = "state.pt"
@@ -21,7 +23,14 @@ def checkpoint_dir(path: str | os.PathLike) -> Path:
 
 
 def load_state(checkpoint: str | os.PathLike) -> dict:
+    """A checkpoint's state: a local folder (or its state.pt), or one under a remote --storage
+    (a selected SPT checkpoint read by a trial on any node, or by the one test evaluation)."""
     # weights_only: checkpoints are untrusted input; sptune's hold only tensors and numbers.
+    if storage.is_remote(checkpoint):
+        uri = str(checkpoint)
+        if not storage.without_query(uri).endswith("/" + STATE_FILE):
+            uri = storage.join(uri, STATE_FILE)
+        return torch.load(io.BytesIO(storage.read_bytes(uri)), map_location="cpu", weights_only=True)
     return torch.load(checkpoint_dir(checkpoint) / STATE_FILE, map_location="cpu", weights_only=True)
 
 

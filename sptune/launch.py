@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sptune import ray_session
+from sptune import ray_session, storage
 from sptune.optuna_storage import OptunaTarget, default_url, redact, uses_optuna
 from sptune.plan import describe
 from sptune.preflight import ReadyCampaign, ReadyStudy
@@ -35,7 +35,7 @@ def run(ready: ReadyStudy | ReadyCampaign) -> Path:
         raise
     # The report needs nothing from Ray: it is drawn while Ray shuts down, not after.
     with ThreadPoolExecutor(1, thread_name_prefix="sptune-report") as pool:
-        report = pool.submit(write_report, results.parent)
+        report = pool.submit(write_report, results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
         ray_session.release()
         report.result()
     return results
@@ -63,7 +63,7 @@ def _run_campaign(campaign: ReadyCampaign, first_tracker: Any) -> Path:
     for i, study in enumerate(campaign.studies):
         print(f"[sptune] campaign {campaign.name}: study {study.run_name}", flush=True)
         run_study(study, first_tracker if i == 0 else None)
-        write_report(study.output_dir)
+        write_report(study.output_dir, study.storage)
     path = merge_results(campaign.root, list(campaign.members), campaign.name)
     print(f"Campaign results: {path}")
     return path
@@ -75,7 +75,9 @@ def _tracker(ready: ReadyStudy) -> Any:
 
     ready.output_dir.mkdir(parents=True, exist_ok=True)  # a SQLite store lives in the output directory
     target = ready.tracking
-    return Tracker(target.uri, target.experiment, target.store_dir)
+    # A remote --storage keeps MLflow's artifacts under its prefix too (only a new experiment's location is set).
+    root = storage.mlflow_artifact_root(ready.storage) if storage.is_remote(ready.storage) else None
+    return Tracker(target.uri, target.experiment, target.store_dir, root)
 
 
 def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
@@ -87,6 +89,7 @@ def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
     optuna = _optuna_target(ready)
+    storage.Mirror(ready.storage, out).push("spec.yaml", "optuna.json")
     target = ready.tracking
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
@@ -122,7 +125,8 @@ def _parent_params(ready: ReadyStudy) -> dict[str, str]:
 
     spec = ready.spec
     own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve()),
-           "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else "optuna.db"}
+           "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else "optuna.db",
+           "storage": ready.storage or "OUTPUT/ray_results"}  # a URI without credentials (preflight refuses them)
     return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
 
 
@@ -145,8 +149,8 @@ def _parent_run_id(ready: ReadyStudy) -> str | None:
     return ready.resume_state.parent_run_id if ready.resume_state else None
 
 
-def write_report(out: Path) -> None:
-    """The HTML fairness report next to the results (see sptune.report).
+def write_report(out: Path, storage_uri: str | None = None) -> None:
+    """The HTML fairness report next to the results (see sptune.report), copied under a remote storage.
 
     The study's results are already safe on disk and in MLflow: a report failure is
     reported, with the command to retry, but does not fail the study."""
@@ -154,6 +158,7 @@ def write_report(out: Path) -> None:
 
     try:
         print(f"Report: {build_report(out)}")
+        storage.Mirror(storage_uri, out).push("report.html")
     except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
         print(
             f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "

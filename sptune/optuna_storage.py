@@ -50,6 +50,14 @@ def default_url(output_dir: Path) -> str:
     return f"sqlite:///{(output_dir / DB_FILE).resolve()}"
 
 
+def follow_move(old_output_dir: Path, new_output_dir: Path) -> None:
+    """A study resumed into another output directory (from a remote --storage alone): the searchers
+    Tune restores reconnect to the new directory's optuna.db, not to the old one they were pickled with."""
+    old, new = default_url(old_output_dir), default_url(new_output_dir)
+    if old != new:
+        _known_urls[redact(old)] = new
+
+
 def redact(url: str) -> str:
     """The URL with its password (``user:PASSWORD@`` or ``?password=``) replaced by ***."""
     try:

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+from sptune import storage
 from sptune.checkpoints import STATE_FILE
 from sptune.plan import SearchPlan
 from sptune.spec import SweepSpec
@@ -36,10 +37,11 @@ def lookup(cache_dir: Path, key: str) -> Path | None:
 
 
 def store(cache_dir: Path, key: str, checkpoint: str | Path) -> Path:
+    """Copy a selected checkpoint (local, or a URI under a remote --storage) into the campaign's cache."""
     target = cache_dir / key
     if not (target / STATE_FILE).is_file():
         tmp = cache_dir / f".{key}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(checkpoint, tmp)
+        storage.copy_dir_to_local(str(checkpoint), tmp)
         tmp.replace(target)  # atomic: a half-copied checkpoint is never found
     return target

@@ -22,6 +22,7 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
 from sptune.selection import Selection, TrialOutcome, select_best, select_each
@@ -90,8 +91,17 @@ def spt_checkpoints_of(stage: Stage, picked: list[Selection]) -> dict[int | None
     return {None: picked[0].checkpoint_path}
 
 
-def outcome_of(trial: Any) -> TrialOutcome:
-    """What selection needs of an ended Tune trial (as `ResultGrid` would give it, read while it runs)."""
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A kept checkpoint as selection records it: a local path, or a URI under a remote --storage
+    (Ray's own Checkpoint.path drops the scheme and the endpoint options)."""
+
+    path: str
+
+
+def outcome_of(trial: Any, storage: str | None = None) -> TrialOutcome:
+    """What selection needs of an ended Tune trial (as `ResultGrid` would give it, read while it runs);
+    `storage`: the study's --storage, whose URI every kept checkpoint's path is given under."""
     error = None
     if trial.status == "ERROR":
         try:
@@ -104,10 +114,16 @@ def outcome_of(trial: Any) -> TrialOutcome:
         metrics=dict(trial.last_result or {}),
         error=error,
         path=str(trial.path) if trial.storage is not None else "",
-        best_checkpoints=[(k.checkpoint, dict(k.metrics)) for k in kept],
+        best_checkpoints=[(_located(k.checkpoint, storage), dict(k.metrics)) for k in kept],
         # Tune's own count: every failure it retried from the last checkpoint, and the last one if it gave up.
         failures=int(getattr(trial, "num_failures", 0) or 0),
     )
+
+
+def _located(checkpoint: Any, storage: str | None) -> Any:
+    if not stored.is_remote(storage):
+        return checkpoint
+    return StoredCheckpoint(stored.checkpoint_uri(storage, checkpoint.path))
 
 
 class StagedSearcher(VariantSearcher):

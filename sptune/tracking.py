@@ -85,10 +85,14 @@ def ui_command(tracking_uri: str, output_dir: Path, experiment_id: str) -> str:
 class Tracker:
     """The study's MLflow experiment and parent run."""
 
-    def __init__(self, tracking_uri: str, experiment: str, output_dir: Path) -> None:
+    def __init__(
+        self, tracking_uri: str, experiment: str, output_dir: Path, artifact_root: str | None = None
+    ) -> None:
+        """`artifact_root`: where a new experiment keeps its artifacts (a remote --storage's
+        STORAGE/mlflow-artifacts); None: OUTPUT/mlartifacts for a SQLite store, the server's choice else."""
         self.uri = tracking_uri
         self.client = MlflowClient(tracking_uri=tracking_uri)
-        self.experiment_id = self._experiment(experiment, output_dir)
+        self.experiment_id = self._experiment(experiment, output_dir, artifact_root)
         self.parent_run_id: str | None = None
 
     @classmethod
@@ -99,7 +103,7 @@ class Tracker:
         tracker.client = MlflowClient(tracking_uri=uri)
         return tracker
 
-    def _experiment(self, name: str, output_dir: Path) -> str:
+    def _experiment(self, name: str, output_dir: Path, artifact_root: str | None = None) -> str:
         try:
             found = self.client.get_experiment_by_name(name)
         except Exception as err:  # connection refused, bad URI, ...
@@ -115,6 +119,7 @@ class Tracker:
             # A SQLite store defaults artifacts to ./mlruns of the current directory: pin them
             # inside the study's output directory instead. Servers manage their own artifacts.
             location = None if self.uri.startswith("http") else (output_dir / "mlartifacts").resolve().as_uri()
+            location = artifact_root or location
             exp_id = self.client.create_experiment(name, artifact_location=location)
             self.client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
         # Every study sets it, so experiments made before the view existed get it too.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from sptune import storage
 from sptune.errors import SpecError
 from sptune.optuna_storage import recorded_storage, redact
 from sptune.spec import SweepSpec
@@ -50,6 +51,37 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
             "resume with the same spec and --set overrides, or start a new study in a new --output",
         )
     return state
+
+
+def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list[str]:
+    """--resume with a remote --storage and an output directory that holds no study (a new machine, the
+    old directory gone): the driver's files the storage keeps (study_state.json, spec.yaml, optuna.db ...)
+    are fetched into it, and the resume goes on from them. Returns the names fetched."""
+    if not resume or not storage.is_remote(storage_uri) or (out / storage.STATE_NAME).exists():
+        return []
+    fetched = storage.Mirror(storage_uri, out).pull()
+    if fetched:
+        print(f"[sptune] --resume: fetched {', '.join(fetched)} from --storage into {out}", flush=True)
+    return fetched
+
+
+def check_tracking_store(state: StudyState | None) -> None:
+    """A resumed study's MLflow store must still be there: a SQLite file that went with the old output
+    directory would be created anew, empty, and the study's parent run would not exist in it."""
+    uri = state.tracking_uri if state else None
+    if not uri or not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///"))
+    if not path.is_absolute():  # sqlite:////abs has one more slash; sqlite:///rel is relative
+        path = Path.cwd() / path
+    if not path.exists():
+        raise SpecError(
+            "--tracking-uri", f"the study was tracked in {uri}, which no longer exists (it lived in the old output "
+            "directory), so its MLflow runs cannot be continued",
+            "resume on the machine that has that file (its --output), or copy it back to that path; start studies "
+            "meant to resume from --storage alone with --tracking-uri of an MLflow server or a SQLite file outside "
+            "--output",
+        )
 
 
 def check_optuna_record(out: Path, given: str | None) -> None:

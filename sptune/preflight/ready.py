@@ -16,15 +16,23 @@ from sptune.optuna_storage import given_url
 from sptune.plan import StudyPlan, concurrency
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
-from sptune.preflight.outputs import check_optuna_record, check_output_dir, default_output_dir
+from sptune.preflight.outputs import (
+    check_optuna_record,
+    check_output_dir,
+    check_tracking_store,
+    default_output_dir,
+    fetch_from_storage,
+)
 from sptune.preflight.services import (
     check_optuna_storage,
     check_ray_head,
+    check_storage,
     check_storage_for_nodes,
     check_tracking_server,
     ray_address,
 )
 from sptune.spec import SweepSpec, read_yaml
+from sptune.storage import join
 from sptune.tasks.base import TaskSplits
 
 if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
@@ -103,6 +111,7 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     address = ray_address(options.address)
     if address:
         check_ray_head(address)
+    check_storage(options.storage)
     name = planned.campaign or planned.studies[0].inputs.spec.name
     root = options.output or default_output_dir(name)
     studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
@@ -122,16 +131,19 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
 def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_campaign: bool) -> ReadyStudy:
     spec, member = planned.inputs.spec, planned.member
     out = root / member.name if in_campaign else root
+    storage = options.storage
+    if storage is not None and in_campaign:
+        storage = join(storage, member.name)
+    if options.output is not None:  # --resume from a remote --storage alone: its files come first
+        fetch_from_storage(out, storage, options.resume)
     state = check_output_dir(out, spec, options.resume, explicit=options.output is not None)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
         check_optuna_record(out, optuna_storage)
+        check_tracking_store(state)
     store_dir = root  # a campaign keeps one MLflow store for all its studies
     uri = (state.tracking_uri if state else None) or options.tracking_uri or spec.tracking.uri
     uri = uri or f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
-    storage = options.storage
-    if storage is not None and in_campaign:
-        storage = f"{storage.rstrip('/')}/{member.name}"
     return ReadyStudy(
         spec_path=member.spec_path if member else options.spec_path,
         overrides=planned.overrides,

@@ -1,4 +1,5 @@
-"""The services a study talks to: the MLflow tracking server, the Optuna database and the Ray cluster.
+"""The services a study talks to: the MLflow tracking server, the Optuna database, a remote --storage
+and the Ray cluster.
 
 Each answers within seconds here, or the study is refused: ray.init retries a head that
 does not answer for many minutes, and MLflow's client retries a dead server for longer.
@@ -11,11 +12,14 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import pyarrow.fs as pafs
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
+from sptune import storage as stored
 from sptune.errors import RuntimeFailure, SpecError
 from sptune.optuna_storage import redact
 
@@ -59,6 +63,52 @@ def check_ray_head(address: str) -> None:
             f"no Ray head answers there ({err.strerror or type(err).__name__})",
             "start one with `ray start --head --port PORT` and pass the address it prints, or drop --address "
             "(and RAY_ADDRESS) to run on a local Ray instance",
+        ) from None
+
+
+_STORAGE_ENV = (
+    "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL, or ?endpoint_override=HOST:PORT"
+    "&scheme=http in the URI, for an S3-compatible server) in the environment of the driver and of every node"
+)
+
+
+def check_storage(uri: str | None) -> None:
+    """A remote --storage (any pyarrow URI): no credentials in it (it is printed and saved), its endpoint
+    answers within seconds (pyarrow's client retries a dead one for longer), its bucket exists and the
+    prefix can be listed. Refused with exit 2 before anything starts."""
+    if not stored.is_remote(uri):
+        return
+    if stored.credentials_in(uri):  # never echo the URI: it holds the secret
+        raise SpecError("--storage", "the URI carries credentials, which would be printed and saved with it",
+                        f"remove them from the URI and {_STORAGE_ENV}")
+    shown = stored.without_query(uri)
+    endpoint = stored.endpoint(uri)
+    if endpoint:
+        _check_endpoint(shown, endpoint)
+    try:
+        fs, path = stored.filesystem(uri)
+        bucket = path.split("/", 1)[0]
+        if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise SpecError(f"--storage {shown}", f"the bucket '{bucket}' does not exist",
+                            "create it (e.g. `aws s3 mb s3://BUCKET`) or name an existing one")
+        fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))  # may we list the prefix?
+    except (OSError, ValueError) as err:
+        reason = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise SpecError(f"--storage {shown}", f"the storage cannot be read ({reason})",
+                        f"check the bucket and prefix, and {_STORAGE_ENV}") from None
+
+
+def _check_endpoint(shown: str, endpoint: str) -> None:
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "", port), timeout=TIMEOUT_S):
+            return
+    except OSError as err:
+        raise SpecError(
+            f"--storage {shown}",
+            f"its endpoint {endpoint} does not answer ({err.strerror or type(err).__name__})",
+            "start the S3-compatible server, or fix ?endpoint_override= in the URI or AWS_ENDPOINT_URL",
         ) from None
 
 

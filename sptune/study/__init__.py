@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sptune.optuna_storage import OptunaTarget
+from sptune.optuna_storage import OptunaTarget, follow_move
 from sptune.plan import StudyPlan
 from sptune.results import ResultRow
 from sptune.stages import Checkpoints, Stage
-from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
+from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror
+from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
 from sptune.study.state import StateFile, StudyState, read_state
@@ -43,13 +44,16 @@ class Study:
         optuna: OptunaTarget | None = None,
     ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
-        self.state_file = StateFile(output_dir)
-        state = self.state_file.state
-        state.tracking_uri, state.experiment_id = tracker.uri, tracker.experiment_id
-        state.parent_run_id = tracker.parent_run_id
-        self.state_file.save()
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
         storage = storage or str((output_dir / "ray_results").resolve())
+        self.mirror = Mirror(storage, output_dir)  # the driver's files under a remote storage
+        self.state_file = StateFile(output_dir, storage)
+        state = self.state_file.state
+        if state.output_dir and optuna is not None:  # resumed elsewhere (from the storage alone)
+            follow_move(Path(state.output_dir), output_dir)
+        state.tracking_uri, state.experiment_id = tracker.uri, tracker.experiment_id
+        state.parent_run_id, state.output_dir = tracker.parent_run_id, str(output_dir.resolve())
+        self.state_file.save()
         self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume, optuna)
         self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir)
 
@@ -61,8 +65,10 @@ class Study:
         if state.rows is None:
             state.rows = evaluate_on_test(self.plan, self.data, self.out, self._run_tuners())
             self.state_file.save()  # the test split has been read: recorded before anything else can fail
+            self.mirror.push(TEST_READS)
         log_test_metrics(self.tracker, state.rows)
         publish(self.plan, state, self.out, self.tracker, state.rows)
+        self.mirror.push(*RESULT_FILES)
         state.published = True
         self.state_file.save()
         return state.rows
@@ -71,6 +77,7 @@ class Study:
         """The study's one Tuner; what each variant will test: its search's pick, or each seed's re-run."""
         stages, checkpoints = self._stages()
         self.tuners.run(stages, checkpoints)
+        self.mirror.push(OPTUNA_DB)  # the searches' final database (none with --optuna-storage)
         for pretraining in self.plan.pretrainings():
             self.spt.cache(pretraining)
         searches, state = self.plan.variant_searches(), self.state_file.state

@@ -1,5 +1,7 @@
 """study_state.json: what a study has finished, saved as each search is selected so that ``--resume``
-never redoes a selected search and never re-reads the test split. JSON is the on-disk format."""
+never redoes a selected search and never re-reads the test split. JSON is the on-disk format; with a
+remote --storage every save is also copied under its prefix (`sptune.storage`), so a new driver can
+resume from the storage alone."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from sptune.results import ResultRow
 from sptune.selection import Selection
+from sptune.storage import Mirror
 
 STATE_FILE = "study_state.json"
 
@@ -58,6 +61,7 @@ class StudyState:
     tracking_uri: str | None = None
     experiment_id: str | None = None
     parent_run_id: str | None = None
+    output_dir: str | None = None  # where the driver that last ran it wrote (a resume may use another)
     searches: dict[str, SearchRecord] = field(default_factory=dict)  # by SearchPlan.label
     timeline: list[TunerRun] = field(default_factory=list)
     # pretraining label -> the campaign's cached SPT checkpoint that replaced its Tuner
@@ -74,6 +78,7 @@ class StudyState:
             tracking_uri=data.get("tracking_uri"),
             experiment_id=data.get("experiment_id"),
             parent_run_id=data.get("parent_run_id"),
+            output_dir=data.get("output_dir"),
             searches={label: SearchRecord.from_json(r) for label, r in data.get("searches", {}).items()},
             timeline=[TunerRun(**t) for t in data.get("timeline", [])],
             spt_from_cache=dict(data.get("spt_from_cache", {})),
@@ -92,11 +97,14 @@ def read_state(output_dir: Path) -> StudyState | None:
 class StateFile:
     """The study's state and the file it is saved to."""
 
-    def __init__(self, output_dir: Path) -> None:
-        self.output_dir = output_dir
+    def __init__(self, output_dir: Path, storage: str | None = None) -> None:
+        self.output_dir, self.storage = output_dir, storage
         self.state = read_state(output_dir) or StudyState()
 
     def save(self) -> None:
+        text = json.dumps(asdict(self.state), indent=2, default=str)
         tmp = self.output_dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(asdict(self.state), indent=2, default=str))
+        tmp.write_text(text)
         tmp.replace(self.output_dir / STATE_FILE)  # atomic: a kill never leaves half a state file
+        # One object put (atomic too): the remote copy is either the last state or this one.
+        Mirror(self.storage, self.output_dir).push_bytes(STATE_FILE, text.encode())

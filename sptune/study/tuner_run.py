@@ -1,18 +1,24 @@
 """The study's one Tuner (`sptune.stages`): run it, or restore it after an interruption. Each stage is
 selected while the Tuner runs on, as soon as its last trial ends; `StageRecorder` then records the
-selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow."""
+selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow.
+
+With a remote --storage a resume may run in another process on another machine than the driver that
+pickled the Tuner's callbacks (tuner.pkl): `THIS_RUN` tells them, as they are unpickled, where the
+running driver writes (its output directory and storage), never the old driver's."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from ray import tune
 
+from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.live_metrics import TrialStateMetrics
-from sptune.optuna_storage import OptunaTarget
+from sptune.optuna_storage import DB_FILE, OptunaTarget, default_url
 from sptune.plan import SearchPlan, StudyPlan
 from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
@@ -20,14 +26,8 @@ from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
-
-def _exists(path_or_uri: str) -> bool:
-    import pyarrow.fs
-
-    fs, path = pyarrow.fs.FileSystem.from_uri(
-        path_or_uri if "://" in path_or_uri else Path(path_or_uri).resolve().as_uri()
-    )
-    return fs.get_file_info(path).type != pyarrow.fs.FileType.NotFound
+# Set by TunerRunner before it restores a Tuner: "out" and "storage" of the driver now running.
+THIS_RUN: dict[str, Any] = {}
 
 
 def _print_selected(label: str, record: SearchRecord, start: float) -> None:
@@ -47,7 +47,8 @@ def mark_selected(tracker: Tracker, picked: SelectedTrial) -> None:
     client = tracker.client
     client.set_tag(run_id, "sptune.selected", "true")
     client.log_metric(run_id, "selected_epoch", picked.selection.epoch)
-    client.log_artifacts(run_id, picked.selection.checkpoint_path, artifact_path="selected_checkpoint")
+    with stored.local_copy(picked.selection.checkpoint_path) as folder:  # a URI under a remote --storage too
+        client.log_artifacts(run_id, str(folder), artifact_path="selected_checkpoint")
 
 
 class StageRecorder(tune.Callback):
@@ -57,6 +58,7 @@ class StageRecorder(tune.Callback):
 
     def __init__(self, searcher: StagedSearcher, tracker: Tracker, state_file: StateFile) -> None:
         self.searcher, self.tracker, self.state_file = searcher, tracker, state_file
+        self.storage = state_file.storage  # kept checkpoints are recorded as URIs under it
 
     # Pickled into tuner.pkl with the searcher (one pickle: it stays the same object on Tuner.restore);
     # the state file and MLflow are reconnected in the resuming process.
@@ -65,13 +67,15 @@ class StageRecorder(tune.Callback):
         return {
             "searcher": self.searcher,
             "_out": self.state_file.output_dir,
+            "_storage": self.storage,
             "_tracking": (t.uri, t.experiment_id, t.parent_run_id),
         }
 
     def __setstate__(self, state: dict) -> None:
         self.searcher = state["searcher"]
         self.tracker = Tracker.attach(*state["_tracking"])
-        self.state_file = StateFile(state["_out"])
+        self.storage = THIS_RUN.get("storage", state.get("_storage"))
+        self.state_file = StateFile(THIS_RUN.get("out", state["_out"]), self.storage)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._ended(trial)
@@ -83,7 +87,7 @@ class StageRecorder(tune.Callback):
         self._record(self.searcher.take_news())  # a stage whose searcher ran out early is selected in suggest
 
     def _ended(self, trial: Any) -> None:
-        self.searcher.trial_ended(trial.trial_id, outcome_of(trial))
+        self.searcher.trial_ended(trial.trial_id, outcome_of(trial, self.storage))
         self._record(self.searcher.take_news())
 
     def _record(self, labels: list[str]) -> None:
@@ -107,6 +111,39 @@ class StageRecorder(tune.Callback):
         self.state_file.save()
 
 
+class OptunaSnapshot(tune.Callback):
+    """Remote --storage, default Optuna database (OUTPUT/optuna.db): a consistent SQLite backup of it goes
+    into Tune's experiment snapshot. Tune asks every callback for its state right after saving the
+    searchers, in the same driver step (no Optuna write in between), and uploads the snapshot's folder
+    as one sync: the copy under STORAGE/study is the database as the searchers Tune restores knew it."""
+
+    def __init__(self, db: Path) -> None:
+        self.db, self.staging = db, None
+
+    def __getstate__(self) -> dict:
+        return {"db": self.db.name, "out": self.db.parent}
+
+    def __setstate__(self, state: dict) -> None:
+        self.db, self.staging = Path(THIS_RUN.get("out", state["out"])) / state["db"], None
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.staging is None and trials:  # where Tune stages its snapshot before uploading it
+            self.staging = Path(trials[0].storage.experiment_driver_staging_path)
+
+    def get_state(self) -> dict | None:
+        if self.staging is not None and self.db.is_file():
+            self.staging.mkdir(parents=True, exist_ok=True)
+            tmp = self.staging / f".{self.db.name}.tmp"
+            source, target = sqlite3.connect(self.db), sqlite3.connect(tmp)
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
+            tmp.replace(self.staging / self.db.name)
+        return None  # nothing of its own to restore
+
+
 class TunerRunner:
     """Runs the study's one Tuner; the state records each stage's selection as it is made."""
 
@@ -125,7 +162,10 @@ class TunerRunner:
             return
         self.state.failed.clear()
         self.state_file.save()
-        self._tuner(stages, checkpoints).fit()
+        started = time.time()
+        grid = self._tuner(stages, checkpoints).fit()
+        if self.resume:
+            self._drop_forgotten(grid, started)
         if self.optuna is not None:
             self.optuna.close(tuple(s.search for s in stages if not s.is_rerun))
         fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
@@ -145,9 +185,10 @@ class TunerRunner:
             )
 
     def _tuner(self, stages: list[Stage], checkpoints: Checkpoints) -> Any:
-        experiment_dir = f"{self.storage.rstrip('/')}/{STUDY_EXPERIMENT}"
-        if self.resume and _exists(f"{experiment_dir}/tuner.pkl"):
+        experiment_dir = stored.join(self.storage, STUDY_EXPERIMENT)
+        if self.resume and stored.exists(stored.join(experiment_dir, "tuner.pkl")):
             print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner ...", flush=True)
+            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna)
@@ -157,8 +198,33 @@ class TunerRunner:
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
-        callbacks = [logger, recorder, states]
+        callbacks = [logger, recorder, states, *self._snapshots()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
+
+    def _drop_forgotten(self, grid: Any, started: float) -> None:
+        """A trial the interrupted driver started after Tune's last snapshot was forgotten by the restore
+        and started again under a new id: its MLflow child run, made by the old driver, still RUNNING and
+        with no epoch logged, is deleted so no trial has two runs. One that had logged epochs stays, ended
+        KILLED and tagged, since that compute was spent."""
+        known = {str((r.metrics or {}).get("trial_id")) for r in grid}
+        client, parent = self.tracker.client, self.tracker.parent_run_id
+        runs = client.search_runs([self.tracker.experiment_id], f"tags.mlflow.parentRunId = '{parent}'",
+                                  max_results=5000)
+        for run in runs:
+            trial_id = run.data.tags.get("sptune.trial_id")
+            if trial_id in known or run.info.status != "RUNNING" or run.info.start_time >= started * 1000:
+                continue
+            if run.data.metrics:
+                client.set_tag(run.info.run_id, "sptune.forgotten_by_resume", "true")
+                client.set_terminated(run.info.run_id, status="KILLED")
+            else:
+                client.delete_run(run.info.run_id)
+
+    def _snapshots(self) -> list[tune.Callback]:
+        """The default Optuna database's copy under a remote storage (a server database needs none)."""
+        out = self.state_file.output_dir
+        own = self.optuna is not None and self.optuna.url == default_url(out)
+        return [OptunaSnapshot(out / DB_FILE)] if own and stored.is_remote(self.storage) else []
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""

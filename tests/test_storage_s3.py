@@ -1,0 +1,221 @@
+"""--storage s3://…: a whole study, and a resume from the storage alone, against an S3-compatible server.
+
+moto's standalone server runs on 127.0.0.1 (its own process group, stopped by PID); sptune talks to it
+with the real clients over HTTP (pyarrow for Tune and sptune, boto3 inside MLflow), nothing patched in
+process. Credentials come only from the environment; the secret must never appear in the drivers'
+output, the output directories, the objects under the prefix, or MLflow's params and tags.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.helpers_cluster import LOOPBACK, free_port, wait_for
+from tests.test_resume import TINY
+
+boto3 = pytest.importorskip("boto3")
+pytest.importorskip("flask_cors")  # moto's server extra
+
+BUCKET = "sptune-bucket"
+STUDY_TIMEOUT_S = 240
+
+
+def _spec(repo_root: str) -> str:
+    return str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """One moto server for the module, a bucket, and the environment a driver needs to reach it."""
+    root = tmp_path_factory.mktemp("moto")
+    port = free_port()
+    endpoint = f"http://{LOOPBACK}:{port}"
+    secret = "sptune-secret-" + secrets.token_hex(12)
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "sptune-test-key",
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata lookups from the AWS clients
+    }
+    with open(root / "moto.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="sptune-test-key",
+                              aws_secret_access_key=secret, region_name="us-east-1")
+        wait_for(lambda: client.list_buckets() is not None, 60, "moto server")
+        client.create_bucket(Bucket=BUCKET)
+        yield {"client": client, "endpoint": endpoint, "secret": secret, "env": env, "root": root,
+               "query": f"endpoint_override={LOOPBACK}:{port}&scheme=http"}
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+
+
+def _keys(s3, prefix: str) -> list[str]:
+    pages = s3["client"].get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix + "/")
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def _sweep(repo_root: str, s3, out: Path, storage: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(out), "--storage", storage,
+            *extra, *TINY]
+
+
+def _run(cmd: list[str], s3, log: Path) -> int:
+    env = {**s3["env"], "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    with open(log, "wb") as f:
+        return subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=STUDY_TIMEOUT_S).returncode
+
+
+def _trial_configs(s3, prefix: str) -> list[tuple]:
+    """(stage, lr, batch_size) of every trial Tune recorded under the prefix (one params.json each)."""
+    found = []
+    for key in _keys(s3, f"{prefix}/study"):
+        if key.endswith("/params.json"):
+            p = json.loads(s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read())
+            found.append((p["stage"], round(p["lr"], 12), p["batch_size"]))
+    return sorted(found)
+
+
+def _children(results: dict) -> list:
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    return client.search_runs([results["mlflow"]["experiment_id"]],
+                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'", max_results=1000)
+
+
+def _assert_no_secret(s3, results: dict, prefix: str, places: list[Path]) -> None:
+    secret = s3["secret"].encode()
+    for place in places:
+        files = [place] if place.is_file() else [p for p in place.rglob("*") if p.is_file()]
+        for path in files:
+            assert secret not in path.read_bytes(), path
+    for key in _keys(s3, prefix):
+        assert secret not in s3["client"].get_object(Bucket=BUCKET, Key=key)["Body"].read(), key
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    parent = client.get_run(results["mlflow"]["parent_run_id"])
+    for run in [parent, *_children(results)]:
+        for value in [*run.data.params.values(), *run.data.tags.values()]:
+            assert s3["secret"] not in value
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(s3, repo_root, tmp_path_factory):
+    """A whole TINY study with its storage (and so its MLflow artifacts) under s3://BUCKET/whole."""
+    out = tmp_path_factory.mktemp("whole") / "out"
+    storage = f"s3://{BUCKET}/whole?{s3['query']}"
+    t0 = time.time()
+    rc = _run(_sweep(repo_root, s3, out, storage), s3, out.parent / "driver.log")
+    assert rc == 0, (out.parent / "driver.log").read_text()[-4000:]
+    return {"out": out, "prefix": "whole", "seconds": time.time() - t0}
+
+
+def test_a_study_keeps_everything_under_the_prefix(s3, uninterrupted):
+    out, keys = uninterrupted["out"], _keys(s3, "whole")
+    names = {k.removeprefix("whole/") for k in keys}
+    assert {"study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl", "results.json",
+            "report.html", "study/optuna.db"} <= names
+    assert "study/tuner.pkl" in names and any(n.startswith("study/experiment_state") for n in names)
+    checkpoints = [n for n in names if n.startswith("study/") and "/checkpoint_" in n and n.endswith("/state.pt")]
+    assert len({n.rsplit("/checkpoint_", 1)[0] for n in checkpoints}) == 8  # every trial of the study
+    # The selected checkpoints are recorded (and were tested) as URIs under the prefix.
+    results = json.loads((out / "results.json").read_text())
+    assert all(r["checkpoint"].startswith(f"s3://{BUCKET}/whole/study/") for r in results["rows"])
+    assert results["pretrain"]["checkpoint_path"].startswith(f"s3://{BUCKET}/whole/study/")
+    # MLflow's artifacts: the selected checkpoints and the report, under the prefix, none in OUTPUT.
+    artifacts = [n for n in names if n.startswith("mlflow-artifacts/")]
+    assert sum(n.endswith("selected_checkpoint/state.pt") for n in artifacts) == 3  # pretrain + 2 variants
+    assert any(n.endswith("report.html") for n in artifacts)
+    assert not (out / "mlartifacts").exists()
+    # The one evaluation of the test split, recorded once per selected checkpoint.
+    assert len((out / "test_reads.jsonl").read_text().splitlines()) == 2
+    _assert_no_secret(s3, results, "whole", [out, out.parent / "driver.log"])
+    print(f"uninterrupted S3 study: {uninterrupted['seconds']:.0f}s")
+
+
+def _finetune_checkpointed(s3, out: Path, prefix: str) -> bool:
+    """Pretraining selected, and Tune's snapshot under the prefix knows an SPT finetune trial that has
+    a checkpoint there (the kill then lands where test_resume.py's does, after Tune's upload)."""
+    state = out / "study_state.json"
+    if not state.exists() or "pretrain" not in json.loads(state.read_text() or "{}").get("searches", {}):
+        return False
+    keys = _keys(s3, f"{prefix}/study")
+    trials = {k.rsplit("/checkpoint_", 1)[0] for k in keys if "/checkpoint_" in k and k.endswith("state.pt")}
+    snapshots = [k for k in keys if k.rsplit("/", 1)[-1].startswith("experiment_state")]
+    if not snapshots:
+        return False
+    snapshot = s3["client"].get_object(Bucket=BUCKET, Key=max(snapshots))["Body"].read()
+    for trial in trials:
+        try:  # the trial's checkpoint is uploaded by its worker, its params.json by the driver: maybe later
+            params = s3["client"].get_object(Bucket=BUCKET, Key=f"{trial}/params.json")["Body"].read()
+        except s3["client"].exceptions.NoSuchKey:
+            continue
+        trial_id = trial.rsplit("/", 1)[-1].split("_")[1].encode()  # StudyTrainable_<id>_<n>_...
+        if b'"search-spt"' in params and trial_id in snapshot:
+            return True
+    return False
+
+
+def test_resume_from_the_storage_alone(s3, uninterrupted, repo_root, tmp_path):
+    """kill -9 the driver in the variants' search, delete its output directory, resume elsewhere."""
+    storage = f"s3://{BUCKET}/resumed?{s3['query']}"
+    tracking = f"sqlite:///{tmp_path / 'tracking' / 'mlflow.db'}"  # must outlive the output directory
+    (tmp_path / "tracking").mkdir()
+    first, second = tmp_path / "first", tmp_path / "second"
+    cmd = _sweep(repo_root, s3, first, storage, "--tracking-uri", tracking)
+    env = {**s3["env"], "PYTHONPATH": repo_root}
+    with open(tmp_path / "first.log", "wb") as log:
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: proc.poll() is None and _finetune_checkpointed(s3, first, "resumed"), STUDY_TIMEOUT_S,
+                 "an SPT finetune checkpoint under the prefix", interval=0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
+        proc.wait()
+    assert "search-spt" not in json.loads((first / "study_state.json").read_text())["searches"]
+    shutil.rmtree(first)  # the old machine's output directory is gone
+
+    rc = _run(_sweep(repo_root, s3, second, storage, "--resume"), s3, tmp_path / "second.log")
+    log = (tmp_path / "second.log").read_text()
+    assert rc == 0, log[-4000:]
+    assert "fetched study_state.json" in log and "resuming the interrupted Tuner" in log
+    # Nothing redone: the same trials as the uninterrupted study, each once; one parent run, no duplicate child.
+    assert _trial_configs(s3, "resumed") == _trial_configs(s3, "whole")
+    results = json.loads((second / "results.json").read_text())
+    client = MlflowClient(tracking)
+    parents = client.search_runs([results["mlflow"]["experiment_id"]], "tags.`sptune.role` = 'study'")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = _children(results)
+    assert len(children) == len({c.data.tags["sptune.trial_id"] for c in children}) == 8
+    reference = json.loads((uninterrupted["out"] / "results.json").read_text())
+    assert [(r["variant"], r["lr"], r["batch_size"], r["best_epoch"], r["test_acc"]) for r in results["rows"]] == [
+        (r["variant"], r["lr"], r["batch_size"], r["best_epoch"], r["test_acc"]) for r in reference["rows"]]
+    assert len((second / "test_reads.jsonl").read_text().splitlines()) == 2  # the test split read once
+    _assert_no_secret(s3, results, "resumed", [second, tmp_path / "first.log", tmp_path / "second.log"])
+
+
+def test_bad_storage_is_refused_before_anything_starts(s3, repo_root, tmp_path):
+    missing = _run(_sweep(repo_root, s3, tmp_path / "a", f"s3://no-such-bucket/x?{s3['query']}"), s3,
+                   tmp_path / "a.log")
+    dead = _run(_sweep(repo_root, s3, tmp_path / "b", f"s3://{BUCKET}/x?endpoint_override={LOOPBACK}:{free_port()}"
+                       "&scheme=http"), s3, tmp_path / "b.log")
+    leaked = _run(_sweep(repo_root, s3, tmp_path / "c", f"s3://key:{s3['secret']}@{BUCKET}/x?{s3['query']}"), s3,
+                  tmp_path / "c.log")
+    assert (missing, dead, leaked) == (2, 2, 2)
+    assert "bucket 'no-such-bucket' does not exist" in (tmp_path / "a.log").read_text()
+    assert "does not answer" in (tmp_path / "b.log").read_text()
+    assert "carries credentials" in (tmp_path / "c.log").read_text()
+    assert s3["secret"] not in (tmp_path / "c.log").read_text()
+    assert not any((tmp_path / d).exists() for d in "abc")  # nothing started, nothing written
