@@ -1,9 +1,9 @@
 """sptune on a real Ray cluster: `ray start --head` (+ a second node with `ray start --address`
-when memory allows), `ray job submit`, and a real `mlflow server`, all on this machine with
-token auth (see docs/cluster.md).
+when memory allows) and a real `mlflow server`, all on this machine with token auth (see
+docs/cluster.md). Studies submitted as Ray jobs are tests/test_jobs.py's (its own head).
 
 Every sweep runs in a subprocess: this module never touches the in-process Ray session the
-other tests share. To stay under ~3 minutes on 2 cores the four CLI runs start together (the
+other tests share. To stay under ~3 minutes on 2 cores the three CLI runs start together (the
 `runs` fixture) and each test waits for its own. Everything started here is stopped by PID,
 never with `ray stop` (which would stop every Ray instance on the machine).
 """
@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -42,7 +41,7 @@ TINY = [
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
 ]
-# Smaller still for the job (1 + 2 + 2 trials) and the runs that must fail before training.
+# Smaller still for the runs that must fail before training.
 MICRO = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1",
     "--set", "finetune.epochs=2", "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
@@ -139,18 +138,10 @@ def runs(cluster):
         # Same machine, so any local directory is storage "both nodes see".
         storage_args = ["--storage", str(c.root / "storage-a")]
     dead = f"127.0.0.1:{free_port()}"
-    job_id = f"sptune-test-{uuid.uuid4().hex[:8]}"
-    job_args = ["--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-b"),
-                "--set", "tracking.experiment=cluster-b", *MICRO]
-    if cluster.worker is not None:
-        job_args = ["--storage", str(c.root / "storage-b"), *job_args]
     launched = {
         "a": Launched("study-against-head", _sweep(
             "--address", c.head.address, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-a"),
             *storage_args, "--set", "tracking.experiment=cluster-a", *TINY), c, STUDY_TIMEOUT_S),
-        "b": Launched("ray-job-submit", [
-            "ray", "job", "submit", "--address", c.head.dashboard, "--working-dir", c.repo,
-            "--submission-id", job_id, "--", "python", "-m", "sptune.sweep", SPEC, *job_args], c, STUDY_TIMEOUT_S),
         "c": Launched("dead-address", _sweep(
             "--address", dead, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-c"),
             "--set", "tracking.experiment=cluster-c", *MICRO), c, FAIL_FAST_S),
@@ -160,7 +151,7 @@ def runs(cluster):
             "--address", c.head.address, "--tracking-uri", c.mlflow.uri, "--output", str(c.root / "study-ns"),
             "--set", "tracking.experiment=cluster-ns", *MICRO), c, FAIL_FAST_S)
     try:
-        yield SimpleNamespace(launched=launched, dead=dead, job_id=job_id)
+        yield SimpleNamespace(launched=launched, dead=dead)
     finally:
         for run in launched.values():
             run.kill()
@@ -236,24 +227,11 @@ def test_two_nodes_without_storage_are_refused(cluster, runs):
     assert not (cluster.root / "study-ns" / "ray_results").exists()
 
 
-def test_job_submit(cluster, runs):
-    """(b) `ray job submit --working-dir REPO -- python -m sptune.sweep ...`: the driver runs on the head."""
-    res = runs.launched["b"].wait()
-    assert not res.timed_out, res.out[-4000:]
-    job = cluster.head.job(runs.job_id)
-    assert job["status"] == "SUCCEEDED", f"{job.get('message')}\n{res.out[-4000:]}"
-    assert res.rc == 0, res.out[-4000:]
-    out = cluster.root / "study-b"
-    _check_study(cluster, out, n_children=1 + 2 + 2)
-    _check_storage(cluster, out, cluster.root / "storage-b")
-
-
 def test_trials_ran_on_both_nodes(cluster, runs):
     """With a second node, trials of these studies ran on it too (the cluster is this module's own)."""
     if cluster.worker is None:
         pytest.skip("no second Ray node (not enough free memory)")
-    for name in ("a", "b"):
-        runs.launched[name].wait()
+    runs.launched["a"].wait()
     # Actors Tune created but stopped before placement have no node.
     trials = [a for a in cluster.head.actors() if "Trainable" in a["class_name"] and a.get("node_id")]
     nodes = {a["node_id"] for a in trials}
