@@ -59,6 +59,7 @@ TINY = [
 ]
 STUDY_TIMEOUT_S = 300
 POLL_S = 3.0
+METRICS_REPORT_MS = 2000
 SCRAPE_S = 5.0  # dashboards/prometheus/prometheus.yml's scrape_interval
 STEP_S = 2  # range-query resolution: finer than a scrape, so no scraped sample is skipped
 RATE_INTERVAL = "30s"  # what Grafana's $__rate_interval is with a 5 s scrape interval (4 x 5 s, at least)
@@ -170,7 +171,17 @@ def live(repo_root):
     sd_file = root / "ray" / "prom_metrics_service_discovery.json"  # RAY_TMPDIR=root: Ray's temp dir root/ray
     prometheus = Prometheus(root, _prometheus_config(root, sd_file))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"))}
-    env.update({"RAY_TMPDIR": str(root), "PYTHONPATH": repo_root, "RAY_USAGE_STATS_ENABLED": "0"})
+    env.update(
+        {
+            "RAY_TMPDIR": str(root),
+            "PYTHONPATH": repo_root,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            # Ray's processes hand their metrics to the agent every 10 s by default; this tiny study's
+            # states (a pretraining trial's end, a stage's running trials) can last less than that and
+            # were then never exported. A user watching a long study does not need this; the test does.
+            "RAY_metrics_report_interval_ms": str(METRICS_REPORT_MS),
+        }
+    )
     log = root / "study.log"
     study = None
     try:
