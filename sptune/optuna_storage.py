@@ -101,6 +101,75 @@ class PasswordFreeStorage(RDBStorage):
         super().__setstate__({**state, "url": _full_url(state["url"])})
 
 
+SEARCH_TRIAL = "search_trial"  # user attr of a database trial: its number in the searcher's own study
+
+
+class StudyMirror:
+    """One search's persisted Optuna study, kept equal to the study its searcher samples from.
+
+    The searcher samples from an in-memory study that Ray saves with every experiment snapshot, so a
+    resumed search is exactly the one Tune restores. Sampling from the database would not be: the
+    database runs ahead of Tune's last snapshot (asks and tells made after it), so a resumed TPE would
+    count trials its restored state never made and propose other configs than the uninterrupted search.
+    Each trial of the searcher's study is written here as the database trial whose user attr
+    ``search_trial`` is its number. A resume replays the trials after the snapshot with the same numbers
+    and params, and continues the same database trials, so the database ends as an uninterrupted
+    search would leave it; one asked before an interruption and never replayed is failed by `close`."""
+
+    def __init__(self, storage: PasswordFreeStorage, study_name: str) -> None:
+        self.storage, self.study_name = storage, study_name
+        self._study_id: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"storage": self.storage, "study_name": self.study_name}  # the storage pickles without its password
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.storage, self.study_name, self._study_id = state["storage"], state["study_name"], None
+
+    @property
+    def study_id(self) -> int:
+        if self._study_id is None:
+            self._study_id = self.storage.get_study_id_from_name(self.study_name)
+        return self._study_id
+
+    def _find(self, number: int) -> optuna.trial.FrozenTrial | None:
+        trials = self.storage.get_all_trials(self.study_id, deepcopy=False)
+        found = [t for t in trials if t.user_attrs.get(SEARCH_TRIAL) == number]
+        return found[-1] if found else None
+
+    def asked(self, trial: optuna.trial.FrozenTrial) -> None:
+        """The searcher proposed `trial` (its number, params and user attrs)."""
+        found = self._find(trial.number)
+        if found is not None and found.params == trial.params:  # replayed after a resume: the same trial
+            if found.state == optuna.trial.TrialState.RUNNING:
+                for key, value in trial.user_attrs.items():  # e.g. the Ray trial now running it
+                    self.storage.set_trial_user_attr(found._trial_id, key, value)
+            return
+        if found is not None and found.state == optuna.trial.TrialState.RUNNING:  # replayed differently
+            self.storage.set_trial_state_values(found._trial_id, optuna.trial.TrialState.FAIL)
+        template = optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={**trial.user_attrs, SEARCH_TRIAL: trial.number},
+        )
+        self.storage.create_new_trial(self.study_id, template_trial=template)
+
+    def reported(self, number: int, step: int, value: float) -> None:
+        found = self._find(number)
+        if found is not None and found.state == optuna.trial.TrialState.RUNNING:
+            self.storage.set_trial_intermediate_value(found._trial_id, step, value)
+
+    def told(self, trial: optuna.trial.FrozenTrial) -> None:
+        """The searcher's study ended `trial` (its state, value and user attrs)."""
+        found = self._find(trial.number)
+        if found is None or found.state.is_finished():  # told already, before an interruption
+            return
+        for key, value in trial.user_attrs.items():
+            self.storage.set_trial_user_attr(found._trial_id, key, value)
+        self.storage.set_trial_state_values(found._trial_id, trial.state, trial.values)
+
+
 @functools.cache
 def open_storage(url: str) -> PasswordFreeStorage:
     """One storage (one connection pool) per database per process."""

@@ -201,7 +201,22 @@ class StagedSearcher(VariantSearcher):
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         self._release_ready()
         self._select_ready()  # a stage whose searcher ran out before its budget may be complete now
-        return super().suggest(trial_id)
+        config = super().suggest(trial_id)
+        if config is None and not self.live:
+            return self._stalled()
+        return config
+
+    def _stalled(self) -> str:
+        """Waiting with no trial of ours live: nothing can ever end, select or release a stage, and Tune
+        would wait forever (a searcher state that does not match Tune's trial list does this). Every stage
+        not yet selected fails instead, so the study stops with an error."""
+        for label in self.stages:
+            if label not in self.selected and label not in self.failed:
+                waited = self.suggested.get(label, 0) - len(self.outcomes[label])
+                problem = f"stalled: waits for {waited} trial(s) that Tune is not running, with none left to run"
+                self.failed[label] = (label, problem, "rerun with --resume --output DIR; if it stalls again, report it")
+                self.news.append(label)
+        return Searcher.FINISHED
 
     def trial_ended(self, trial_id: str, outcome: TrialOutcome) -> None:
         """The driver saw a trial end (a Tune callback): select its stage once all its trials have."""

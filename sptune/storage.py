@@ -11,9 +11,9 @@ What lives under a remote prefix, and why:
 - **The driver's files** (`DRIVER_FILES`: study_state.json at every save, spec.yaml, optuna.json,
   test_reads.jsonl, and at the end results.json/.md and report.html) are copied under the prefix as they
   are written (`Mirror`). The default Optuna database (OUTPUT/optuna.db) goes, as a consistent SQLite
-  backup, into each of Tune's experiment snapshots (`study.tuner_run.OptunaSnapshot`), taken in the same
-  driver step that saves the searchers and uploaded with them: a resume restores searchers and database
-  as they were together. Once the Tuner has ended, the database itself is copied to STORAGE/optuna.db.
+  backup, into the zip of each of Tune's experiment snapshots (`sptune.study.snapshot`), taken in the
+  driver step that saves the searchers. Once the Tuner has ended, the database itself is copied to
+  STORAGE/optuna.db.
 - **Resume from the storage alone**: ``--resume --storage URI --output NEW_DIR`` on a machine without the
   old output directory fetches those files into NEW_DIR first (preflight), then resumes as usual. The
   MLflow tracking store must outlive the old output directory as well: a study tracked in the default
@@ -45,9 +45,6 @@ import pyarrow.fs as pafs
 STATE_NAME = "study_state.json"
 DRIVER_FILES = ("study_state.json", "spec.yaml", "optuna.json", "test_reads.jsonl")
 OPTUNA_DB = "optuna.db"
-# Where a copy of the default Optuna database is, newest first: pushed once the Tuner has ended; the one
-# in Tune's last experiment snapshot (study/), consistent with the searchers Tune restores.
-OPTUNA_COPIES = (OPTUNA_DB, f"study/{OPTUNA_DB}")
 RESULT_FILES = ("results.json", "results.md", "report.html")
 MLFLOW_ARTIFACTS = "mlflow-artifacts"
 _SECRET_KEYS = ("access_key", "secret_key", "session_token")
@@ -93,6 +90,30 @@ def write_bytes(uri: str, data: bytes) -> None:
     fs, path = filesystem(uri)
     with fs.open_output_stream(path) as f:
         f.write(data)
+
+
+def write_atomically(uri: str, data: bytes) -> None:
+    """Readers see the old bytes or the new ones, never a torn file: locally a rename; on an object
+    store a single PUT (the object appears when its upload completes)."""
+    if is_remote(uri):
+        write_bytes(uri, data)
+        return
+    path = Path(uri)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def list_names(uri: str) -> list[str]:
+    """The names of the files directly under a folder (empty when it does not exist)."""
+    fs, path = filesystem(uri)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return [info.base_name for info in infos if info.type == pafs.FileType.File]
+
+
+def delete_file(uri: str) -> None:
+    fs, path = filesystem(uri)
+    fs.delete_file(path)
 
 
 def checkpoint_uri(storage: str, fs_path: str) -> str:
@@ -171,14 +192,14 @@ class Mirror:
             write_bytes(join(self.storage, name), data)
 
     def pull(self) -> list[str]:
-        """Fetch the driver's files the storage holds into the output directory (the Optuna database
-        from its newest copy); returns the names fetched."""
+        """Fetch the driver's files the storage holds into the output directory (the Optuna database if
+        the Tuner ended and copied it; `sptune.study.snapshot` keeps an earlier copy); returns the names fetched."""
         if self.storage is None:
             return []
         fetched = []
-        for name, sources in [(name, (name,)) for name in DRIVER_FILES] + [(OPTUNA_DB, OPTUNA_COPIES)]:
-            uri = next((join(self.storage, s) for s in sources if exists(join(self.storage, s))), None)
-            if uri is not None:
+        for name in (*DRIVER_FILES, OPTUNA_DB):
+            uri = join(self.storage, name)
+            if exists(uri):
                 self.out.mkdir(parents=True, exist_ok=True)
                 (self.out / name).write_bytes(read_bytes(uri))
                 fetched.append(name)

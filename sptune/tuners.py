@@ -16,7 +16,7 @@ from ray.tune.search.optuna import OptunaSearch
 from sptune.batched_search import BatchedSearcher
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.hyperband import Hyperband
-from sptune.optuna_storage import OptunaTarget, open_storage
+from sptune.optuna_storage import OptunaTarget, StudyMirror, open_storage
 from sptune.plan import SearchPlan, StudyPlan, TunerPlan
 from sptune.progress import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.selection import Selection
@@ -85,32 +85,51 @@ def _tpe_sampler(seed: int, n_trials: int) -> Any:
 
 
 class RecordedOptunaSearch(OptunaSearch):
-    """Ray's OptunaSearch whose Optuna trials also name their Ray trial and the epoch their
-    value was told at (the first rung of early stopping, with batches), for optuna-dashboard."""
+    """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
+    exactly the search Tune restores), mirrored trial by trial into the search's persisted study
+    (`StudyMirror`) for optuna-dashboard and the report. Its trials also name their Ray trial and the
+    epoch their value was told at (the first rung of early stopping, with batches)."""
+
+    def __init__(self, *args: Any, mirror: StudyMirror | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mirror = mirror
+
+    def _frozen(self, trial_id: str) -> Any:
+        return self._ot_study.get_trials(deepcopy=False)[self._ot_trials[trial_id].number]
 
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
+        if self.mirror is not None:
+            self.mirror.asked(self._frozen(trial_id))
         return config
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        super().on_trial_result(trial_id, result)
+        if self.mirror is not None and trial_id not in self._completed_trials:
+            self.mirror.reported(self._ot_trials[trial_id].number, result["training_iteration"], result[self.metric])
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if result and trial_id not in self._completed_trials:
             self._ot_trials[trial_id].set_user_attr("told_at_epoch", result.get("training_iteration"))
         super().on_trial_complete(trial_id, result=result, error=error)
+        frozen = self._frozen(trial_id)
+        if self.mirror is not None and frozen.state.is_finished():
+            self.mirror.told(frozen)
 
 
 def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
-    """The search's own Optuna study: in memory, or persisted in the target's database."""
-    stored = {}
+    """The search's own Optuna study, in memory; mirrored into the target's database when there is one."""
+    mirror = None
     if target is not None:
-        target.create(search)  # named and described; OptunaSearch then loads it
-        stored = {"storage": open_storage(target.url), "study_name": target.study_name(search)}
+        target.create(search)  # named and described
+        mirror = StudyMirror(open_storage(target.url), target.study_name(search))
     return RecordedOptunaSearch(
         OptunaSearch.convert_search_space(space),
         metric=search.metric,
         mode=search.mode,
         sampler=_tpe_sampler(plan.spec.seed, search.n_trials),
-        **stored,
+        mirror=mirror,
     )
 
 

@@ -155,6 +155,23 @@ def test_given_checkpoints_release_spt_trials_at_once(plan):
     assert all(c["spt_checkpoint"] == "/given" for c in driver.configs.values() if c["variant"] == "spt")
 
 
+def test_a_stage_waiting_for_a_trial_tune_does_not_have_fails_instead_of_hanging(plan):
+    """A searcher restored from a newer snapshot than Tune's trial list waits for a trial Tune never
+    runs (Tune ended it, or never had it, and the driver never saw its outcome): it must stop the study."""
+    searcher, _ = staged_search(plan, _stages(plan), {}, {})
+    driver = Driver(searcher, _score)
+    asked = [driver.ask() for _ in range(3)]  # the pretraining's 3 trials (2 concurrent is Tune's business)
+    assert {driver.configs[t]["stage"] for t in asked} == {"pretrain"}
+    for trial_id in asked[:2]:
+        driver.end(trial_id)
+    searcher.on_trial_complete(asked[2], None)  # Tune is done with it; its outcome never reaches the driver
+    while (found := driver.ask()) not in (None, Searcher.FINISHED):  # the searches that need nothing
+        driver.end(found)
+    assert found == Searcher.FINISHED
+    assert "pretrain" in searcher.failed and "stalled" in searcher.failed["pretrain"][1]
+    assert {"search-spt", "rerun-spt"} <= set(searcher.failed) and "pretrain" in searcher.take_news()
+
+
 def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
     searcher, _ = staged_search(plan, _stages(plan), {}, {})
     driver = Driver(searcher, _score)

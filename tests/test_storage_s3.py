@@ -8,6 +8,7 @@ output, the output directories, the objects under the prefix, or MLflow's params
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import secrets
@@ -16,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -126,8 +128,14 @@ def test_a_study_keeps_everything_under_the_prefix(s3, uninterrupted):
     out, keys = uninterrupted["out"], _keys(s3, "whole")
     names = {k.removeprefix("whole/") for k in keys}
     assert {"study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl", "results.json",
-            "report.html", "study/optuna.db"} <= names
+            "report.html", "study/sptune_snapshot.zip"} <= names
     assert "study/tuner.pkl" in names and any(n.startswith("study/experiment_state") for n in names)
+    # Tune's last snapshot, whole, with the Optuna database as it was then (sptune.study.snapshot).
+    bundle = s3["client"].get_object(Bucket=BUCKET, Key="whole/study/sptune_snapshot.zip")["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        bundled = set(archive.namelist())
+    assert "optuna.db" in bundled and {n.split("-", 1)[0] for n in bundled} >= {
+        "experiment_state", "searcher", "search_gen_state"}
     checkpoints = [n for n in names if n.startswith("study/") and "/checkpoint_" in n and n.endswith("/state.pt")]
     assert len({n.rsplit("/checkpoint_", 1)[0] for n in checkpoints}) == 8  # every trial of the study
     # The selected checkpoints are recorded (and were tested) as URIs under the prefix.

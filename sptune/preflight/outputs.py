@@ -60,6 +60,15 @@ def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list
     if not resume or not storage.is_remote(storage_uri) or (out / storage.STATE_NAME).exists():
         return []
     fetched = storage.Mirror(storage_uri, out).pull()
+    if fetched and storage.OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
+        # Imported here: they import Ray Tune, which the preflight's refusals should not wait for.
+        from sptune.study.snapshot import read_bundle
+        from sptune.tuners import STUDY_EXPERIMENT
+
+        bundled = read_bundle(storage.join(storage_uri, STUDY_EXPERIMENT)) or {}
+        if storage.OPTUNA_DB in bundled:
+            (out / storage.OPTUNA_DB).write_bytes(bundled[storage.OPTUNA_DB])
+            fetched.append(storage.OPTUNA_DB)
     if fetched:
         print(f"[sptune] --resume: fetched {', '.join(fetched)} from --storage into {out}", flush=True)
     return fetched

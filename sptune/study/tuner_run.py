@@ -8,9 +8,7 @@ running driver writes (its output directory and storage), never the old driver's
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from pathlib import Path
 from typing import Any
 
 from ray import tune
@@ -21,13 +19,12 @@ from sptune.live_metrics import TrialStateMetrics
 from sptune.optuna_storage import DB_FILE, OptunaTarget, default_url
 from sptune.plan import SearchPlan, StudyPlan
 from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
+from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
+from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
 from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
-
-# Set by TunerRunner before it restores a Tuner: "out" and "storage" of the driver now running.
-THIS_RUN: dict[str, Any] = {}
 
 
 def _print_selected(label: str, record: SearchRecord, start: float) -> None:
@@ -111,39 +108,6 @@ class StageRecorder(tune.Callback):
         self.state_file.save()
 
 
-class OptunaSnapshot(tune.Callback):
-    """Remote --storage, default Optuna database (OUTPUT/optuna.db): a consistent SQLite backup of it goes
-    into Tune's experiment snapshot. Tune asks every callback for its state right after saving the
-    searchers, in the same driver step (no Optuna write in between), and uploads the snapshot's folder
-    as one sync: the copy under STORAGE/study is the database as the searchers Tune restores knew it."""
-
-    def __init__(self, db: Path) -> None:
-        self.db, self.staging = db, None
-
-    def __getstate__(self) -> dict:
-        return {"db": self.db.name, "out": self.db.parent}
-
-    def __setstate__(self, state: dict) -> None:
-        self.db, self.staging = Path(THIS_RUN.get("out", state["out"])) / state["db"], None
-
-    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        if self.staging is None and trials:  # where Tune stages its snapshot before uploading it
-            self.staging = Path(trials[0].storage.experiment_driver_staging_path)
-
-    def get_state(self) -> dict | None:
-        if self.staging is not None and self.db.is_file():
-            self.staging.mkdir(parents=True, exist_ok=True)
-            tmp = self.staging / f".{self.db.name}.tmp"
-            source, target = sqlite3.connect(self.db), sqlite3.connect(tmp)
-            try:
-                source.backup(target)
-            finally:
-                source.close()
-                target.close()
-            tmp.replace(self.staging / self.db.name)
-        return None  # nothing of its own to restore
-
-
 class TunerRunner:
     """Runs the study's one Tuner; the state records each stage's selection as it is made."""
 
@@ -187,8 +151,10 @@ class TunerRunner:
     def _tuner(self, stages: list[Stage], checkpoints: Checkpoints) -> Any:
         experiment_dir = stored.join(self.storage, STUDY_EXPERIMENT)
         if self.resume and stored.exists(stored.join(experiment_dir, "tuner.pkl")):
-            print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner ...", flush=True)
-            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage)
+            session = restore_consistent(experiment_dir)
+            since = f" from its snapshot of session {session}" if session else ""
+            print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner{since} ...", flush=True)
+            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage, experiment=experiment_dir)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna)
@@ -198,7 +164,7 @@ class TunerRunner:
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
-        callbacks = [logger, recorder, states, *self._snapshots()]
+        callbacks = [logger, recorder, states, self._snapshot_bundle(experiment_dir)]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _drop_forgotten(self, grid: Any, started: float) -> None:
@@ -220,11 +186,12 @@ class TunerRunner:
             else:
                 client.delete_run(run.info.run_id)
 
-    def _snapshots(self) -> list[tune.Callback]:
-        """The default Optuna database's copy under a remote storage (a server database needs none)."""
+    def _snapshot_bundle(self, experiment_dir: str) -> SnapshotBundle:
+        """Every snapshot whole under the storage; with the default Optuna database under a remote storage,
+        its copy too (a server database needs none; a local storage's is the output directory's own)."""
         out = self.state_file.output_dir
         own = self.optuna is not None and self.optuna.url == default_url(out)
-        return [OptunaSnapshot(out / DB_FILE)] if own and stored.is_remote(self.storage) else []
+        return SnapshotBundle(experiment_dir, out / DB_FILE if own and stored.is_remote(self.storage) else None)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
