@@ -25,6 +25,18 @@ def ray_session():
         ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def tiny_reference(ray_session, repo_root, tmp_path_factory):
+    """One uninterrupted run of tests.helpers_tiny's study: what every killed-and-resumed one (local
+    storage, S3) must end up equal to. Run once for the suite (~30 s)."""
+    from sptune.sweep import main
+    from tests.helpers_tiny import TINY, tiny_spec
+
+    out = tmp_path_factory.mktemp("tiny_reference") / "out"
+    assert main([tiny_spec(repo_root), "--output", str(out), *TINY]) == 0
+    return out
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models: a second torch thread only adds contention on a shared machine (3-10x slower here)."""

@@ -14,34 +14,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
-
-# FIFO: Ray restores no scheduler's rung state (neither synchronous halving's nor ASHA's), so after a
-# resume early stopping may stop different trials and change what Optuna is told (documented in the
-# README). With FIFO every decision is restored (the batched searcher's state included), so the resumed
-# study must match exactly.
-TINY = [
-    "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
-    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
-]
+from tests.helpers_tiny import TINY, tiny_spec, trial_configs
 
 
 def _spec(repo_root: str) -> str:
-    return str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
-
-
-def _trials(out: Path) -> dict[str, list[tuple]]:
-    """Tuner experiment -> sorted (lr, batch_size) of every trial Ray Tune recorded."""
-    found = {}
-    for experiment_dir in sorted((out / "ray_results").iterdir()):
-        configs = []
-        for trial in experiment_dir.iterdir():
-            params = trial / "params.json"
-            if params.exists():
-                p = json.loads(params.read_text())
-                configs.append((round(p["lr"], 12), p["batch_size"]))
-        found[experiment_dir.name] = sorted(configs)
-    return found
+    return tiny_spec(repo_root)
 
 
 def _children(out: Path) -> list:
@@ -94,9 +71,8 @@ def _kill_mid_finetune(out: Path, cmd: list[str], env: dict, early: dict[str, by
     return timeline
 
 
-def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root, tmp_path):
-    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    assert main([_spec(repo_root), "--output", str(reference), *TINY]) == 0
+def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root, tmp_path, tiny_reference):
+    reference, interrupted = tiny_reference, tmp_path / "interrupted"
 
     env = {**os.environ, "PYTHONPATH": repo_root}
     cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
@@ -118,7 +94,7 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
     print("\n".join(timeline))
 
     # Same trials as the uninterrupted study; nothing re-run twice, nothing lost.
-    assert _trials(interrupted) == _trials(reference)
+    assert trial_configs(interrupted) == trial_configs(reference)
     children = _children(interrupted)
     assert len(children) == len(_children(reference)) == 8
     assert len({c.data.tags["sptune.trial_id"] for c in children}) == 8  # no duplicate runs

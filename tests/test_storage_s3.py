@@ -1,4 +1,4 @@
-"""--storage s3://…: a whole study, and a resume from the storage alone, against an S3-compatible server.
+"""--storage s3://…: a study killed and resumed from the storage alone, against an S3-compatible server.
 
 moto's standalone server runs on 127.0.0.1 (its own process group, stopped by PID); sptune talks to it
 with the real clients over HTTP (pyarrow for Tune and sptune, boto3 inside MLflow), nothing patched in
@@ -24,7 +24,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.helpers_cluster import LOOPBACK, free_port, wait_for
-from tests.test_resume import TINY
+from tests.helpers_tiny import TINY, selected_rows, trial_configs
 
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("flask_cors")  # moto's server extra
@@ -82,7 +82,7 @@ def _run(cmd: list[str], s3, log: Path) -> int:
         return subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=STUDY_TIMEOUT_S).returncode
 
 
-def _trial_configs(s3, prefix: str) -> list[tuple]:
+def _trial_configs(s3, prefix: str) -> list[tuple]:  # as tests.helpers_tiny.trial_configs, on S3
     """(stage, lr, batch_size) of every trial Tune recorded under the prefix (one params.json each)."""
     found = []
     for key in _keys(s3, f"{prefix}/study"):
@@ -113,46 +113,6 @@ def _assert_no_secret(s3, results: dict, prefix: str, places: list[Path]) -> Non
             assert s3["secret"] not in value
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(s3, repo_root, tmp_path_factory):
-    """A whole TINY study with its storage (and so its MLflow artifacts) under s3://BUCKET/whole."""
-    out = tmp_path_factory.mktemp("whole") / "out"
-    storage = f"s3://{BUCKET}/whole?{s3['query']}"
-    t0 = time.time()
-    rc = _run(_sweep(repo_root, s3, out, storage), s3, out.parent / "driver.log")
-    assert rc == 0, (out.parent / "driver.log").read_text()[-4000:]
-    return {"out": out, "prefix": "whole", "seconds": time.time() - t0}
-
-
-def test_a_study_keeps_everything_under_the_prefix(s3, uninterrupted):
-    out, keys = uninterrupted["out"], _keys(s3, "whole")
-    names = {k.removeprefix("whole/") for k in keys}
-    assert {"study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl", "results.json",
-            "report.html", "study/sptune_snapshot.zip"} <= names
-    assert "study/tuner.pkl" in names and any(n.startswith("study/experiment_state") for n in names)
-    # Tune's last snapshot, whole, with the Optuna database as it was then (sptune.study.snapshot).
-    bundle = s3["client"].get_object(Bucket=BUCKET, Key="whole/study/sptune_snapshot.zip")["Body"].read()
-    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
-        bundled = set(archive.namelist())
-    assert "optuna.db" in bundled and {n.split("-", 1)[0] for n in bundled} >= {
-        "experiment_state", "searcher", "search_gen_state"}
-    checkpoints = [n for n in names if n.startswith("study/") and "/checkpoint_" in n and n.endswith("/state.pt")]
-    assert len({n.rsplit("/checkpoint_", 1)[0] for n in checkpoints}) == 8  # every trial of the study
-    # The selected checkpoints are recorded (and were tested) as URIs under the prefix.
-    results = json.loads((out / "results.json").read_text())
-    assert all(r["checkpoint"].startswith(f"s3://{BUCKET}/whole/study/") for r in results["rows"])
-    assert results["pretrain"]["checkpoint_path"].startswith(f"s3://{BUCKET}/whole/study/")
-    # MLflow's artifacts: the selected checkpoints and the report, under the prefix, none in OUTPUT.
-    artifacts = [n for n in names if n.startswith("mlflow-artifacts/")]
-    assert sum(n.endswith("selected_checkpoint/state.pt") for n in artifacts) == 3  # pretrain + 2 variants
-    assert any(n.endswith("report.html") for n in artifacts)
-    assert not (out / "mlartifacts").exists()
-    # The one evaluation of the test split, recorded once per selected checkpoint.
-    assert len((out / "test_reads.jsonl").read_text().splitlines()) == 2
-    _assert_no_secret(s3, results, "whole", [out, out.parent / "driver.log"])
-    print(f"uninterrupted S3 study: {uninterrupted['seconds']:.0f}s")
-
-
 def _finetune_checkpointed(s3, out: Path, prefix: str) -> bool:
     """Pretraining selected, and Tune's snapshot under the prefix knows an SPT finetune trial that has
     a checkpoint there (the kill then lands where test_resume.py's does, after Tune's upload)."""
@@ -176,15 +136,21 @@ def _finetune_checkpointed(s3, out: Path, prefix: str) -> bool:
     return False
 
 
-def test_resume_from_the_storage_alone(s3, uninterrupted, repo_root, tmp_path):
-    """kill -9 the driver in the variants' search, delete its output directory, resume elsewhere."""
+@pytest.fixture(scope="module")
+def resumed(s3, repo_root, tmp_path_factory):
+    """The TINY study under s3://BUCKET/resumed, its driver killed with SIGKILL in the variants' search,
+    its output directory deleted, and resumed by a new driver in another directory from the storage
+    alone. (The uninterrupted run it is compared with is tests/conftest.py's `tiny_reference`: the same
+    trials and numbers, whatever the storage.)"""
+    tmp = tmp_path_factory.mktemp("resumed")
     storage = f"s3://{BUCKET}/resumed?{s3['query']}"
-    tracking = f"sqlite:///{tmp_path / 'tracking' / 'mlflow.db'}"  # must outlive the output directory
-    (tmp_path / "tracking").mkdir()
-    first, second = tmp_path / "first", tmp_path / "second"
+    tracking = f"sqlite:///{tmp / 'tracking' / 'mlflow.db'}"  # must outlive the output directory
+    (tmp / "tracking").mkdir()
+    first, second = tmp / "first", tmp / "second"
     cmd = _sweep(repo_root, s3, first, storage, "--tracking-uri", tracking)
     env = {**s3["env"], "PYTHONPATH": repo_root}
-    with open(tmp_path / "first.log", "wb") as log:
+    t0 = time.time()
+    with open(tmp / "first.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for(lambda: proc.poll() is None and _finetune_checkpointed(s3, first, "resumed"), STUDY_TIMEOUT_S,
@@ -192,26 +158,59 @@ def test_resume_from_the_storage_alone(s3, uninterrupted, repo_root, tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
         proc.wait()
-    assert "search-spt" not in json.loads((first / "study_state.json").read_text())["searches"]
+    interrupted_searches = set(json.loads((first / "study_state.json").read_text())["searches"])
     shutil.rmtree(first)  # the old machine's output directory is gone
+    rc = _run(_sweep(repo_root, s3, second, storage, "--resume"), s3, tmp / "second.log")
+    return {"rc": rc, "out": second, "tmp": tmp, "tracking": tracking, "seconds": time.time() - t0,
+            "interrupted_searches": interrupted_searches}
 
-    rc = _run(_sweep(repo_root, s3, second, storage, "--resume"), s3, tmp_path / "second.log")
-    log = (tmp_path / "second.log").read_text()
-    assert rc == 0, log[-4000:]
+
+def test_resume_from_the_storage_alone(s3, resumed, tiny_reference):
+    """Nothing redone, nothing lost: the same trials and conclusions as the uninterrupted study."""
+    out, tmp = resumed["out"], resumed["tmp"]
+    log = (tmp / "second.log").read_text()
+    assert resumed["rc"] == 0, log[-4000:]
+    assert "search-spt" not in resumed["interrupted_searches"]  # killed before the SPT search was selected
     assert "fetched study_state.json" in log and "resuming the interrupted Tuner" in log
-    # Nothing redone: the same trials as the uninterrupted study, each once; one parent run, no duplicate child.
-    assert _trial_configs(s3, "resumed") == _trial_configs(s3, "whole")
-    results = json.loads((second / "results.json").read_text())
-    client = MlflowClient(tracking)
+    # The same trials as the uninterrupted study, each once; one parent run, no duplicate child.
+    assert _trial_configs(s3, "resumed") == trial_configs(tiny_reference)
+    results = json.loads((out / "results.json").read_text())
+    client = MlflowClient(resumed["tracking"])
     parents = client.search_runs([results["mlflow"]["experiment_id"]], "tags.`sptune.role` = 'study'")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     children = _children(results)
     assert len(children) == len({c.data.tags["sptune.trial_id"] for c in children}) == 8
-    reference = json.loads((uninterrupted["out"] / "results.json").read_text())
-    assert [(r["variant"], r["lr"], r["batch_size"], r["best_epoch"], r["test_acc"]) for r in results["rows"]] == [
-        (r["variant"], r["lr"], r["batch_size"], r["best_epoch"], r["test_acc"]) for r in reference["rows"]]
-    assert len((second / "test_reads.jsonl").read_text().splitlines()) == 2  # the test split read once
-    _assert_no_secret(s3, results, "resumed", [second, tmp_path / "first.log", tmp_path / "second.log"])
+    reference = json.loads((tiny_reference / "results.json").read_text())
+    assert selected_rows(results) == selected_rows(reference)
+    assert len((out / "test_reads.jsonl").read_text().splitlines()) == 2  # the test split read once
+    _assert_no_secret(s3, results, "resumed", [out, tmp / "first.log", tmp / "second.log"])
+    print(f"killed and resumed S3 study: {resumed['seconds']:.0f}s")
+
+
+def test_a_study_keeps_everything_under_the_prefix(s3, resumed):
+    out, keys = resumed["out"], _keys(s3, "resumed")
+    assert resumed["rc"] == 0
+    names = {k.removeprefix("resumed/") for k in keys}
+    assert {"study_state.json", "spec.yaml", "optuna.json", "optuna.db", "test_reads.jsonl", "results.json",
+            "report.html", "study/sptune_snapshot.zip"} <= names
+    assert "study/tuner.pkl" in names and any(n.startswith("study/experiment_state") for n in names)
+    # Tune's last snapshot, whole, with the Optuna database as it was then (sptune.study.snapshot).
+    bundle = s3["client"].get_object(Bucket=BUCKET, Key="resumed/study/sptune_snapshot.zip")["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(bundle)) as archive:
+        bundled = set(archive.namelist())
+    assert "optuna.db" in bundled and {n.split("-", 1)[0] for n in bundled} >= {
+        "experiment_state", "searcher", "search_gen_state"}
+    checkpoints = [n for n in names if n.startswith("study/") and "/checkpoint_" in n and n.endswith("/state.pt")]
+    assert len({n.rsplit("/checkpoint_", 1)[0] for n in checkpoints}) == 8  # every trial of the study
+    # The selected checkpoints are recorded (and were tested) as URIs under the prefix.
+    results = json.loads((out / "results.json").read_text())
+    assert all(r["checkpoint"].startswith(f"s3://{BUCKET}/resumed/study/") for r in results["rows"])
+    assert results["pretrain"]["checkpoint_path"].startswith(f"s3://{BUCKET}/resumed/study/")
+    # MLflow's artifacts: the selected checkpoints and the report, under the prefix, none in OUTPUT.
+    artifacts = [n for n in names if n.startswith("mlflow-artifacts/")]
+    assert sum(n.endswith("selected_checkpoint/state.pt") for n in artifacts) == 3  # pretrain + 2 variants
+    assert any(n.endswith("report.html") for n in artifacts)
+    assert not (out / "mlartifacts").exists()
 
 
 def test_bad_storage_is_refused_before_anything_starts(s3, repo_root, tmp_path):
