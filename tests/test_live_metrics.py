@@ -182,31 +182,54 @@ def live(repo_root):
             "RAY_metrics_report_interval_ms": str(METRICS_REPORT_MS),
         }
     )
-    log = root / "study.log"
-    study = None
+    name = yaml.safe_load((REPO / SPEC).read_text())["name"]
+    studies: list[subprocess.Popen] = []
     try:
-        with open(log, "wb") as out:
-            study = subprocess.Popen(
-                [sys.executable, "-m", "sptune.sweep", SPEC, "--output", str(root / "out"), *TINY],
-                env=env,
-                cwd=repo_root,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        name = yaml.safe_load((REPO / SPEC).read_text())["name"]
-        seen = _poll(prometheus, study, name)
-        rc = study.wait(timeout=60)
+        runs = []
+        for attempt in (1, 2):
+            log = root / f"study{attempt}.log"
+            with open(log, "wb") as out:
+                study = subprocess.Popen(
+                    [sys.executable, "-m", "sptune.sweep", SPEC, "--output", str(root / f"out{attempt}"), *TINY],
+                    env=env,
+                    cwd=repo_root,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            studies.append(study)
+            seen = _poll(prometheus, study, name)
+            runs.append((study.wait(timeout=60), seen, log.read_text(errors="replace")))
+            if not _missing(seen):
+                break
+            # Ray's reporter agent has twice (in CI, on a loaded machine) published no node stats at all
+            # during this one-minute study, while every sptune metric came through. A second study shows
+            # whether that was the agent's bad minute or a query that never returns a series (which then
+            # fails below on both runs). Any later run is reported.
+            print(f"[live] run {attempt} left panels empty, running the study again: {_missing(seen)}")
+        rc, seen, text = runs[-1]
         yield SimpleNamespace(
-            prometheus=prometheus, seen=seen, rc=rc, log=log.read_text(errors="replace"), sd_file=sd_file, study=name
+            prometheus=prometheus, seen=seen, rc=rc, log=text, sd_file=sd_file, study=name, runs=len(runs)
         )
     finally:
-        if study is not None and study.poll() is None:
-            os.killpg(study.pid, signal.SIGKILL)
-            study.wait()
+        for study in studies:
+            if study.poll() is None:
+                os.killpg(study.pid, signal.SIGKILL)
+                study.wait()
         left = prometheus.stop() | stop_matching([(f"{root}/",)])
         shutil.rmtree(root, ignore_errors=True)
         assert not left, f"could not stop PIDs {sorted(left)}"
+
+
+def _missing(seen: dict[str, dict]) -> list[str]:
+    """Panel and variable queries that returned no series (GPU halves without their fallback, and the
+    printed diagnostics, are not required)."""
+    return [
+        f"{key}: {v['expr']}"
+        for key, v in seen.items()
+        if key != "_values" and not key.endswith("without the fallback") and not key.startswith("diagnostic")
+        and v["series"] == 0
+    ]
 
 
 def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[str, dict]:
@@ -260,13 +283,8 @@ def test_the_study_ran_and_named_its_service_discovery_file(live):
 
 
 def test_every_panel_and_variable_query_returned_a_series_during_the_study(live):
-    gpu_left = {k for k in live.seen if k.endswith("without the fallback")}
-    missing = [
-        f"{key}: {v['expr']}"
-        for key, v in live.seen.items()
-        if key != "_values" and key not in gpu_left and not key.startswith("diagnostic") and v["series"] == 0
-    ]
-    assert not missing, "never returned a series during the study:\n" + "\n".join(missing)
+    missing = _missing(live.seen)
+    assert not missing, f"never returned a series during study run {live.runs}:\n" + "\n".join(missing)
 
 
 def test_gpu_panels_query_rays_gpu_metrics_and_fall_back_to_zero_only_without_gpus(live):
