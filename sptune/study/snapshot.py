@@ -5,7 +5,7 @@ Tune writes each snapshot into a staging folder on the driver: the trial list
 counter (``search_gen_state-S.json``), S naming the driver's session. A background thread then copies
 that folder to STORAGE/study one file at a time, while the next snapshot may already be rewriting it.
 A driver killed during a copy leaves files of different snapshots under the storage, and
-``Tuner.restore`` takes them as they are (CI hit both cases):
+``Tuner.restore`` takes them as they are (CI hit the first case; the second follows from the same copy):
 
 - searchers newer than the trial list wait for a trial the list lacks, so their stage is never selected;
 - a trial list newer than the searchers holds trials no searcher suggested, which then run
