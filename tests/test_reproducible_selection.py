@@ -27,9 +27,12 @@ import time
 from pathlib import Path
 
 import pytest
+from mlflow import MlflowClient
 from ray import cloudpickle
 
 import sptune.tuners
+from sptune.report.mlflow_runs import fetch_trials
+from sptune.report.records import SEARCH
 from sptune.sweep import main
 from sptune.trainables import StudyTrainable
 
@@ -77,14 +80,21 @@ def run_study(spec: str, out: Path, overrides: list[str], slow_batch_size: int) 
 
 
 def decisions(out: Path) -> dict:
-    """Per variant: the selected lr, batch size and epoch, and every trial's config and epochs."""
-    rows = json.loads((out / "results.json").read_text())["rows"]
-    selected = {r["variant"]: (round(r["lr"], 12), r["batch_size"], r["best_epoch"]) for r in rows}
-    trials = []
-    for result in (out / "ray_results" / "study").glob("*/result.json"):
-        lines = [json.loads(line) for line in result.read_text().splitlines()]
-        config = lines[0]["config"]
-        trials.append((config["variant"], round(config["lr"], 12), config["batch_size"], len(lines)))
+    """Per variant: the selected lr, batch size and epoch, and every search trial's config and epochs.
+
+    The epochs come from the study's MLflow child runs (what the report reads), not from Tune's
+    `result.json`: a trial paused at a rung and resumed gets its `result.json` restored from the
+    storage copy, which may predate its last lines, so that file can miss an epoch the trial trained
+    (CI saw a 4-epoch trial's file with 3 lines).
+    """
+    results = json.loads((out / "results.json").read_text())
+    selected = {r["variant"]: (round(r["lr"], 12), r["batch_size"], r["best_epoch"]) for r in results["rows"]}
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    trials = [
+        (t.variant, round(t.lr, 12), int(t.batch_size), len(t.curve))
+        for t in fetch_trials(client, results["mlflow"]["parent_run_id"])
+        if t.phase == SEARCH
+    ]
     return {"selected": selected, "trials": sorted(trials)}
 
 
