@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sptune.sweep import main
 
@@ -96,3 +97,14 @@ def test_zero_spt_epochs_is_planned_without_a_tuner(repo_root, capsys):
     spec = f"{repo_root}/search_spaces/digits_quick.yaml"
     assert main([spec, "--set", "pretrain.epochs=0", "--dry-run"]) == 0
     assert "0 epochs: SPT variants start from an untrained" in capsys.readouterr().out
+
+
+def test_a_relative_output_dir_reaches_trials_as_an_absolute_path(ray_session, repo_root, tmp_path, monkeypatch):
+    """Trials run in their own working directories: with `--output runs/x` they could not open the
+    untrained encoder a 0-SPT-epoch study writes there (sweeps/pathfinder32_budget.yaml failed so)."""
+    from sptune.preflight import RunOptions, prepare
+
+    monkeypatch.chdir(tmp_path)
+    spec = Path(repo_root) / "search_spaces" / "digits_quick.yaml"
+    ready = prepare(RunOptions(spec, ("pretrain.epochs=0",), output=Path("runs/relative")))
+    assert ready.output_dir == tmp_path / "runs" / "relative"

@@ -113,7 +113,8 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
         check_ray_head(address)
     check_storage(options.storage)
     name = planned.campaign or planned.studies[0].inputs.spec.name
-    root = options.output or default_output_dir(name)
+    # Absolute: trials run in their own working directories and open files the driver writes here.
+    root = (options.output or default_output_dir(name)).expanduser().resolve()
     studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
     for uri in dict.fromkeys(s.tracking.uri for s in studies):
         check_tracking_server(uri)
