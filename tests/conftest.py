@@ -37,6 +37,41 @@ def tiny_reference(ray_session, repo_root, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def shown_study(repo_root, tmp_path_factory):
+    """tests.helpers_tiny's SHOWN study, run as a user runs it (a subprocess of the CLI, progress every
+    second) against a real `mlflow server`, which stays up for the session: what test_ui and
+    test_optuna_storage read. One run for both (~45 s)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from helpers_cluster import MlflowServer
+    from mlflow.tracking import MlflowClient
+
+    from tests.helpers_tiny import SHOWN, tiny_spec
+
+    root = tmp_path_factory.mktemp("shown")
+    server = MlflowServer(root / "mlflow")
+    server.launch()
+    try:
+        server.wait()
+        out = root / "digits"
+        env = {**os.environ, "SPTUNE_PROGRESS_SECONDS": "1", "PYTHONPATH": repo_root}
+        cmd = [sys.executable, "-m", "sptune.sweep", tiny_spec(repo_root), "--output", str(out),
+               "--tracking-uri", server.uri, *SHOWN]  # fmt: skip
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results = json.loads((out / "results.json").read_text())
+        client = MlflowClient(tracking_uri=server.uri)
+        runs = client.search_runs([results["mlflow"]["experiment_id"]], max_results=1000)
+        yield SimpleNamespace(out=Path(out), stdout=proc.stdout, results=results, client=client, runs=runs)
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models: a second torch thread only adds contention on a shared machine (3-10x slower here)."""

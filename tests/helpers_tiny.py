@@ -32,3 +32,16 @@ def trial_configs(out: Path) -> list[tuple]:
 def selected_rows(results: dict) -> list[tuple]:
     """What a study concluded, row by row: the selected config and epoch, and its one test number."""
     return [(r["variant"], r["lr"], r["batch_size"], r["best_epoch"], r["test_acc"]) for r in results["rows"]]
+
+
+# The study a person runs and then browses, run once through the CLI for the suite (conftest's
+# `shown_study`): test_ui reads its progress lines and MLflow UI, test_optuna_storage its optuna.db,
+# importances (4 trials per variant: Optuna's minimum here) and optuna-dashboard.
+SHOWN = [
+    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
+    "--set", "variants.scratch.num_samples=4", "--set", "variants.spt.num_samples=4",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2",
+]  # fmt: skip
+SHOWN_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
+SHOWN_RERUN_SEEDS = 2
+SHOWN_EPOCHS = 3

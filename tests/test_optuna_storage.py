@@ -9,8 +9,6 @@ PostgreSQL killed mid-search and resumed (the same studies continue; no password
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import pickle
@@ -27,6 +25,7 @@ from pathlib import Path
 import optuna
 import pytest
 from helpers_browser import headless
+from helpers_tiny import SHOWN_TRIALS
 
 from sptune.optuna_storage import (
     OptunaTarget,
@@ -251,23 +250,13 @@ def test_a_malformed_url_is_refused(repo_root, tmp_path, capsys):
 
 # --- a study on the default OUTPUT/optuna.db ------------------------------------------------------
 
-# fmt: off
-TINY = [
-    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
-    "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=4", "--set", "variants.spt.num_samples=4",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
-]
-# fmt: on
-N_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
+N_TRIALS = SHOWN_TRIALS
 
 
 @pytest.fixture(scope="module")
-def study(ray_session, repo_root, tmp_path_factory):
-    out = tmp_path_factory.mktemp("optuna") / "digits"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main([_spec(repo_root), "--output", str(out), *TINY]) == 0
-    return out, printed.getvalue()
+def study(shown_study):
+    """conftest's `shown_study` (one CLI run shared with test_ui), on the default OUTPUT/optuna.db."""
+    return shown_study.out, shown_study.stdout
 
 
 def test_each_searched_variant_leaves_its_study_in_optuna_db(study):

@@ -453,3 +453,28 @@ def test_failures_flag_counts_what_tune_retried_once_per_search(tmp_path):
     assert (flag.level, flag.items) == ("info", ["scratch on digits: 2 trial failures"])
     data.rows = rows[2:]
     assert flag_failures(data, ["digits"], ["scratch", "spt"]).level == "ok"
+
+
+def _search_trial(lr: float, best: float, status: str = "finished"):
+    from sptune.report.records import SEARCH, Trial
+
+    return Trial(run_id=f"r{lr}", phase=SEARCH, variant="spt", kind="spt", task="pathfinder", seed="0", lr=lr,
+                 batch_size="32", status=status, selected=False, max_epochs=5, best_val_acc=best, test_acc=None,
+                 selected_epoch=None, curve=[(1, best)], seconds=1.0, epochs=1)
+
+
+def test_a_search_whose_every_lr_scores_the_same_is_flagged_as_learning_nothing(tmp_path):
+    """What sweeps/pathfinder32_budget.yaml showed: every LR of every study at val 0.535 (one class)."""
+    from sptune.report.flags import flag_learned_nothing
+    from sptune.report.records import ReportData
+
+    flat = [_search_trial(lr, 0.535) for lr in (3e-4, 1e-3, 3e-3)]
+    data = ReportData("s", tmp_path, [], flat, {}, [], "results.json")
+    flag = flag_learned_nothing(data, ["pathfinder"], ["spt"])
+    assert flag.level == "warn"
+    assert flag.items == ["spt on pathfinder: all 3 search trials (LR 3e-4, 1e-3, 3e-3) ended at the same best "
+                          "validation accuracy, 0.5350."]
+    data.trials = [*flat[:2], _search_trial(3e-3, 0.62)]  # one LR learned something
+    assert flag_learned_nothing(data, ["pathfinder"], ["spt"]).level == "ok"
+    data.trials = [*flat[:2], _search_trial(1e-2, 0.0, "diverged")]  # two alike are not enough to say
+    assert flag_learned_nothing(data, ["pathfinder"], ["spt"]).level == "ok"

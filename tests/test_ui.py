@@ -1,64 +1,31 @@
 """What a person sees: the progress lines while a study runs, and the MLflow UI afterwards.
 
 One tiny digits study through the CLI (a subprocess, as a user runs it) against a real
-`mlflow server`; its printed progress is checked, then the printed URL is opened in headless
-Chromium (Playwright driving the system's /usr/bin/chromium) and the runs table is read back:
+`mlflow server` (conftest's `shown_study`, shared with test_optuna_storage); its printed progress
+is checked, then the printed URL is opened in headless Chromium (Playwright driving the system's
+/usr/bin/chromium) and the runs table is read back:
 the study's experiment, the trials nested under the study's run, sptune's columns with the
 values MLflow holds. The filters documented in dashboards/README.md are run against the same store.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers_browser import CHROMIUM, FLAGS
-from helpers_cluster import MlflowServer
-from mlflow.tracking import MlflowClient
+from helpers_tiny import SHOWN_EPOCHS, SHOWN_RERUN_SEEDS, SHOWN_TRIALS
 
 from sptune.tracking import VIEW_COLUMNS
 
+RERUNS = 2 * SHOWN_RERUN_SEEDS  # scratch and spt, each re-trained per seed and tested once
 SHOT = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots" / "mlflow-ui.png"
-TINY = [
-    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
-    "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def study(repo_root, tmp_path_factory):
-    root = tmp_path_factory.mktemp("ui")
-    server = MlflowServer(root / "mlflow")
-    server.launch()
-    try:
-        server.wait()
-        out = root / "digits"
-        env = {**os.environ, "SPTUNE_PROGRESS_SECONDS": "1", "PYTHONPATH": repo_root}
-        cmd = [
-            sys.executable,
-            "-m",
-            "sptune.sweep",
-            str(Path(repo_root) / "search_spaces" / "digits_quick.yaml"),
-            "--output",
-            str(out),
-            "--tracking-uri",
-            server.uri,
-            *TINY,
-        ]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        results = json.loads((out / "results.json").read_text())
-        client = MlflowClient(tracking_uri=server.uri)
-        runs = client.search_runs([results["mlflow"]["experiment_id"]], max_results=1000)
-        yield proc.stdout, results, client, runs
-    finally:
-        server.stop()
+def study(shown_study):
+    return shown_study.stdout, shown_study.results, shown_study.client, shown_study.runs
 
 
 def _children(runs: list, phase: str, variant: str | None = None) -> list:
@@ -97,11 +64,12 @@ def test_progress_shows_each_variants_trials_and_best_so_far(study):
     for variant in ("scratch", "spt"):
         done, running, stopped, waiting, failed, planned, metric, best = final[f"search-{variant}"]
         trials = _children(runs, "search", variant)
-        assert int(planned) == len(trials) == 3
+        assert int(planned) == len(trials) == SHOWN_TRIALS[variant]
         assert (running, waiting, failed) == ("0", "0", "0")
-        # done = trained all 3 epochs; stopped = ended earlier (synchronous halving, grace 1, η 2)
+        # done = trained all epochs; stopped = ended earlier (synchronous halving, grace 1, η 2)
         epochs = [len(client.get_metric_history(r.info.run_id, "val_acc")) for r in trials]
-        assert (int(done), int(stopped)) == (epochs.count(3), 3 - epochs.count(3)), epochs
+        full = epochs.count(SHOWN_EPOCHS)
+        assert (int(done), int(stopped)) == (full, len(trials) - full), epochs
         assert int(stopped) >= 1
         assert metric == "val_acc"
         assert float(best) == pytest.approx(max(r.data.metrics["best_val_acc"] for r in trials), abs=1e-4)
@@ -139,7 +107,7 @@ def test_the_printed_url_opens_the_study_with_its_trials_nested_in_sptunes_colum
     stdout, results, client, runs = study
     experiment_id, parent_id = results["mlflow"]["experiment_id"], results["mlflow"]["parent_run_id"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent_id]
-    assert len(children) == 2 + 3 + 3 + 4 and len(runs) == 1 + len(children)
+    assert len(children) == sum(SHOWN_TRIALS.values()) + RERUNS and len(runs) == 1 + len(children)
     url = _printed_url(stdout)
     assert f"/#/experiments/{experiment_id}/runs?" in url
     with sync_playwright() as pw:
@@ -180,17 +148,18 @@ def test_the_printed_url_opens_the_study_with_its_trials_nested_in_sptunes_colum
             browser.close()
     assert SHOT.stat().st_size > 50_000
     tested = [c for c in children if "test_acc" in c.data.metrics]
-    assert len(tested) == len(results["rows"]) == 4  # 2 variants x 2 re-run seeds, each shown with its test_acc
+    assert len(tested) == len(results["rows"]) == RERUNS  # each variant's re-run seeds, each with its test_acc
 
 
 # Each filter documented in dashboards/README.md: which runs it must return, and how many in this study.
 FILTERS = {
-    "tags.sptune.selected = 'true'": (lambda r: r.data.tags.get("sptune.selected") == "true", 1 + 2 + 4),
-    "metrics.test_acc >= 0": (lambda r: "test_acc" in r.data.metrics, 4),
+    "tags.sptune.selected = 'true'": (lambda r: r.data.tags.get("sptune.selected") == "true", 1 + 2 + RERUNS),
+    "metrics.test_acc >= 0": (lambda r: "test_acc" in r.data.metrics, RERUNS),
     "params.variant = 'spt' and tags.stage = 'search'": (
-        lambda r: r.data.params.get("variant") == "spt" and r.data.tags.get("sptune.phase") == "search", 3),
-    "tags.stage = 'pretrain'": (lambda r: r.data.tags.get("sptune.phase") == "pretrain", 2),
-    "tags.stage = 'rerun'": (lambda r: r.data.tags.get("sptune.phase") == "rerun", 4),
+        lambda r: r.data.params.get("variant") == "spt" and r.data.tags.get("sptune.phase") == "search",
+        SHOWN_TRIALS["spt"]),
+    "tags.stage = 'pretrain'": (lambda r: r.data.tags.get("sptune.phase") == "pretrain", SHOWN_TRIALS["pretrain"]),
+    "tags.stage = 'rerun'": (lambda r: r.data.tags.get("sptune.phase") == "rerun", RERUNS),
     "tags.sptune.role = 'study'": (lambda r: "mlflow.parentRunId" not in r.data.tags, 1),
     "tags.sptune.status = 'diverged'": (lambda r: r.data.tags.get("sptune.status") == "diverged", None),
 }  # fmt: skip

@@ -1,5 +1,5 @@
 """The fairness flags (DESIGN.md §1 "Fair sweeps"): best LR on the edge of its search, rankings that flip across
-LRs, unequal completed trials, diverged or failed runs, and compute per variant."""
+LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, and compute per variant."""
 
 from __future__ import annotations
 
@@ -204,6 +204,34 @@ def flag_diverged(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
     return Flag("diverged", "No diverged or failed runs", "ok", "Every finetuning trial and seed re-run finished.")
 
 
+# ---------------------------------------------------------------- searches that learned nothing
+
+
+def _flat_item(data: ReportData, task: str, variant: str) -> str | None:
+    # Exactly one validation accuracy over every LR and seed: what a model predicting one class scores
+    # (the split's majority rate), whatever it was trained with. Two real learners rarely tie three ways.
+    trials = [t for t in data.phase_trials((SEARCH,), task, variant)
+              if t.best_val_acc is not None and t.status not in ("diverged", "failed")]
+    scores = {round(t.best_val_acc, 9) for t in trials}
+    if len(trials) < 3 or len(scores) != 1:
+        return None
+    lrs = sorted({t.lr for t in trials if t.lr is not None})
+    return (f"{variant} on {task}: all {len(trials)} search trials (LR {', '.join(fmt_lr(lr) for lr in lrs)}) "
+            f"ended at the same best validation accuracy, {scores.pop():.4f}.")
+
+
+def flag_learned_nothing(data: ReportData, tasks: list[str], variants: list[str]) -> Flag:
+    items = [item for task in tasks for v in variants if (item := _flat_item(data, task, v))]
+    if items:
+        return Flag("learned-nothing", "Searches that may have learned nothing", "warn",
+                    "Every LR of these searches scored one and the same validation accuracy: the signature of a "
+                    "model that predicts a single class (it scores the split's majority-class rate). Its selected "
+                    "LR is arbitrary and its Δ says nothing about the variant; more data, epochs or model size "
+                    "come before any comparison.", items)
+    return Flag("learned-nothing", "Every search told its LRs apart", "ok",
+                "In each variant's search, different LRs reached different validation accuracies.")
+
+
 # ---------------------------------------------------------------- failures Tune retried
 
 
@@ -269,4 +297,5 @@ def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[
     """Every flag, in the order the page shows them."""
     return [flag_lr_edge(data, cells), flag_rank_flip(data, tasks, variants),
             flag_completed(data, tasks, variants), flag_diverged(data, tasks, variants),
-            flag_failures(data, tasks, variants), flag_compute(data, tasks, variants, kinds)]
+            flag_learned_nothing(data, tasks, variants), flag_failures(data, tasks, variants),
+            flag_compute(data, tasks, variants, kinds)]
