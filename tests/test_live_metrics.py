@@ -60,6 +60,7 @@ TINY = [
 STUDY_TIMEOUT_S = 300
 POLL_S = 3.0
 METRICS_REPORT_MS = 2000
+REPORTER_UPDATE_MS = 1000  # node stats' cadence: under the 2 x METRICS_REPORT_MS a gauge lives
 SCRAPE_S = 5.0  # dashboards/prometheus/prometheus.yml's scrape_interval
 STEP_S = 2  # range-query resolution: finer than a scrape, so no scraped sample is skipped
 RATE_INTERVAL = "30s"  # what Grafana's $__rate_interval is with a 5 s scrape interval (4 x 5 s, at least)
@@ -180,6 +181,11 @@ def live(repo_root):
             # states (a pretraining trial's end, a stage's running trials) can last less than that and
             # were then never exported. A user watching a long study does not need this; the test does.
             "RAY_metrics_report_interval_ms": str(METRICS_REPORT_MS),
+            # Ray keeps a gauge for 2 x that interval (4 s here), but its reporter agent records the node
+            # gauges every REPORTER_UPDATE_INTERVAL_MS (5 s by default) plus its collection time: the node
+            # series then vanish for a second or more of every cycle, and a 5 s scrape can keep landing in
+            # that gap for a whole study (CI, twice; here, once reproduced). Refresh them well within it.
+            "REPORTER_UPDATE_INTERVAL_MS": str(REPORTER_UPDATE_MS),
         }
     )
     name = yaml.safe_load((REPO / SPEC).read_text())["name"]
@@ -199,17 +205,26 @@ def live(repo_root):
                 )
             studies.append(study)
             seen = _poll(prometheus, study, name)
-            runs.append((study.wait(timeout=60), seen, log.read_text(errors="replace")))
+            runs.append((study.wait(timeout=60), seen, log.read_text(errors="replace"), _agent_errors(root)))
             if not _missing(seen):
                 break
-            # Ray's reporter agent has twice (in CI, on a loaded machine) published no node stats at all
-            # during this one-minute study, while every sptune metric came through. A second study shows
-            # whether that was the agent's bad minute or a query that never returns a series (which then
-            # fails below on both runs). Any later run is reported.
+            # A short study's rates need two scrapes of a trial's series inside their window, and on a
+            # loaded machine a run can miss that; a second study shows whether it was that minute or a
+            # query that never returns a series (which then fails below on both runs). Node panels once
+            # failed both runs for a cause that was not luck (REPORTER_UPDATE_MS above): the agent's log
+            # errors are printed, and attached to the failure, so the next such cause is named at once.
             print(f"[live] run {attempt} left panels empty, running the study again: {_missing(seen)}")
-        rc, seen, text = runs[-1]
+        rc, seen, text, agent_errors = runs[-1]
+        print(f"[live] dashboard agent errors:\n{agent_errors or '(none)'}")
         yield SimpleNamespace(
-            prometheus=prometheus, seen=seen, rc=rc, log=text, sd_file=sd_file, study=name, runs=len(runs)
+            prometheus=prometheus,
+            seen=seen,
+            rc=rc,
+            log=text,
+            sd_file=sd_file,
+            study=name,
+            runs=len(runs),
+            agent_errors=agent_errors,
         )
     finally:
         for study in studies:
@@ -221,13 +236,28 @@ def live(repo_root):
         assert not left, f"could not stop PIDs {sorted(left)}"
 
 
+def _agent_errors(root: Path, limit: int = 6000) -> str:
+    """What Ray's dashboard agents logged as errors: node panels stay empty when its reporter fails
+    (it logs "Error publishing node physical stats." and carries on), and CI's failure message should
+    say why without the run's temp dir, which is gone by then."""
+    lines = []
+    for log in sorted(root.glob("ray/session_*/logs/dashboard_agent*")):
+        text = log.read_text(errors="replace")
+        keep = [ln for ln in text.splitlines() if re.search(r"ERROR|Error|Traceback|^\s", ln)]
+        if keep:
+            lines.append(f"--- {log.relative_to(root)}\n" + "\n".join(keep[-60:]))
+    return "\n".join(lines)[-limit:]
+
+
 def _missing(seen: dict[str, dict]) -> list[str]:
     """Panel and variable queries that returned no series (GPU halves without their fallback, and the
     printed diagnostics, are not required)."""
     return [
         f"{key}: {v['expr']}"
         for key, v in seen.items()
-        if key != "_values" and not key.endswith("without the fallback") and not key.startswith("diagnostic")
+        if key != "_values"
+        and not key.endswith("without the fallback")
+        and not key.startswith("diagnostic")
         and v["series"] == 0
     ]
 
@@ -284,7 +314,11 @@ def test_the_study_ran_and_named_its_service_discovery_file(live):
 
 def test_every_panel_and_variable_query_returned_a_series_during_the_study(live):
     missing = _missing(live.seen)
-    assert not missing, f"never returned a series during study run {live.runs}:\n" + "\n".join(missing)
+    assert not missing, (
+        f"never returned a series during study run {live.runs}:\n"
+        + "\n".join(missing)
+        + f"\nRay's dashboard agent logged:\n{live.agent_errors or '(no errors)'}"
+    )
 
 
 def test_gpu_panels_query_rays_gpu_metrics_and_fall_back_to_zero_only_without_gpus(live):
