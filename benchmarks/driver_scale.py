@@ -17,7 +17,8 @@ The same trials run once per arm, back to back in one process (ratios within one
   http-1     the same server, one write per result
   none-keepall    diagnostic, not what sptune ships: CheckpointConfig(num_to_keep=None), so Tune no longer
                   snapshots the whole experiment after every trial checkpoint (it keeps every checkpoint)
-  none-nologgers  diagnostic: TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1 (no result.json/progress.csv/TensorBoard)
+  none-tuneloggers  the behaviour before sptune.tune_files: Tune's three default loggers (JSON, CSV,
+                  TensorBoardX) on every result (SPTUNE_TUNE_LOGGERS=all); sptune ships result.json only
 
 Measured per arm: driver results/s (results / wall time of `fit()`), the driver process's CPU
 seconds per result (getrusage: all its threads), MLflow writes/s (calls the callback makes on
@@ -53,7 +54,7 @@ from typing import Any
 import bench_common as bc
 from ray import tune
 
-ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1", "none-keepall", "none-nologgers")
+ARMS = ("none", "sqlite", "sqlite-1", "http", "http-1", "none-keepall", "none-tuneloggers")
 TABLE_HEADERS = (
     "arm|trials|results|wall s|results/s|steady r/s|drv CPU ms/r|drv CPU/wall|MLflow writes|writes/s|writes/r|missing"
 ).split("|")
@@ -229,6 +230,7 @@ def check_runs(client: Any, experiment_id: str, epochs: int, sample: int = 5) ->
 
 def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profile: Path | None) -> dict[str, Any]:
     from sptune.plan import TunerPlan
+    from sptune.tune_files import chosen_tune_loggers
     from sptune.tuners import build_tuner
 
     searches = tuple(plan.variant_searches())
@@ -239,6 +241,7 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
         logger, counting = tracking_callback(arm, uri, folder, params)
         callbacks.append(logger)
     trainable = tune.with_resources(NoOpTrainable, {"cpu": plan.spec.resources.cpu, "gpu": 0})
+    loggers_for(arm)
     tuner = build_tuner(plan, tuner_plan, task, str(folder / "ray_results"), [counter, *callbacks], trainable=trainable)
     print(
         f"[{arm}] {tuner_plan.n_trials} trials x {tuner_plan.epochs} epochs, {plan.concurrency} at once ...", flush=True
@@ -248,7 +251,8 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     if profiler:
         profiler.enable()
-    grid = tuner.fit()
+    with chosen_tune_loggers():
+        grid = tuner.fit()
     if profiler:
         profiler.disable()
     wall, cpu1 = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
@@ -268,13 +272,20 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     return out
 
 
+def loggers_for(arm: str) -> None:
+    """Tune's three default loggers for the arm that measures them; result.json only (as shipped) for
+    every other arm. Read when the Tuner is built (sptune.tune_files.result_loggers)."""
+    from sptune.tune_files import LOGGERS_ENV
+
+    os.environ.pop(LOGGERS_ENV, None)
+    if arm == "none-tuneloggers":
+        os.environ[LOGGERS_ENV] = "all"
+
+
 def diagnostic(arm: str, tuner: Any) -> None:
-    """The diagnostic arms' one change to sptune's Tuner (Tune reads both when fit() starts)."""
+    """The keep-all arm's one change to sptune's Tuner (Tune reads it when fit() starts)."""
     import dataclasses
 
-    os.environ.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
-    if arm == "none-nologgers":
-        os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     if arm == "none-keepall":  # Tune forces a snapshot every num_to_keep checkpoints of a trial
         internal = tuner._local_tuner  # no public setter once a Tuner is built
         keep_all = dataclasses.replace(internal._run_config.checkpoint_config, num_to_keep=None)

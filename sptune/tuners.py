@@ -24,6 +24,7 @@ from sptune.spec import ParamSpace
 from sptune.stages import Checkpoints, Stage, StagedSearcher
 from sptune.tasks.base import TaskSplits
 from sptune.trainables import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable, StudyTrainable
+from sptune.tune_files import result_loggers
 from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
 
 
@@ -232,7 +233,7 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
         run_config=tune.RunConfig(
             name=run["name"],
             storage_path=run["storage"],
-            callbacks=run["callbacks"],
+            callbacks=[*run["callbacks"], *result_loggers()],
             stop={"training_iteration": run["epochs"]},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
                 # The trial's best epoch by sptune.ranking's rule (Ray also keeps the latest for restore):

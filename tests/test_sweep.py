@@ -57,6 +57,18 @@ def test_outputs_live_in_the_output_directory(study):
     assert (out / "mlartifacts").is_dir()
 
 
+def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(study):
+    """sptune.tune_files: MLflow is the record; Tune's CSV and TensorBoard files per result cost the
+    driver time at scale and nobody reads them (SPTUNE_TUNE_LOGGERS=all gives them back)."""
+    out, _, _, _ = study
+    trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
+    assert trials
+    for trial in trials:
+        assert (trial / "result.json").stat().st_size > 0, trial
+        assert not (trial / "progress.csv").exists(), trial
+        assert not list(trial.glob("events.out.tfevents*")), trial
+
+
 def test_one_parent_and_a_child_per_trial(study):
     _, results, _, runs = study
     parent_id = results["mlflow"]["parent_run_id"]

@@ -24,6 +24,7 @@ from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun,
 from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
 from sptune.tracking import Tracker, TrialRunLogger
+from sptune.tune_files import chosen_tune_loggers
 from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
@@ -127,7 +128,8 @@ class TunerRunner:
         self.state.failed.clear()
         self.state_file.save()
         started = time.time()
-        grid = self._tuner(stages, checkpoints).fit()
+        with chosen_tune_loggers():
+            grid = self._tuner(stages, checkpoints).fit()
         if self.resume:
             self._drop_forgotten(grid, started)
         if self.optuna is not None:
