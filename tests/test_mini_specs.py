@@ -57,7 +57,7 @@ def cifar_dir() -> Path | None:
 
 
 # Drawing Pathfinder images is slow (PathX: ~0.1 s each), so dry-runs draw fewer; the plan is the same.
-FEWER_IMAGES = ["--set", "task.gen_n=100"]
+FEWER_IMAGES = ["--set", "task.gen_n=20"]
 
 
 def data_args(task: str, synthetic_text: Path) -> list[str]:
