@@ -19,6 +19,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -226,3 +227,46 @@ def test_bad_storage_is_refused_before_anything_starts(s3, repo_root, tmp_path):
     assert "carries credentials" in (tmp_path / "c.log").read_text()
     assert s3["secret"] not in (tmp_path / "c.log").read_text()
     assert not any((tmp_path / d).exists() for d in "abc")  # nothing started, nothing written
+
+
+def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, repo_root, tmp_path, monkeypatch):
+    """An untrained encoder (0 SPT epochs), a given `pretrain.checkpoint` and a campaign's cached one
+    are files on the driver's machine: under a remote storage trials must be handed copies under the
+    prefix, which a trial on any node can read, never the driver's local paths."""
+    from sptune import spt_cache
+    from sptune.checkpoints import load_state
+    from sptune.study.pretraining import SptCheckpoints
+    from sptune.study.state import StateFile
+    from tests.test_study_pretraining import DIGITS, _plan
+
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED"):
+        monkeypatch.setenv(key, s3["env"][key])
+    prefix = "spt-handover"
+    remote = f"s3://{BUCKET}/{prefix}?{s3['query']}"
+
+    def checkpoints(plan, out, cache_dir=None):
+        out.mkdir()
+        return SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir, remote)
+
+    untrained_plan = _plan(repo_root, "pretrain.epochs=0")
+    per_seed = checkpoints(untrained_plan, tmp_path / "zero").given_per_seed(untrained_plan.pretrainings()[0])
+    given_dir = tmp_path / "zero" / "pretrain-0-epochs-seed1000"  # a real sptune checkpoint to hand over
+    given_plan = _plan(repo_root, "rerun_pretrain=false", f"pretrain.checkpoint={given_dir / 'state.pt'}")
+    given = checkpoints(given_plan, tmp_path / "given").given(given_plan.pretrainings()[0])
+    cached_plan = _plan(repo_root, "rerun_pretrain=false")  # a campaign's cache holds one checkpoint per setup
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    pretraining = cached_plan.pretrainings()[0]
+    spt_cache.store(cache_dir, spt_cache.cache_key(cached_plan.spec, pretraining), given_dir)
+    cached = checkpoints(cached_plan, tmp_path / "cached", cache_dir).given(pretraining)
+
+    handed = {**{f"seed {s}": uri for s, uri in per_seed.items()}, "given": given, "cached": cached}
+    for what, uri in handed.items():
+        assert uri.startswith(f"s3://{BUCKET}/{prefix}/spt/"), f"{what}: trials would get {uri}"
+    local = tmp_path / "zero" / "pretrain-0-epochs-seed1001" / "state.pt"
+    assert load_state(per_seed[1001])["model"].keys() == load_state(local)["model"].keys()
+    for name, tensor in load_state(per_seed[1001])["model"].items():
+        assert tensor.equal(load_state(local)["model"][name]), name
+    assert len(set(per_seed.values())) == 2 and given != cached
+    assert sorted(k.split("/")[2] for k in _keys(s3, prefix)) == sorted(u.split("/")[5].split("?")[0]
+                                                                       for u in handed.values())

@@ -17,7 +17,7 @@ from sptune.optuna_storage import OptunaTarget, follow_move
 from sptune.plan import StudyPlan
 from sptune.results import ResultRow
 from sptune.stages import Checkpoints, Stage
-from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror
+from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror, is_remote
 from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.publish import publish
@@ -55,7 +55,8 @@ class Study:
         state.parent_run_id, state.output_dir = tracker.parent_run_id, str(output_dir.resolve())
         self.state_file.save()
         self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume, optuna)
-        self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir)
+        remote = storage if is_remote(storage) else None
+        self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir, remote)
 
     def run(self) -> list[ResultRow]:
         state = self.state_file.state

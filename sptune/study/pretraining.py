@@ -1,13 +1,15 @@
 """The SPT checkpoints a study's pretrainings give without trials: a given checkpoint, an untrained
 encoder (0 epochs), the campaign's cached checkpoint, or what an earlier run of this study selected.
-Every other pretraining is a stage of the study's one Tuner (`sptune.stages`), cached once selected."""
+Every other pretraining is a stage of the study's one Tuner (`sptune.stages`), cached once selected.
+Under a remote --storage the first three are copied under it before trials are handed them: they are
+files on the driver's machine, which trials on other nodes cannot open."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sptune import spt_cache
-from sptune.checkpoints import checkpoint_dir
+from sptune import spt_cache, storage
+from sptune.checkpoints import STATE_FILE, checkpoint_dir
 from sptune.plan import SearchPlan, StudyPlan
 from sptune.study.state import StateFile
 from sptune.tasks.base import TaskSplits
@@ -17,10 +19,12 @@ class SptCheckpoints:
     """Where each pretraining's SPT checkpoint comes from; each objective is pretrained once per study."""
 
     def __init__(
-        self, plan: StudyPlan, data: TaskSplits, output_dir: Path, state_file: StateFile, cache_dir: Path | None
+        self, plan: StudyPlan, data: TaskSplits, output_dir: Path, state_file: StateFile, cache_dir: Path | None,
+        remote_storage: str | None = None,
     ) -> None:
         self.plan, self.data, self.out = plan, data, output_dir
         self.state_file, self.cache_dir = state_file, cache_dir
+        self.remote_storage = remote_storage  # where trials on any node can read what the driver wrote
 
     def given(self, pretraining: SearchPlan) -> str | None:
         """The checkpoint variants initialised from this pretraining start from, when it needs no trials
@@ -28,9 +32,9 @@ class SptCheckpoints:
         label, state = pretraining.label, self.state_file.state
         if pretraining.reuse_checkpoint:
             print(f"[sptune] {label}: reusing {pretraining.reuse_checkpoint}", flush=True)
-            return str(checkpoint_dir(pretraining.reuse_checkpoint))
+            return self._for_trials(checkpoint_dir(pretraining.reuse_checkpoint), f"{label}-given")
         if pretraining.epochs == 0:
-            return str(self._untrained(pretraining))
+            return self._for_trials(self._untrained(pretraining))
         if label in state.searches:  # selected by an earlier run of this study (resumed)
             return state.searches[label].best.selection.checkpoint_path
         # Re-pretraining needs the selected config, which only this study's own state records.
@@ -42,7 +46,7 @@ class SptCheckpoints:
         print(f"[sptune] {label}: same pretraining as an earlier study, reusing {cached}", flush=True)
         state.spt_from_cache[label] = str(cached)
         self.state_file.save()
-        return str(cached)
+        return self._for_trials(cached, f"{label}-cached-{cached.name}")
 
     def given_per_seed(self, pretraining: SearchPlan) -> dict[int, str] | None:
         """rerun_pretrain: re-run seed -> the checkpoint that seed's SPT re-runs start from, when it needs
@@ -50,9 +54,10 @@ class SptCheckpoints:
         None: the selected pretraining config re-pretrained per seed is a stage of the Tuner."""
         seeds = self.plan.rerun_seeds()
         if pretraining.epochs == 0:
-            return {seed: str(self._untrained(pretraining, seed)) for seed in seeds}
+            return {seed: self._for_trials(self._untrained(pretraining, seed)) for seed in seeds}
         if pretraining.reuse_checkpoint:  # nothing to re-pretrain: every seed starts from the given one
-            return dict.fromkeys(seeds, str(checkpoint_dir(pretraining.reuse_checkpoint)))
+            given = checkpoint_dir(pretraining.reuse_checkpoint)
+            return dict.fromkeys(seeds, self._for_trials(given, f"{pretraining.label}-given"))
         record = self.state_file.state.searches.get(pretraining.rerun_label)
         if record is None:
             return None
@@ -68,13 +73,23 @@ class SptCheckpoints:
             key = spt_cache.cache_key(self.plan.spec, pretraining)
             spt_cache.store(self.cache_dir, key, state.searches[label].best.selection.checkpoint_path)
 
+    def _for_trials(self, folder: Path, name: str | None = None) -> str:
+        """How trials are to name a checkpoint folder of the driver's: itself, or under a remote storage
+        its copy at STORAGE/spt/NAME (written once: a resumed study finds it there)."""
+        if self.remote_storage is None:
+            return str(folder)
+        uri = storage.join(self.remote_storage, "spt", name or folder.name)
+        target = storage.join(uri, STATE_FILE)
+        if not storage.exists(target):
+            storage.write_atomically(target, (folder / STATE_FILE).read_bytes())
+        return uri
+
     def _untrained(self, pretraining: SearchPlan, seed: int | None = None) -> Path:
         """Zero SPT epochs (the origin of an SPT-budget axis): a seeded, untrained encoder (the spec's seed,
         or a re-run's)."""
         import torch
 
         from sptune.build import encoder_config
-        from sptune.checkpoints import STATE_FILE
         from sptune.models import Pretrainer
 
         folder = self.out / (f"{pretraining.label}-0-epochs" + (f"-seed{seed}" if seed is not None else ""))
