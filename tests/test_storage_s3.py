@@ -270,3 +270,35 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
     assert len(set(per_seed.values())) == 2 and given != cached
     assert sorted(k.split("/")[2] for k in _keys(s3, prefix)) == sorted(u.split("/")[5].split("?")[0]
                                                                        for u in handed.values())
+
+
+def test_a_campaign_keeps_each_study_under_its_own_prefix_and_hands_the_cached_spt_through_it(s3, tmp_path):
+    """Two studies over a finetuning-only axis: the first pretrains (its trials and selection under
+    PREFIX/<study>/), the second reuses that pretraining from the campaign's cache, and its SPT trials
+    are handed the copy under its own prefix (PREFIX/<study>/spt/), not the driver's cache folder."""
+    from tests.test_campaign import CAMPAIGN, SPEC
+
+    (tmp_path / "camp.yaml").write_text(SPEC)
+    (tmp_path / "campaign.yaml").write_text(CAMPAIGN.replace("task.train_fraction: [0.5, 1.0]",
+                                                             "finetune.weight_decay: [0.0, 0.1]"))
+    prefix, out = "campaign", tmp_path / "out"
+    cmd = [sys.executable, "-m", "sptune.sweep", str(tmp_path / "campaign.yaml"), "--output", str(out),
+           "--storage", f"s3://{BUCKET}/{prefix}?{s3['query']}"]
+    log = tmp_path / "campaign.log"
+    assert _run(cmd, s3, log) == 0, log.read_text()[-3000:]
+    first, second = "frac-weight_decay0.0", "frac-weight_decay0.1"
+    merged = json.loads((out / "results.json").read_text())
+    assert sorted(r["study"] for r in merged["rows"]) == [first, second]
+    assert "same pretraining as an earlier study" in log.read_text()
+    stages = {study: {json.loads(s3["client"].get_object(Bucket=BUCKET, Key=k)["Body"].read())["stage"]
+                      for k in _keys(s3, f"{prefix}/{study}/study") if k.endswith("/params.json")}
+              for study in (first, second)}
+    assert "pretrain" in stages[first] and "pretrain" not in stages[second], stages
+    handed = [k for k in _keys(s3, f"{prefix}/{second}/spt") if k.endswith("/state.pt")]
+    assert len(handed) == 1 and "-cached-" in handed[0], handed
+    results = json.loads((out / second / "results.json").read_text())
+    spt_runs = [r for r in _children(results) if r.data.params.get("variant") == "spt"]
+    spt_params = {r.data.params.get("spt_checkpoint") for r in spt_runs}
+    assert spt_params == {f"s3://{BUCKET}/{handed[0].removesuffix('/state.pt')}?{s3['query']}"}, spt_params
+    assert spt_runs and all(r.info.status == "FINISHED" for r in spt_runs)
+    _assert_no_secret(s3, results, prefix, [out, log])
