@@ -1,5 +1,6 @@
 """The live view, end to end: a real Prometheus, started with dashboards/prometheus/prometheus.yml
-(only its service-discovery path pointed at this test's Ray temp dir), scrapes a real local sptune
+(its service-discovery path pointed at this test's Ray temp dir, its scrape interval shortened to
+SCRAPE_S), scrapes a real local sptune
 study while it runs; every PromQL expression of every panel and every template variable of
 dashboards/grafana/sptune.json must return a series during the study.
 
@@ -61,9 +62,14 @@ STUDY_TIMEOUT_S = 300
 POLL_S = 3.0
 METRICS_REPORT_MS = 2000
 REPORTER_UPDATE_MS = 1000  # node stats' cadence: under the 2 x METRICS_REPORT_MS a gauge lives
-SCRAPE_S = 5.0  # dashboards/prometheus/prometheus.yml's scrape_interval
-STEP_S = 2  # range-query resolution: finer than a scrape, so no scraped sample is skipped
-RATE_INTERVAL = "30s"  # what Grafana's $__rate_interval is with a 5 s scrape interval (4 x 5 s, at least)
+# The shipped config scrapes every 5 s, right for real trials. This tiny study's trials last a couple of
+# seconds on a fast machine, and Ray drops a series 2 x METRICS_REPORT_MS after its last update: with 5 s
+# scrapes a trial's series was sometimes sampled once or never, so a rate (two samples of one series) or a
+# pretraining trial's gauge returned nothing on both runs (CI, 2026-11-23). Scraping every second samples
+# every series several times; what the test proves, that every query finds its series, is unchanged.
+SCRAPE_S = 1.0
+STEP_S = 1  # range-query resolution: no finer than a scrape, so no scraped sample is skipped
+RATE_INTERVAL = "4s"  # Grafana's $__rate_interval at a 1 s scrape: max(4 x scrape, step + scrape)
 GPU_FALLBACK = " or vector(0)"
 SCREENSHOT_EXPR = 'max by (variant, trial) (ray_sptune_best_val_acc{stage="search"})'
 
@@ -107,12 +113,13 @@ def _substitute(expr: str, study: str) -> str:
 
 
 def _prometheus_config(root: Path, sd_file: Path) -> Path:
-    """The shipped config, with only its service-discovery file moved to this test's Ray."""
+    """The shipped config, with its service-discovery file moved to this test's Ray and SCRAPE_S."""
     config = yaml.safe_load((REPO / "dashboards" / "prometheus" / "prometheus.yml").read_text())
     [job] = config["scrape_configs"]
     [sd] = job["file_sd_configs"]
     assert sd["files"] == [SD_DEFAULT]  # what a local study and `ray start --head` write by default
     sd["files"] = [str(sd_file)]
+    config["global"]["scrape_interval"] = config["global"]["evaluation_interval"] = f"{SCRAPE_S:g}s"
     path = root / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -291,7 +298,7 @@ def _poll(prometheus: Prometheus, study: subprocess.Popen, name: str) -> dict[st
     deadline = start + STUDY_TIMEOUT_S
     while study.poll() is None and time.time() < deadline:
         time.sleep(POLL_S)
-    time.sleep(2 * SCRAPE_S)  # the last report of Ray's agent, scraped
+    time.sleep(METRICS_REPORT_MS / 1000 + 2 * SCRAPE_S)  # the last report of Ray's agent, scraped
     span = (start, time.time())
     seen = {
         key: {"series": _most_finite_series(prometheus.query_range(expr, *span)), "expr": expr}
