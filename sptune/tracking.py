@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param
+from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from ray import tune
 
@@ -174,6 +175,31 @@ FLUSH_SECONDS = 2.0
 MAX_METRICS_PER_BATCH = 1000  # MLflow's limit for one log_batch
 
 
+@dataclass
+class PendingWrites:
+    """What waits for one run's next write: a single log_batch carries metrics, params and tags
+    (MLflow's limits per call: 1000 metrics, 100 params, 100 tags; more are split over calls)."""
+
+    metrics: list[Metric] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def add_params(self, params: dict[str, Any]) -> None:
+        self.params.update({k: str(v)[:6000] for k, v in params.items()})
+
+    def write(self, client: MlflowClient, run_id: str) -> None:
+        params = [Param(k, v) for k, v in self.params.items()]
+        tags = [RunTag(k, v) for k, v in self.tags.items()]
+        calls = max(-(-len(self.metrics) // MAX_METRICS_PER_BATCH), -(-len(params) // 100), -(-len(tags) // 100))
+        for i in range(calls):
+            client.log_batch(
+                run_id,
+                metrics=self.metrics[i * MAX_METRICS_PER_BATCH : (i + 1) * MAX_METRICS_PER_BATCH],
+                params=params[i * 100 : (i + 1) * 100],
+                tags=tags[i * 100 : (i + 1) * 100],
+            )
+
+
 class TrialRunLogger(tune.Callback):
     """Creates a child run per trial and logs per-epoch metrics, from the driver."""
 
@@ -193,7 +219,7 @@ class TrialRunLogger(tune.Callback):
         # One write per result made MLflow the driver's bottleneck (benchmarks/driver_scale.py):
         # metrics wait here, per run, until `flush_results` results or `flush_seconds` have gathered.
         self.flush_results, self.flush_seconds = flush_results, flush_seconds
-        self._pending: dict[str, list[Metric]] = {}
+        self._pending: dict[str, PendingWrites] = {}  # run id -> its next log_batch
         self._pending_results = 0
         self._last_flush = time.monotonic()
 
@@ -236,14 +262,19 @@ class TrialRunLogger(tune.Callback):
             name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
-            # The study's one Tuner names each trial's stage: pretrain-on-TASK and pretrain share an objective.
-            static = self.static_params.get(trial.config.get("stage"), self.static_params.get(variant, {}))
-            params = {**static, **dict(trial.config)}
-            self.tracker.log_params(run_id, params)
         else:
             self.client.update_run(run_id, status="RUNNING")
+        # Written with the run's first metrics (one log_batch); again on resume, since a driver that died
+        # within FLUSH_SECONDS of creating the run never wrote them (MLflow takes an equal value twice).
+        self._batch(run_id).add_params(self._params(trial))
         self.run_ids[trial_id] = run_id
         return run_id
+
+    def _params(self, trial: Any) -> dict[str, Any]:
+        # The study's one Tuner names each trial's stage: pretrain-on-TASK and pretrain share an objective.
+        variant = trial.config["variant"]
+        static = self.static_params.get(trial.config.get("stage"), self.static_params.get(variant, {}))
+        return {**static, **dict(trial.config)}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.run_for(trial)
@@ -252,13 +283,13 @@ class TrialRunLogger(tune.Callback):
         run_id = self.run_for(trial)
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))]
-        self._pending.setdefault(run_id, []).extend(metrics)
+        batch = self._batch(run_id)
+        batch.metrics.extend(Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k)))
         self._pending_results += 1
         if result.get("diverged"):
-            self.client.set_tag(run_id, "sptune.status", "diverged")
+            batch.tags["sptune.status"] = "diverged"
         if result.get("mlflow_params"):  # one-off facts a trial reports (e.g. which parameters train)
-            self.tracker.log_params(run_id, result["mlflow_params"])
+            batch.add_params(result["mlflow_params"])
         self.last_result[trial.trial_id] = result
         self._maybe_flush()
 
@@ -282,10 +313,13 @@ class TrialRunLogger(tune.Callback):
         self._pending_results = 0
         self._last_flush = time.monotonic()
 
-    def _flush_run(self, run_id: str, extra: list[Metric] | None = None) -> None:
-        metrics = self._pending.pop(run_id, []) + (extra or [])
-        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i : i + MAX_METRICS_PER_BATCH])
+    def _batch(self, run_id: str) -> PendingWrites:
+        return self._pending.setdefault(run_id, PendingWrites())
+
+    def _flush_run(self, run_id: str) -> None:
+        batch = self._pending.pop(run_id, None)
+        if batch is not None:
+            batch.write(self.client, run_id)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         run_id = self.run_for(trial)
@@ -304,16 +338,16 @@ class TrialRunLogger(tune.Callback):
     def _close(self, trial: Any, status: str) -> None:
         run_id = self.run_for(trial)
         last = self.last_result.pop(trial.trial_id, {})  # the state Tune pickles stays O(live trials)
-        summary = [
-            Metric(k, float(last[k]), int(time.time() * 1000), 0)
-            for k in ("best_val_acc", "best_val_loss", "best_epoch")
+        batch, now = self._batch(run_id), int(time.time() * 1000)
+        batch.metrics.extend(
+            Metric(k, float(last[k]), now, 0) for k in ("best_val_acc", "best_val_loss", "best_epoch")
             if _finite(last.get(k))
-        ]
-        self._flush_run(run_id, summary)  # the run's epochs before it is marked ended
+        )
         if last.get("diverged"):
             status = "FAILED"  # tagged sptune.status=diverged in on_trial_result; never selected
         elif status == "FINISHED":
-            self.client.set_tag(run_id, "sptune.status", "finished")
+            batch.tags["sptune.status"] = "finished"
+        self._flush_run(run_id)  # the run's epochs, params and tags before it is marked ended
         self.client.set_terminated(run_id, status=status)
 
 

@@ -124,8 +124,8 @@ class _EpochTrainable(tune.Trainable):
             "diverged": 0,
             "best_" + self.score_key: self.best[self.score_key],
             "best_epoch": int(self.best["epoch"]),
-            # Ray keeps the checkpoint with the highest rank: the latest *improvement*, which is the
-            # epoch logged as best_epoch; epochs that do not improve rank 0 and are never kept.
+            # The checkpoint kept as the trial's best has the highest rank: the latest *improvement*, the
+            # epoch logged as best_epoch (sptune.checkpoint_pruning); epochs that do not improve rank 0.
             CHECKPOINT_RANK: self.improvements if improved else 0,
             # Variants sharing a Tuner may train for different numbers of epochs.
             "done": metrics["epoch"] >= self.max_epochs,

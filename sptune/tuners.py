@@ -14,6 +14,7 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from sptune.batched_search import BatchedSearcher
+from sptune.checkpoint_pruning import CheckpointPruner
 from sptune.halving import SuccessiveHalving, rung_epochs
 from sptune.hyperband import Hyperband
 from sptune.optuna_storage import OptunaTarget, StudyMirror, open_storage
@@ -233,12 +234,15 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
         run_config=tune.RunConfig(
             name=run["name"],
             storage_path=run["storage"],
-            callbacks=[*run["callbacks"], *result_loggers()],
+            callbacks=[*_with_pruner(run["callbacks"]), *result_loggers()],
             stop={"training_iteration": run["epochs"]},  # each trial also stops at its variant's own epochs
             checkpoint_config=tune.CheckpointConfig(
-                # The trial's best epoch by sptune.ranking's rule (Ray also keeps the latest for restore):
-                # ranking by val_acc itself would keep the *latest* of tied epochs, not the logged best.
-                num_to_keep=1,
+                # Every epoch is checkpointed and CheckpointPruner deletes what no trial needs (its best
+                # epoch by sptune.ranking's rule, its latest, the one a resume's snapshot names): Tune's
+                # num_to_keep would force a snapshot of the whole experiment per checkpoint.
+                num_to_keep=None,
+                # Tune's order of a trial's checkpoints: ranking by val_acc itself would put the *latest*
+                # of tied epochs first, not the logged best.
                 checkpoint_score_attribute=CHECKPOINT_RANK,
                 checkpoint_score_order="max",
                 checkpoint_frequency=1,
@@ -248,6 +252,13 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
             **run_config_progress(run["name"], run["progress"], *run.get("shown", (run["metric"], run["mode"]))),
         ),
     )
+
+
+def _with_pruner(callbacks: list) -> list:
+    """The Tuner's callbacks with a CheckpointPruner last (after any SnapshotBundle it watches)."""
+    if any(isinstance(c, CheckpointPruner) for c in callbacks):
+        return list(callbacks)
+    return [*callbacks, CheckpointPruner()]
 
 
 def build_tuner(

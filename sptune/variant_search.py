@@ -157,14 +157,25 @@ class VariantSearcher(Searcher):
 
 class _VariantTrials:
     """The Tune controller as one variant's scheduler sees it when choosing what to run: only
-    that variant's trials (a FIFO or ASHA scheduler would otherwise resume another variant's
-    trial that synchronous halving keeps waiting at a rung)."""
+    that variant's trials still to finish (a FIFO or ASHA scheduler would otherwise resume another
+    variant's trial that synchronous halving keeps waiting at a rung). Kept across the controller's
+    steps and updated from where it left off: choosing is done every step, and rescanning every
+    trial of every variant each time grew with the study's trial count (benchmarks/driver_scale.py)."""
 
     def __init__(self, tune_controller: Any, variant: str, key: str = "variant") -> None:
         self._controller, self._variant, self._key = tune_controller, variant, key
+        self._seen = 0  # how many of the controller's trials (its list only grows) were looked at
+        self._open: list = []  # this variant's trials, in the controller's order, not yet ended
 
     def get_trials(self) -> list:
-        return [t for t in self._controller.get_trials() if t.config.get(self._key) == self._variant]
+        trials = self._controller.get_trials()
+        for trial in trials[self._seen :]:
+            if trial.config.get(self._key) == self._variant:
+                self._open.append(trial)
+        self._seen = len(trials)
+        # An ended trial never runs again in this controller: only PENDING and PAUSED ones are chosen.
+        self._open = [t for t in self._open if t.status not in (Trial.TERMINATED, Trial.ERROR)]
+        return self._open
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._controller, name)
@@ -209,8 +220,7 @@ class VariantScheduler(FIFOScheduler):
         self._of(trial).on_trial_remove(tune_controller, trial)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Any:
-        schedulers = self.schedulers.items()
-        picks = [s.choose_trial_to_run(_VariantTrials(tune_controller, v, self.key)) for v, s in schedulers]
+        picks = [s.choose_trial_to_run(self._view(tune_controller, v)) for v, s in self.schedulers.items()]
         picks = [t for t in picks if t is not None]
         if not picks:
             return None
@@ -220,6 +230,16 @@ class VariantScheduler(FIFOScheduler):
         if trial.status == Trial.PAUSED and self._busy(tune_controller) >= (self.max_concurrent or math.inf):
             return None
         return trial
+
+    def _view(self, tune_controller: Any, variant: str) -> _VariantTrials:
+        views = self.__dict__.setdefault("_views", {})  # not in __init__: a scheduler unpickled by restore
+        view = views.get(variant)
+        if view is None or view._controller is not tune_controller:
+            view = views[variant] = _VariantTrials(tune_controller, variant, self.key)
+        return view
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_views"}  # this driver's controller only
 
     @staticmethod
     def _busy(tune_controller: Any) -> int:

@@ -69,6 +69,20 @@ def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(
         assert not list(trial.glob("events.out.tfevents*")), trial
 
 
+def test_trials_keep_only_the_checkpoints_they_need_and_every_selected_one_exists(study):
+    """sptune.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one more, the
+    one the last snapshot named), not one per epoch; whatever the study selected is still there."""
+    out, _, _, _ = study
+    trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
+    kept = {t.name: len(list(t.glob("checkpoint_*"))) for t in trials}
+    assert kept and all(1 <= n <= 3 for n in kept.values()), kept
+    state = json.loads((out / "study_state.json").read_text())
+    selected = [p["selection"]["checkpoint_path"] for s in state["searches"].values() for p in s["selected"]]
+    assert selected
+    for path in selected:
+        assert (Path(path) / "state.pt").is_file(), path
+
+
 def test_one_parent_and_a_child_per_trial(study):
     _, results, _, runs = study
     parent_id = results["mlflow"]["parent_run_id"]

@@ -46,6 +46,7 @@ class SnapshotBundle(tune.Callback):
     def __init__(self, experiment_uri: str, optuna_db: Path | None = None) -> None:
         self.experiment_uri, self.optuna_db = experiment_uri, optuna_db
         self.staging: Path | None = None
+        self.written = 0  # bundles written by this driver (CheckpointPruner keeps what the last one names)
 
     def __getstate__(self) -> dict:
         return {"experiment_uri": self.experiment_uri, "optuna_db": self.optuna_db}
@@ -54,7 +55,7 @@ class SnapshotBundle(tune.Callback):
         self.experiment_uri = THIS_RUN.get("experiment", state["experiment_uri"])
         db = state["optuna_db"]
         self.optuna_db = Path(THIS_RUN["out"]) / db.name if db is not None and "out" in THIS_RUN else db
-        self.staging = None
+        self.staging, self.written = None, 0
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if self.staging is None and trials:  # where Tune stages its snapshot before copying it
@@ -66,6 +67,7 @@ class SnapshotBundle(tune.Callback):
             if self.optuna_db is not None and self.optuna_db.is_file():
                 files[DB_FILE] = _sqlite_backup(self.optuna_db)
             stored.write_atomically(stored.join(self.experiment_uri, BUNDLE), _zipped(files))
+            self.written += 1
         return None  # nothing of its own for Tune to restore
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ray import tune
 
 from sptune import storage as stored
+from sptune.checkpoint_pruning import CheckpointPruner
 from sptune.errors import RuntimeFailure
 from sptune.live_metrics import TrialStateMetrics
 from sptune.optuna_storage import DB_FILE, OptunaTarget, default_url
@@ -166,7 +167,9 @@ class TunerRunner:
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
-        callbacks = [logger, recorder, states, self._snapshot_bundle(experiment_dir)]
+        bundle = self._snapshot_bundle(experiment_dir)
+        # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
+        callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle)]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _drop_forgotten(self, grid: Any, started: float) -> None:
