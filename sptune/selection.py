@@ -1,10 +1,11 @@
 """Pick the validation-best trial *and epoch* of a search, never the last checkpoint.
 
-`Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints Ray kept
-(``checkpoint_score_attribute``) by `sptune.ranking`'s rule instead, the same rule the trials
-used for their logged best epoch, across trials too. The same functions select from a finished
-Tuner's `Result`s and, while the study's one Tuner still runs, from `TrialOutcome`s the driver
-took from each ended trial (`sptune.stages`), so both ways pick the same trial and epoch.
+`Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints the trial kept
+(`sptune.checkpoint_pruning`: its best and its latest, as Tune lists them) by `sptune.ranking`'s
+rule instead, the same rule the trials used for their logged best epoch, across trials too. The
+same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still
+runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.stages`), so both ways
+pick the same trial and epoch.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class TrialOutcome:
     metrics: dict[str, Any]  # its last result
     error: str | None
     path: str
-    # (checkpoint with a .path, the metrics of its epoch) for each checkpoint Ray kept
+    # (checkpoint with a .path, the metrics of its epoch) for each checkpoint the trial kept
     best_checkpoints: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     failures: int = 0  # Tune's num_failures of the trial (a Tune Result has none: 0)
 

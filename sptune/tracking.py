@@ -220,6 +220,7 @@ class TrialRunLogger(tune.Callback):
         # metrics wait here, per run, until `flush_results` results or `flush_seconds` have gathered.
         self.flush_results, self.flush_seconds = flush_results, flush_seconds
         self._pending: dict[str, PendingWrites] = {}  # run id -> its next log_batch
+        self._logged_upto: dict[str, int] = {}  # run id of a resumed trial -> the last epoch its run holds
         self._pending_results = 0
         self._last_flush = time.monotonic()
 
@@ -228,7 +229,7 @@ class TrialRunLogger(tune.Callback):
     def __getstate__(self) -> dict:
         # Unwritten metrics stay out: a restored copy writing them could duplicate what this one flushes;
         # a resumed trial reports again from its checkpoint instead.
-        skip = ("tracker", "client", "_pending", "_pending_results")
+        skip = ("tracker", "client", "_pending", "_pending_results", "_logged_upto")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_tracking"] = (self.tracker.uri, self.tracker.experiment_id, self.tracker.parent_run_id)
         return state
@@ -237,7 +238,7 @@ class TrialRunLogger(tune.Callback):
         uri, experiment_id, parent_run_id = state.pop("_tracking")
         state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled before batching existed
         state.setdefault("flush_seconds", FLUSH_SECONDS)
-        self.__dict__.update(state, _pending={}, _pending_results=0, _last_flush=time.monotonic())
+        self.__dict__.update(state, _pending={}, _pending_results=0, _last_flush=time.monotonic(), _logged_upto={})
         self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)
         self.client = self.tracker.client
 
@@ -264,6 +265,10 @@ class TrialRunLogger(tune.Callback):
             run_id = run.info.run_id
         else:
             self.client.update_run(run_id, status="RUNNING")
+            # A resumed trial restarts from the checkpoint its snapshot named and reports the epochs since
+            # again: they are in the run already (MLflow would append a second point per step).
+            self._logged_upto[run_id] = max((m.step for m in self.client.get_metric_history(run_id, "loss")),
+                                            default=0)
         # Written with the run's first metrics (one log_batch); again on resume, since a driver that died
         # within FLUSH_SECONDS of creating the run never wrote them (MLflow takes an equal value twice).
         self._batch(run_id).add_params(self._params(trial))
@@ -284,7 +289,10 @@ class TrialRunLogger(tune.Callback):
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
         batch = self._batch(run_id)
-        batch.metrics.extend(Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k)))
+        if epoch > self._logged_upto.get(run_id, 0):
+            batch.metrics.extend(
+                Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))
+            )
         self._pending_results += 1
         if result.get("diverged"):
             batch.tags["sptune.status"] = "diverged"

@@ -75,6 +75,11 @@ FAST_NODE_DEATH = {
     "RAY_health_check_initial_delay_ms": "1000",
 }
 
+# The test picks its victim from the trials' result.json under the storage, which Tune's driver copies
+# there with each experiment snapshot: by default at most every 10 s (sptune forces none per checkpoint,
+# sptune.checkpoint_pruning), longer than a tiny trial's epochs 2-3 last. Every second here.
+LIVE_STORAGE = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}
+
 
 @pytest.fixture(scope="module")
 def cluster(repo_root):
@@ -83,7 +88,7 @@ def cluster(repo_root):
         pytest.skip(f"only {free:.1f} GiB of memory free; two Ray nodes and their trials need {MIN_FREE_GIB} GiB")
     # Short root: Ray's unix sockets live under --temp-dir and are limited to ~107 characters.
     root = Path(tempfile.mkdtemp(prefix="rn_", dir="/tmp"))
-    env = {**cluster_env(root / "token", repo_root), **FAST_NODE_DEATH}
+    env = {**cluster_env(root / "token", repo_root), **FAST_NODE_DEATH, **LIVE_STORAGE}
     head = RayHead(root, write_token(root / "token"), env)
     try:
         head.start(num_cpus=1)

@@ -130,3 +130,33 @@ def test_an_interrupted_study_flushes_every_result_it_had(ray_session, tmp_path)
         assert run.info.status == "RUNNING"  # unfinished: --resume continues it
         assert _steps(client, run, "val_acc") == list(range(1, n + 1))
         assert _steps(client, run, "loss") == list(range(1, n + 1))
+
+
+def test_a_resumed_trial_adds_only_the_epochs_its_run_lacks(tmp_path):
+    """After a driver dies, the resumed trial restarts from the checkpoint the last snapshot named and
+    reports the epochs since then again; its run keeps one point per epoch, and gets its params even
+    if the old driver died before writing them."""
+    import pickle
+    from types import SimpleNamespace
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "resume", tmp_path)
+    tracker.start_parent("study", {})
+    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    first = TrialRunLogger(tracker, {"scratch": {"task": "digits"}})
+    saved = pickle.dumps(first)  # what tuner.pkl holds: the logger as the Tuner was built
+    for epoch in (1, 2, 3):
+        first.on_trial_result(0, [trial], trial, {"epoch": epoch, "loss": 1 / epoch})
+    first.flush()  # the old driver wrote epochs 1-3, then died without closing the run
+
+    resumed = pickle.loads(saved)
+    resumed.setup()
+    for epoch in (2, 3, 4, 5):  # restored from its epoch-1 checkpoint
+        resumed.on_trial_result(0, [trial], trial, {"epoch": epoch, "loss": 1 / epoch + 0.5})
+    resumed.on_trial_complete(0, [trial], trial)
+
+    client = tracker.client
+    (run,) = client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'")
+    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss"))
+    assert steps == [1, 2, 3, 4, 5]
+    assert run.data.params["lr"] == "0.01" and run.data.params["task"] == "digits"
+    assert run.info.status == "FINISHED"
