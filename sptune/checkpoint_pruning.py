@@ -62,9 +62,13 @@ class CheckpointPruner(tune.Callback):
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
         """Tune calls this just before it registers `checkpoint` as the trial's latest; the trial's last
         result is the epoch the checkpoint holds."""
-        if trial.trial_id not in self._trials:
-            self._first_sight(trial)
-        self._prune(trial, incoming_rank=_rank((trial.last_result or {}).get(CHECKPOINT_RANK)))
+        # Tune registers the checkpoint only if every callback returns: pruning never stops that.
+        try:
+            if trial.trial_id not in self._trials:
+                self._first_sight(trial)
+            self._prune(trial, incoming_rank=_rank((trial.last_result or {}).get(CHECKPOINT_RANK)))
+        except Exception:  # a bug here costs disk space, never a checkpoint
+            log.exception("could not prune the checkpoints of trial %s", trial.trial_id)
 
     def get_state(self) -> None:
         """Tune asks every callback for its state while it writes a snapshot, after the trial list, and
@@ -76,9 +80,12 @@ class CheckpointPruner(tune.Callback):
             self._bundles_seen, keep = written, 1
         else:
             keep = 2  # Tune's own snapshot reaches the storage in the background: keep the one before too
-        self._named = [self._latest_paths(), *self._named][:keep]
-        for trial_id in list(self._holding):
-            self._prune(self._trials[trial_id])
+        try:  # an exception here would fail Tune's snapshot, and with it the study
+            self._named = [self._latest_paths(), *self._named][:keep]
+            for trial_id in list(self._holding):
+                self._prune(self._trials[trial_id])
+        except Exception:
+            log.exception("could not prune checkpoints kept for an older snapshot")
         return None
 
     # ------------------------------------------------------------------ the rule

@@ -148,3 +148,15 @@ def test_the_pruner_pickles_without_this_drivers_trials():
     pruner._trials["x"] = object()
     restored = pickle.loads(pickle.dumps(pruner))
     assert restored._trials == {} and isinstance(restored.snapshots, Bundle)
+
+
+def test_a_pruning_failure_never_reaches_tune(tmp_path, caplog):
+    """Tune registers a checkpoint only after every callback's on_checkpoint returns, and fails its
+    snapshot if get_state raises: the pruner logs its own errors and lets both go on."""
+    pruner = CheckpointPruner()
+    broken = SimpleNamespace(trial_id="x", last_result={}, run_metadata=None)  # no checkpoint manager
+    checkpoint = Checkpoint.from_directory(str(tmp_path))
+    pruner.on_checkpoint(iteration=1, trials=[broken], trial=broken, checkpoint=checkpoint)
+    pruner._trials["x"], pruner._holding = broken, {"x"}
+    assert pruner.get_state() is None
+    assert "could not prune" in caplog.text
