@@ -382,7 +382,9 @@ def _studies(url: str, prefix: str) -> dict[str, optuna.Study]:
 def test_resume_continues_the_same_studies_in_postgresql(ray_session, repo_root, tmp_path, postgres, capsys):
     out = tmp_path / "interrupted"
     # The URL through the environment: a password on the command line would show in `ps`.
-    env = {**os.environ, "PYTHONPATH": repo_root, "SPTUNE_OPTUNA_STORAGE": postgres}
+    # TUNE_GLOBAL_CHECKPOINT_S: the kill is timed from params.json under the storage, which Tune's driver copies
+    # there with each snapshot (by default >= 10 s apart, longer than the tiny search lasts).
+    env = {**os.environ, "PYTHONPATH": repo_root, "SPTUNE_OPTUNA_STORAGE": postgres, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     _kill_mid_search(out, [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(out), *RESUME], env)
     prefix = f"{SPEC_NAME}/"
     assert set(_studies(postgres, prefix)) == set(RESUME_TRIALS)  # the search's studies exist already

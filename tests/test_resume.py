@@ -74,7 +74,10 @@ def _kill_mid_finetune(out: Path, cmd: list[str], env: dict, early: dict[str, by
 def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root, tmp_path, tiny_reference):
     reference, interrupted = tiny_reference, tmp_path / "interrupted"
 
-    env = {**os.environ, "PYTHONPATH": repo_root}
+    # The kill is timed from the trial folders under the storage (params.json says which search a trial is
+    # in), which Tune's driver copies there with each snapshot: every 10 s or more by default, longer than
+    # the tiny SPT search lasts. Every second here (also where the early trial list is taken from).
+    env = {**os.environ, "PYTHONPATH": repo_root, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
     early: dict[str, bytes] = {}
     timeline = _kill_mid_finetune(interrupted, cmd, env, early)

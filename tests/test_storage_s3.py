@@ -149,7 +149,9 @@ def resumed(s3, repo_root, tmp_path_factory):
     (tmp / "tracking").mkdir()
     first, second = tmp / "first", tmp / "second"
     cmd = _sweep(repo_root, s3, first, storage, "--tracking-uri", tracking)
-    env = {**s3["env"], "PYTHONPATH": repo_root}
+    # The kill is timed from params.json under the prefix, which Tune's driver uploads with each snapshot
+    # (by default >= 10 s apart, longer than the tiny SPT search lasts): every second here.
+    env = {**s3["env"], "PYTHONPATH": repo_root, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
     t0 = time.time()
     with open(tmp / "first.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
