@@ -164,11 +164,16 @@ class _VariantTrials:
 
     def __init__(self, tune_controller: Any, variant: str, key: str = "variant") -> None:
         self._controller, self._variant, self._key = tune_controller, variant, key
-        self._seen = 0  # how many of the controller's trials (its list only grows) were looked at
+        # Tune hands schedulers a new wrapper of its controller every step, around the same trial list:
+        # the list (it only grows) is what the view follows.
+        self._source: list | None = None
+        self._seen = 0  # how many of the list's trials were looked at
         self._open: list = []  # this variant's trials, in the controller's order, not yet ended
 
     def get_trials(self) -> list:
         trials = self._controller.get_trials()
+        if trials is not self._source:
+            self._source, self._seen, self._open = trials, 0, []
         for trial in trials[self._seen :]:
             if trial.config.get(self._key) == self._variant:
                 self._open.append(trial)
@@ -234,8 +239,9 @@ class VariantScheduler(FIFOScheduler):
     def _view(self, tune_controller: Any, variant: str) -> _VariantTrials:
         views = self.__dict__.setdefault("_views", {})  # not in __init__: a scheduler unpickled by restore
         view = views.get(variant)
-        if view is None or view._controller is not tune_controller:
+        if view is None:
             view = views[variant] = _VariantTrials(tune_controller, variant, self.key)
+        view._controller = tune_controller  # this step's wrapper; its trial list is the same
         return view
 
     def __getstate__(self) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ray import tune
-from ray.tune.schedulers import ASHAScheduler
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
@@ -153,3 +153,41 @@ def test_a_trial_paused_at_a_rung_frees_its_slot():
     assert searcher.suggest("d") is None
     searcher.on_trial_complete("c", {"val_acc": 0.5})
     assert searcher.suggest("d") is not None
+
+
+def test_each_variants_view_follows_the_trial_list_across_tunes_per_step_wrappers():
+    """Tune passes schedulers a new wrapper of its controller every step; VariantScheduler's view of a
+    variant keeps up with the one trial list (new trials appended, ended ones dropped) instead of
+    rescanning every trial of the study per step, and starts over for another controller's list."""
+    from types import SimpleNamespace
+
+    from ray.tune.experiment import Trial
+
+    reads = []
+
+    class FakeTrial:  # what the view reads of a Trial: its config (counted) and status
+        def __init__(self, variant: str, status: str) -> None:
+            self._config, self.status = {"variant": variant}, status
+
+        @property
+        def config(self) -> dict:
+            reads.append(self)
+            return self._config
+
+    def trial(variant: str, status: str = Trial.PENDING) -> FakeTrial:
+        return FakeTrial(variant, status)
+
+    def wrapper(trials: list) -> SimpleNamespace:  # a new object every step, as Tune's TrialRunnerWrapper
+        return SimpleNamespace(get_trials=lambda: trials)
+
+    scheduler = VariantScheduler({"a": FIFOScheduler(), "b": FIFOScheduler()})
+    trials = [trial("a"), trial("b"), trial("a")]
+    assert scheduler._view(wrapper(trials), "a").get_trials() == [trials[0], trials[2]]
+    trials[0].status = Trial.TERMINATED
+    trials.append(trial("a"))
+    reads.clear()
+    view = scheduler._view(wrapper(trials), "a")
+    assert view.get_trials() == [trials[2], trials[3]]
+    assert reads == [trials[3]]  # only the new trial was looked at
+    other = [trial("a", Trial.PAUSED)]
+    assert scheduler._view(wrapper(other), "a").get_trials() == other  # a restored controller: a new list
