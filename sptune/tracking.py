@@ -149,9 +149,9 @@ class Tracker:
         return self.parent_run_id
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
-        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[i : i + 100])
+        batch = PendingWrites()
+        batch.add_params(params)
+        batch.write(self.client, run_id)
 
     def children(self) -> dict[str, str]:
         """trial id -> run id of this study's existing child runs (for resume without duplicates)."""
