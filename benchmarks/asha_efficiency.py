@@ -28,6 +28,11 @@ trial-epochs / the grid's. Target: gap <= 0.5 pt with <= 1/3 of the epochs.
     python benchmarks/asha_efficiency.py --json benchmarks/results/asha_efficiency_e8.json
     python benchmarks/asha_efficiency.py --epochs 16 --json benchmarks/results/asha_efficiency_e16.json
     python benchmarks/asha_efficiency.py --methods optuna+sha   # the grid (the reference) and one method
+    python benchmarks/asha_efficiency.py --seeds 0 1 2 --methods optuna+sha optuna+hyperband
+
+With ``--seeds`` the whole comparison (grid included: the seed also seeds the trainings) is repeated
+per seed, and ``seeds_summary`` gives each method's gap and epoch fraction per seed, their median,
+and in how many seeds it met the target: on a 180-image validation set one seed's pick is one draw.
 """
 
 from __future__ import annotations
@@ -188,8 +193,11 @@ def earlier_methods(args: argparse.Namespace) -> dict[str, Any]:
     return earlier["methods"]
 
 
-def run_all(args: argparse.Namespace, storage: Path) -> dict[str, Any]:
+def run_all(args: argparse.Namespace, storage: Path, seed: int | None = None) -> dict[str, Any]:
+    """Every method at one seed (the spec's unless given): the searchers' and the trainings' seed."""
     base = bc.spec_dict(args.spec, args.overrides)
+    if seed is not None:
+        base["seed"] = seed
     first = method_spec(base, "grid", args, 1)
     task = bc.load_data(first, args.data_dir)
     results = earlier_methods(args)
@@ -219,6 +227,29 @@ def summarize(out: dict[str, Any], grace: int) -> dict[str, Any]:
             "grid_best_val_acc": grid["selected_val_acc"],
             "selected_val_acc_by_method": {k: v["selected_val_acc"] for k, v in m.items()},
             "rung": rung_diagnostics(grid["val_acc_by_trial_epoch"], grace)}
+
+
+def seeds_summary(by_seed: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Each method's gap and epoch fraction in every seed, their medians, and the seeds meeting the target."""
+    methods = [k for k in next(iter(by_seed.values()))["summary"]["gap_pt_by_method"]]
+    out: dict[str, Any] = {}
+    for k in methods:
+        gaps = [run["summary"]["gap_pt_by_method"][k] for run in by_seed.values()]
+        fractions = [run["summary"]["epochs_fraction_by_method"][k] for run in by_seed.values()]
+        met = [run["summary"]["target_met_by_method"].get(k) for run in by_seed.values()]
+        out[k] = {"gap_pt": gaps, "epochs_fraction": fractions, "median_gap_pt": float(np.median(gaps)),
+                  "max_epochs_fraction": max(fractions),
+                  "seeds_meeting_target": None if None in met else sum(met), "seeds": len(gaps)}
+    return out
+
+
+def print_seeds(by_seed: dict[int, dict[str, Any]], summary: dict[str, Any]) -> None:
+    seeds = list(by_seed)
+    rows = [(k, *(f"{g:.2f}" for g in v["gap_pt"]), f"{v['median_gap_pt']:.2f}", f"{v['max_epochs_fraction']:.3f}",
+             "-" if v["seeds_meeting_target"] is None else f"{v['seeds_meeting_target']}/{v['seeds']}")
+            for k, v in summary.items()]
+    print("\nacc_gap_pt per seed (grid best - the method's pick, in points):")
+    bc.print_table(["method", *(f"seed {s}" for s in seeds), "median", "max epochs fraction", "target met"], rows)
 
 
 def print_report(out: dict[str, Any], epochs: int) -> None:
@@ -294,24 +325,38 @@ def main() -> int:
                     help="a JSON of an earlier run with the same settings: its methods (grid included) are kept, "
                          "the missing ones run (so one setting can be measured in two runs of < 10 min each)")
     ap.add_argument("--png", type=Path, help="the curves (default: the --json path with .png)")
+    ap.add_argument("--seeds", type=int, nargs="+",
+                    help="repeat the whole comparison per seed (default: once, at the spec's seed)")
     args = ap.parse_args()
+    if args.seeds and len(args.seeds) > 1 and args.continue_from:
+        raise SystemExit("--continue-from keeps one run's methods; use it with one seed at a time")
     bc.quiet_env()
     skip = ("json", "png", "continue_from", "methods")
     info = {"machine": bc.machine(), "args": {k: v for k, v in vars(args).items() if k not in skip}}
+    seeds = args.seeds or [None]
+    by_seed = {}
     bc.start_ray(2)
     try:
-        with bc.temp_dir("asha") as tmp:
-            out = run_all(args, Path(tmp))
+        for seed in seeds:
+            with bc.temp_dir("asha") as tmp:
+                run = {**info, **run_all(args, Path(tmp), seed)}
+            run["summary"] = summarize(run, args.grace)
+            run.update({k: run["summary"][k] for k in ("acc_gap_pt", "epochs_fraction")})
+            print(f"\n=== seed {seed if seed is not None else 'of the spec'} ===")
+            print_report(run, args.epochs)
+            by_seed[seed] = run
     finally:
         bc.stop_ray()
-    out = {**info, **out}
-    out["summary"] = summarize(out, args.grace)
-    out.update({k: out["summary"][k] for k in ("acc_gap_pt", "epochs_fraction")})
-    print_report(out, args.epochs)
+    if len(seeds) == 1:
+        out = by_seed[seeds[0]]
+    else:
+        out = {**info, "by_seed": by_seed, "seeds_summary": seeds_summary(by_seed)}
+        print_seeds(by_seed, out["seeds_summary"])
     bc.write_json(args.json, out)
     png = args.png or (args.json.with_suffix(".png") if args.json else None)
     if png is not None:
-        plot_curves(out, png)
+        for seed, run in by_seed.items():
+            plot_curves(run, png if len(seeds) == 1 else png.with_name(f"{png.stem}-seed{seed}{png.suffix}"))
     return 0
 
 

@@ -254,7 +254,7 @@ def run_layout(name: str, epochs: int | None, data: dict[str, Any], args: argpar
     print(f"[{name}] plain loops: same {sum(len(s) for s in stages)} trials, {concurrent} process(es) x 1 thread ...",
           flush=True)
     plain, pool_start = _plain_with_layout(stages, edited, args.data_dir, concurrent)
-    return _summary(sptune, plain, stages, in_trial, pool_start, out)
+    return _summary(sptune, plain, stages, in_trial, pool_start, out, concurrent)
 
 
 def _plain_with_layout(stages: list[list[Job]], data: dict[str, Any], data_dir: str | None,
@@ -271,7 +271,7 @@ def _plain_with_layout(stages: list[list[Job]], data: dict[str, Any], data_dir: 
 
 
 def _summary(sptune: dict, plain: dict, stages: list[list[Job]], in_trial: dict[str, float], pool_start: float,
-             out: Path) -> dict[str, Any]:
+             out: Path, concurrent: int) -> dict[str, Any]:
     results = json.loads((out / "results.json").read_text())
     epochs = sum(j.epochs for s in stages for j in s)
     per_stage = {t["stage"]: {"wall_s": t["end"] - t["start"], "in_trial_s": in_trial.get(t["stage"], 0.0)}
@@ -282,8 +282,9 @@ def _summary(sptune: dict, plain: dict, stages: list[list[Job]], in_trial: dict[
         # The same, with sptune's in-trial seconds replaced by the plain arm's training seconds: what
         # Ray Tune + MLflow add around the trials, without the VM's speed drift between the two arms
         # (+-5 % over minutes here; benchmarks/trial_overhead.py measures in-trial speed head to head).
-        "overhead_outside_trials_fraction": (sptune["wall_s"] - sum(in_trial.values()) + sum(plain["trial_seconds"])
-                                             - plain["wall_s"]) / plain["wall_s"],
+        # With c concurrent trials the summed in-trial difference is spread over c slots: /c of it is wall.
+        "overhead_outside_trials_fraction": (sptune["wall_s"] - (sum(in_trial.values()) - sum(plain["trial_seconds"]))
+                                             / concurrent - plain["wall_s"]) / plain["wall_s"],
         "sptune_cpu_s": sptune["cpu_s"], "plain_cpu_s": plain["cpu_s"],
         "cpu_overhead_fraction": (sptune["cpu_s"] - plain["cpu_s"]) / plain["cpu_s"],
         "ray_start_s": sptune["ray_start_s"], "ray_shutdown_s": sptune["ray_shutdown_s"],
