@@ -85,3 +85,16 @@ def test_unreachable_tracking_server_is_refused_before_anything(repo_root, tmp_p
     err = capsys.readouterr().err
     assert code == 1 and "127.0.0.1:9" in err and "mlflow server" in err
     assert not out.exists()
+
+
+def test_a_new_studys_refusal_does_not_wait_for_torch_or_ray_tune(repo_root, tmp_path):
+    """The preflight of a new study imports neither the study machinery nor Ray Tune (~5 s on 2 cores)."""
+    spec = Path(repo_root) / "search_spaces" / "digits_quick.yaml"
+    probe = (
+        "import sys\n"
+        "from sptune.sweep import main\n"
+        f"code = main([{str(spec)!r}, '--output', {str(tmp_path / 'o')!r}, '--tracking-uri', 'http://127.0.0.1:9'])\n"
+        "print(code, sorted(m for m in ('sptune.study', 'ray.tune', 'torch') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=repo_root)
+    assert done.stdout.strip().splitlines()[-1] == "1 []", done.stdout + done.stderr

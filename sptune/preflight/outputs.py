@@ -30,9 +30,13 @@ def default_output_dir(name: str) -> Path:
 def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -> StudyState | None:
     """None for a new study; the saved study state when resuming (a new study needs a fresh
     directory, --resume needs the same study's directory and the same spec)."""
-    from sptune.study import read_state
+    state = None
+    if out.exists():
+        # Only here: the study package imports torch and Ray Tune (~5 s), which a new study's preflight,
+        # and every refusal after it (an unreachable tracking server, a bad Optuna storage), should not wait for.
+        from sptune.study import read_state
 
-    state = read_state(out) if out.exists() else None
+        state = read_state(out)
     if not resume:
         if state is not None:
             raise SpecError(
