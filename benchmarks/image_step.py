@@ -17,10 +17,13 @@ config of `throughput.py` (d512 x 6 x 8 heads, ffn 1024, 256 tokens, batch 4), 1
             clock. Reported: medians over rounds.
 
 Arms ("before" is the code as it was, kept here as switches; "after" is sptune as shipped):
-  before       AdamW without `fused` on CPU (as sptune was)
-  after        sptune's defaults (fused AdamW on CPU: `sptune.train.FUSED_ADAMW_ON_CPU`)
+  before       PyTorch's own CPU dropout (`bernoulli_` masks), as sptune was until round 2 session 10
+  after        sptune's defaults: fused AdamW on CPU (`sptune.train.FUSED_ADAMW_ON_CPU`) and the
+               cheaper dropout mask (`sptune.models.dropout.FAST_CPU_DROPOUT`)
   after+compile (with --compile) after + `training.compile: true` (torch.compile, inductor C++):
                its compile time and step time
+(The fused-AdamW change was timed the same way with `git show 71008b1:benchmarks/image_step.py`,
+whose "before" is AdamW unfused.)
 
     python benchmarks/image_step.py --json benchmarks/results/image_step.json
 """
@@ -42,9 +45,9 @@ import torch
 from throughput import CONFIGS, step_flops, synthetic
 
 ARMS: dict[str, dict[str, bool]] = {
-    "before": {"fused_adamw": False, "compile": False},
-    "after": {"fused_adamw": True, "compile": False},
-    "after+compile": {"fused_adamw": True, "compile": True},
+    "before": {"fused_adamw": True, "fast_dropout": False, "compile": False},
+    "after": {"fused_adamw": True, "fast_dropout": True, "compile": False},
+    "after+compile": {"fused_adamw": True, "fast_dropout": True, "compile": True},
 }
 
 
@@ -52,11 +55,13 @@ ARMS: dict[str, dict[str, bool]] = {
 
 def build_loop(config: dict[str, Any], arm: dict[str, bool]) -> Any:
     """A FinetuneLoop as a trial builds it, with the arm's switches applied."""
+    import sptune.models.dropout as dropout
     import sptune.train as train
     from sptune.build import classifier_config
     from sptune.spec import ModelSpec
 
-    train.FUSED_ADAMW_ON_CPU = arm["fused_adamw"]  # a module switch: each arm runs in its own process
+    train.FUSED_ADAMW_ON_CPU = arm["fused_adamw"]  # module switches: each arm runs in its own process
+    dropout.FAST_CPU_DROPOUT = arm["fast_dropout"]
     kind, rows = config["kind"], config["batch"] * 4
     info, split = synthetic(kind, config["seq_len"], rows, config.get("vocab", 20))
     _, val = synthetic(kind, config["seq_len"], 1, config.get("vocab", 20), seed=1)
@@ -177,14 +182,14 @@ def summarize(rounds: list[dict[str, Any]], setup: dict[str, Any], flops: float)
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention backward (SDPA flash, CPU)", ("flash_attention_for_cpu_backward",)),
     ("attention forward (SDPA flash, CPU)", ("flash_attention_for_cpu",)),
-    ("dropout random draws (bernoulli_)", ("aten::bernoulli_",)),
+    ("dropout random draws (bernoulli_, random_)", ("aten::bernoulli_", "aten::random_")),
     ("linear layers (mm, addmm)", ("aten::mm", "aten::addmm")),
     ("optimizer + grad clip", ("Optimizer.", "_fused_adamw", "aten::lerp", "aten::addcmul", "vector_norm",
                                "aten::sqrt", "aten::_foreach")),
     ("copies (addmm's bias into its output under torch.profiler; casts)", ("aten::copy_", "aten::_to_copy")),
     ("GELU, LayerNorm (fwd + bwd)", ("gelu", "layer_norm")),
     ("elementwise (dropout scale/mask, residual adds, grad sums)",
-     ("aten::mul", "aten::div", "aten::add", "aten::sum", "aten::fill_")),
+     ("aten::mul", "aten::div", "aten::add", "aten::sum", "aten::fill_", "aten::ge")),
 )
 
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from sptune.models.attention import KernelChoice, SelfAttention
+from sptune.models.dropout import Dropout
 from sptune.models.ssm import SSMMixer
 
 Positions = Literal["rotary", "learned", "none"]
@@ -64,9 +65,9 @@ class Block(nn.Module):
             )
         self.norm2 = nn.LayerNorm(cfg.d_model)
         self.mlp = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model)
+            nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(), Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model)
         )
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None, causal: bool) -> torch.Tensor:
         mixer = self.ssm if self.cfg_family == "ssm" else self.attn
@@ -95,7 +96,7 @@ class Encoder(nn.Module):
             # nearly permutation-invariant, and pixel tasks then learn very slowly.
             nn.init.normal_(self.positions, std=1.0)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.use_cls else None
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
 

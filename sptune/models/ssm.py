@@ -13,6 +13,8 @@ import math
 import torch
 from torch import nn
 
+from sptune.models.dropout import Dropout
+
 
 class DiagonalSSM(nn.Module):
     def __init__(self, d_model: int, state_size: int = 64, dt_min: float = 1e-3, dt_max: float = 1e-1) -> None:
@@ -59,7 +61,7 @@ class SSMMixer(nn.Module):
         super().__init__()
         self.ssm = DiagonalSSM(d_model, state_size)
         self.act = nn.GELU()
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.out = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
