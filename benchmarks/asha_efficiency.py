@@ -81,7 +81,7 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
     data["finetune"] = {**data.get("finetune", {}), "epochs": args.epochs}
     # The arms measured before sptune had a batched mode keep telling Optuna results as trials finish.
     data["searcher"] = {"type": "random" if method == "random" else "optuna",
-                        "mode": "batched" if method in BATCHED else "async"}
+                        "mode": "batched" if method in BATCHED else "async", "multivariate": args.multivariate}
     data["scheduler"] = ({"type": STOPPING[method], "grace_period": args.grace, "reduction_factor": args.reduction}
                          if method in STOPPING else {"type": "fifo"})
     data["resources"] = {"cpu": 1, "gpu": 0}
@@ -320,6 +320,7 @@ def main() -> int:
     ap.add_argument("--reduction", type=float, default=3.0)
     ap.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS,
                     help="which methods run beside the grid (the reference); none: the grid only")
+    ap.add_argument("--multivariate", action="store_true", help="searcher.multivariate: true for every Optuna method")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--continue-from", type=Path,
                     help="a JSON of an earlier run with the same settings: its methods (grid included) are kept, "

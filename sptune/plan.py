@@ -322,11 +322,12 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
     spec = plan.spec
     kept = ("  each search kept as an Optuna study named STUDY/VARIANT in OUTPUT/optuna.db (or --optuna-storage): "
             "optuna-dashboard opens it")
+    tpe = "multivariate TPE: one joint model of the parameters" if spec.searcher.multivariate else "TPE"
     if spec.searcher.mode == "async":
-        return ["Searcher: Optuna (TPE) per variant, told results as trials finish (asynchronous: its proposals "
+        return [f"Searcher: Optuna ({tpe}) per variant, told results as trials finish (asynchronous: its proposals "
                 "depend on finish order)", kept]
     where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
-    return [f"Searcher: Optuna (TPE) per variant in batches of {plan.concurrency}, told each trial's result {where} "
+    return [f"Searcher: Optuna ({tpe}) per variant in batches of {plan.concurrency}, told each trial's result {where} "
             "in trial order once its batch is in: order-independent", kept]
 
 

@@ -25,10 +25,19 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
         "objective": pretraining.objective,
         "seed": spec.seed,
         "scheduler": spec.scheduler.model_dump(mode="json"),
-        "searcher": spec.searcher.model_dump(mode="json"),
+        "searcher": _searcher_key(spec),
         "training": spec.training.model_dump(mode="json"),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _searcher_key(spec: SweepSpec) -> dict:
+    """The searcher's settings; `multivariate` only when on, so the keys of caches written before the
+    option existed (all with the independent TPE) still match."""
+    searcher = spec.searcher.model_dump(mode="json")
+    if not searcher["multivariate"]:
+        del searcher["multivariate"]
+    return searcher
 
 
 def lookup(cache_dir: Path, key: str) -> Path | None:

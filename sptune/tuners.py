@@ -4,6 +4,7 @@ searchers and early stopping, checkpoints, callbacks."""
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from typing import Any
 
@@ -78,12 +79,15 @@ def _settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
     return rungs[0] if rungs else None
 
 
-def _tpe_sampler(seed: int, n_trials: int) -> Any:
+def _tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
     """TPE with a start-up phase sized to the sweep: Optuna's default of 10 random trials would
     make every sweep of <= 10 trials a plain random search (benchmarks/asha_efficiency.py)."""
     import optuna
 
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, n_trials // 3)))
+    startup = max(2, min(10, n_trials // 3))
+    with warnings.catch_warnings():  # Optuna marks multivariate TPE experimental; the spec asked for it
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=multivariate)
 
 
 class RecordedOptunaSearch(OptunaSearch):
@@ -130,7 +134,7 @@ def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarg
         OptunaSearch.convert_search_space(space),
         metric=search.metric,
         mode=search.mode,
-        sampler=_tpe_sampler(plan.spec.seed, search.n_trials),
+        sampler=_tpe_sampler(plan.spec.seed, search.n_trials, plan.spec.searcher.multivariate),
         mirror=mirror,
     )
 

@@ -48,6 +48,26 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
     assert [t.value for t in completed] == [0.90] * len(trials)  # selection would pick epoch 2 at 0.90
 
 
+@pytest.mark.parametrize("overrides, joint", [([], False), (["searcher.multivariate=true"], True)])
+def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, overrides, joint):
+    from sptune.plan import describe
+    from sptune.spt_cache import cache_key
+
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", overrides)
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    searcher, _ = search_and_schedule(plan, TunerPlan("search", tuple(plan.variant_searches())))
+    samplers = [_optuna_study(s).sampler for s in searcher.searchers.values()]
+    assert samplers and all(s._multivariate is joint for s in samplers)
+    assert ("multivariate TPE" in describe(plan)) is joint
+    # The SPT cache key changes only when the option is on: caches written before it existed still match.
+    key = cache_key(spec, plan.pretrainings()[0])
+    assert (key == KEY_WITHOUT_THE_OPTION) is not joint
+
+
+# digits_quick's SPT cache key as computed before `searcher.multivariate` existed (at bdfba6b).
+KEY_WITHOUT_THE_OPTION = "907d98c156195f45"
+
+
 # ---------------------------------------------------------------- one copy of the data per node
 
 

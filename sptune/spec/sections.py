@@ -180,6 +180,10 @@ class SearcherSpec(Strict):
     # finish order; async: told results as trials finish, so no slot waits (faster), but what it
     # proposes depends on the machine's load. Random and grid searches never depend on it.
     mode: Literal["batched", "async"] = "batched"
+    # Optuna only. false: TPE models each parameter on its own (Optuna's default). true: one joint model
+    # of all of them (multivariate TPE), which can follow an optimum that moves with another parameter
+    # (the best LR grows with the batch size) where the independent model averages it away.
+    multivariate: bool = False
 
 
 class ResourcesSpec(Strict):
