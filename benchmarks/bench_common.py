@@ -218,6 +218,14 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def finish(path: Path | None, out: dict[str, Any], start: float) -> int:
+    """A benchmark's last step: its wall time since `start` (perf_counter), printed and kept, then its JSON."""
+    out["wall_s"] = time.perf_counter() - start
+    print(f"\nwall {out['wall_s']:.0f} s")
+    write_json(path, out)
+    return 0
+
+
 def write_json(path: Path | None, out: dict[str, Any]) -> None:
     if path is None:
         return

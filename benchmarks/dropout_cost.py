@@ -99,10 +99,7 @@ def main() -> int:
     d = out["digits"]
     rows.append(["digits epoch (CPU s)", d["cpu_s_per_epoch"]["pytorch"], d["cpu_s_per_epoch"]["sptune"], d["ratio"]])
     bc.print_table(["what", "pytorch (ms, or s)", "sptune", "ratio"], rows)
-    out["wall_s"] = time.perf_counter() - start
-    print(f"\nwall {out['wall_s']:.0f} s")
-    bc.write_json(args.json, out)
-    return 0
+    return bc.finish(args.json, out, start)
 
 
 if __name__ == "__main__":

@@ -329,10 +329,7 @@ def main() -> int:
         print(f"\n{name}: {args.rounds} rounds x {len(arms)} arms x {args.steps} steps ...", flush=True)
         out["configs"][name] = run_config(name, arms, args.rounds, args.steps, args.threads, args.warmup)
     print_arms(out["configs"])
-    out["wall_s"] = time.perf_counter() - start
-    print(f"\nwall {out['wall_s']:.0f} s")
-    bc.write_json(args.json, out)
-    return 0
+    return bc.finish(args.json, out, start)
 
 
 if __name__ == "__main__":
