@@ -64,6 +64,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    start = time.perf_counter()
     arms = dict(a.split("=", 1) for a in args.arm)
     out: dict[str, Any] = {"machine": bc.machine(), "arms": arms, "rounds": {name: [] for name in arms}}
     with tempfile.TemporaryDirectory(prefix="sptune-start-") as tmp:
@@ -78,8 +79,7 @@ def main() -> int:
     out["medians"] = {name: {m: statistics.median(r[m] for r in rounds) for m in MARKS}
                       for name, rounds in out["rounds"].items()}
     bc.print_table(["arm", *MARKS], [[name, *med.values()] for name, med in out["medians"].items()])
-    bc.write_json(args.json, out)
-    return 0
+    return bc.finish(args.json, out, start)
 
 
 if __name__ == "__main__":

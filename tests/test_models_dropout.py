@@ -57,7 +57,7 @@ def test_the_seed_decides_the_mask():
 
 
 def test_masks_are_independent_of_position():
-    """Neighbouring elements (and the two 16-bit halves a cheaper scheme might reuse) are not correlated."""
+    """Neighbouring elements' keep decisions are not correlated (each has its own draw)."""
     torch.manual_seed(3)
     kept = (_train_mode(0.5)(torch.ones(2_000_000)) != 0).float()
     correlation = torch.corrcoef(torch.stack([kept[:-1], kept[1:]]))[0, 1]

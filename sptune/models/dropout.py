@@ -2,7 +2,7 @@
 
 PyTorch's dropout on CPU draws its mask with `bernoulli_(1 - p)`: one double-precision uniform
 per element from the Mersenne Twister, ~7 ns an element on the 2-core VMs. That was 22 % of a
-digits epoch and 18 % of an Image step (benchmarks/image_step.py). Here the mask comes from one
+digits epoch and 12.5–18 % of an Image step (AMD / Intel VM, benchmarks/image_step.py). Here the mask comes from one
 31-bit integer draw per element (`random_`, the same generator, so `EpochLoop._own_rng` and the
 seeds govern it as before) compared with p * 2^31: a Bernoulli(1 - p) keep mask whose probability
 differs from 1 - p by less than 2^-31, finer than a float32 uniform resolves. The kept values are
