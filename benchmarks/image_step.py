@@ -200,10 +200,11 @@ def category(op: str) -> str:
     return "other (views, autograd bookkeeping, loss, pooling)"
 
 
-def profile_section(arm: str, steps: int, reps: int, top: int) -> dict[str, Any]:
+def profile_section(arm: str, steps: int, reps: int, top: int, threads: int) -> dict[str, Any]:
     """Per-op self CPU time of `steps` Image steps: the minimum over `reps` profiled runs."""
     from torch.profiler import ProfilerActivity, profile
 
+    torch.set_num_threads(threads)  # as the arms' workers: a spawned process starts with every core
     loop = build_loop(CONFIGS["image"], ARMS[arm])
     timed_steps(loop, 2)  # warm-up
     best: dict[str, float] = {}
@@ -247,8 +248,11 @@ class CpuTimeOps:
         self.mode, self.seconds, self.calls = Mode(), seconds, calls
 
 
-def cpu_profile_section(arm: str, steps: int, top: int) -> dict[str, Any]:
-    """Per-op thread CPU time over `steps` Image steps, and the step's CPU time outside aten ops."""
+def cpu_profile_section(arm: str, steps: int, top: int, threads: int) -> dict[str, Any]:
+    """Per-op thread CPU time over `steps` Image steps, and the step's CPU time outside aten ops.
+    With more than one thread an op's other threads' work would be missing from the calling
+    thread's clock: run it with --threads 1 (the default)."""
+    torch.set_num_threads(threads)
     loop = build_loop(CONFIGS["image"], ARMS[arm])
     timed_steps(loop, 2)  # warm-up
     ops = CpuTimeOps()
@@ -318,10 +322,10 @@ def main() -> int:
                            "steps_per_round": args.steps, "arms_definition": {a: ARMS[a] for a in arms}}
     start = time.perf_counter()
     if not args.skip_profile:
-        out["profile_cpu"] = {arm: in_subprocess(cpu_profile_section, arm, args.profile_steps, args.top)
+        out["profile_cpu"] = {arm: in_subprocess(cpu_profile_section, arm, args.profile_steps, args.top, args.threads)
                               for arm in ("before", "after")}
         out["profile_torch"] = {arm: in_subprocess(profile_section, arm, args.profile_steps, args.profile_reps,
-                                                   args.top) for arm in ("before", "after")}
+                                                   args.top, args.threads) for arm in ("before", "after")}
         for p in (*out["profile_cpu"].values(), *out["profile_torch"].values()):
             print_profile(p)
     out["configs"] = {}
