@@ -113,7 +113,8 @@ def other_paths(shape: tuple[int, int, int, int], block: int, repeats: int) -> d
     b, h, n, d = shape
     q, k, v = (torch.randn(b, h, n, d, requires_grad=True) for _ in range(3))
     grad = torch.randn(b, h, n, d)
-    reference = F.scaled_dot_product_attention(q, k, v).detach()
+    reference = F.scaled_dot_product_attention(q, k, v)
+    reference_grads = torch.autograd.grad(reference, (q, k, v), grad)
 
     def math_backend() -> torch.Tensor:
         with sdpa_kernel(SDPBackend.MATH):
@@ -126,9 +127,12 @@ def other_paths(shape: tuple[int, int, int, int], block: int, repeats: int) -> d
     }
     out: dict[str, Any] = {}
     for name, fn in paths.items():
-        diff = (fn().detach() - reference).abs().max().item()
+        result = fn()
+        grads = torch.autograd.grad(result, (q, k, v), grad)
         out[name] = {"forward_backward_s": best_cpu(lambda fn=fn: fn().backward(grad), repeats),
-                     "max_abs_diff_vs_sdpa": diff}
+                     "max_abs_diff_vs_sdpa": (result - reference).abs().max().item(),
+                     "max_abs_grad_diff_vs_sdpa": max((a - b).abs().max().item()
+                                                      for a, b in zip(grads, reference_grads, strict=True))}
     out["flex_attention"] = {"refused": flex_refusal(q, k, v)}
     return out
 
@@ -260,6 +264,9 @@ def main() -> int:
              for name, p in paths.items() if "refused" not in p]
     rows += [(f"floor, {name}", s * 1e3, s / base) for name, s in layer_floors.items()]
     bc.print_table(("attention, one layer", "ms", "vs SDPA"), rows)
+    print("each other path's output and gradients vs SDPA's, largest difference: " + ", ".join(
+        f"{name} {p['max_abs_diff_vs_sdpa']:.1e} / {p['max_abs_grad_diff_vs_sdpa']:.1e}"
+        for name, p in paths.items() if "refused" not in p))
     print(f"flex_attention: {paths['flex_attention']['refused'] or 'accepted'}\n")
     bc.print_table(("floor piece (every query block)", "ms"), [(k, v * 1e3) for k, v in pieces.items()])
     print(f"\nImage step: {step['step_s']:.3f} CPU-s, matmul peak {step['matmul_gflops']:.1f} GFLOP/s\n")
