@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 
 from sptune.errors import RuntimeFailure
+from sptune.mlflow_store import seed_new_store
 
 # MLflow 3 opens experiments in its GenAI view unless told this is model training.
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
@@ -92,6 +93,7 @@ class Tracker:
         """`artifact_root`: where a new experiment keeps its artifacts (a remote --storage's
         STORAGE/mlflow-artifacts); None: OUTPUT/mlartifacts for a SQLite store, the server's choice else."""
         self.uri = tracking_uri
+        seed_new_store(tracking_uri, output_dir / "mlartifacts")  # a new SQLite store without its migrations
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.experiment_id = self._experiment(experiment, output_dir, artifact_root)
         self.parent_run_id: str | None = None

@@ -122,7 +122,7 @@ def _third_party_imports(path: Path) -> set[str]:
 TRAINING_CODE = ("sptune.train", "sptune.objectives", "sptune.variants", "sptune.models", "sptune.device",
                  "sptune.device_data", "sptune.build", "sptune.tasks", "sptune.spec", "sptune.ranking", "sptune.stats")
 # The only writers to MLflow: the driver's tracker and study, the launcher; the report only reads.
-MLFLOW_USERS = ("sptune.tracking", "sptune.study", "sptune.launch", "sptune.report")
+MLFLOW_USERS = ("sptune.tracking", "sptune.mlflow_store", "sptune.study", "sptune.launch", "sptune.report")
 
 
 def _within(module: str, packages: tuple[str, ...]) -> bool:
