@@ -33,6 +33,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sptune.errors import RuntimeFailure
 from sptune.plan import SearchPlan
+from sptune.store_templates import SQLITE_PREFIX, schema_key, seed, sqlite_path
 
 DB_FILE = "optuna.db"
 RECORD_FILE = "optuna.json"
@@ -174,8 +175,20 @@ class StudyMirror:
 def open_storage(url: str) -> PasswordFreeStorage:
     """One storage (one connection pool) per database per process."""
     _known_urls[redact(url)] = url
+    path = sqlite_path(url)
+    if path is not None:  # a new SQLite database: a copy of an empty one, not Optuna's ~0.5 s of table building
+        seed(path, _schema_key(), _create_empty_database)
     # pool_pre_ping: a study runs for hours, and a server closes idle connections meanwhile.
     return PasswordFreeStorage(url, engine_kwargs={"pool_pre_ping": True})
+
+
+def _create_empty_database(db: Path) -> None:
+    RDBStorage(f"{SQLITE_PREFIX}{db}").engine.dispose()  # builds the tables; no pooled connection left open
+
+
+def _schema_key() -> str:
+    migrations = Path(optuna.__file__).parent / "storages" / "_rdb" / "alembic" / "versions"
+    return schema_key("optuna", optuna.__version__, migrations.glob("*.py"))
 
 
 def search_name(search: SearchPlan) -> str:

@@ -1,15 +1,18 @@
-"""A new study's SQLite MLflow store is a copy of an empty store made once (sptune.mlflow_store):
-it must be the store MLflow would have made, and an existing store must never be touched."""
+"""A new study's SQLite MLflow store and Optuna database are copies of empty ones made once
+(sptune.store_templates): each must be what its library would have made, and an existing one must
+never be touched."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
 from sptune.mlflow_store import seed_new_store
+from sptune.optuna_storage import open_storage
 from sptune.tracking import Tracker
 
 
@@ -24,18 +27,18 @@ def _uri(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def _schema(db: Path) -> tuple[list[str], list[tuple]]:
-    """The revision and every table's columns: what MLflow's migrations leave."""
+def _schema(db: Path, *version_tables: str) -> tuple[list, list[tuple]]:
+    """The schema's version rows and every table's columns: what the library's set-up leaves."""
     with sqlite3.connect(db) as conn:
-        revision = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
+        versions = [row for t in ("alembic_version", *version_tables) for row in conn.execute(f'SELECT * FROM "{t}"')]
         tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
         columns = [(t, c[1], c[2]) for t in tables for c in conn.execute(f'PRAGMA table_info("{t}")')]
     conn.close()
-    return revision, columns
+    return versions, columns
 
 
-def _template(cache: Path) -> Path:
-    (template,) = (cache / "mlflow-stores").glob("*.db")
+def _template(cache: Path, library: str = "mlflow") -> Path:
+    (template,) = (cache / "stores").glob(f"{library}-*.db")
     return template
 
 
@@ -85,7 +88,7 @@ def test_other_stores_and_missing_folders_are_left_to_mlflow(tmp_path, cache):
     assert not seed_new_store("http://127.0.0.1:5000", tmp_path)
     assert not seed_new_store("postgresql://user@127.0.0.1/db", tmp_path)
     assert not seed_new_store(_uri(tmp_path / "no" / "such" / "dir" / "mlflow.db"), tmp_path)
-    assert not (cache / "mlflow-stores").exists()  # nothing made for them
+    assert not (cache / "stores").exists()  # nothing made for them
 
 
 def test_an_unreadable_template_is_made_again(tmp_path, cache):
@@ -98,3 +101,25 @@ def test_an_unreadable_template_is_made_again(tmp_path, cache):
     assert _schema(tmp_path / "b" / "mlflow.db") == _schema(tmp_path / "a" / "mlflow.db")
     assert _template(cache).read_bytes().startswith(b"SQLite format 3")
     assert not list((tmp_path / "b").glob(".*partial"))  # no partial copy left behind
+
+
+def test_a_seeded_optuna_database_is_the_one_optuna_builds(tmp_path, cache):
+    optuna.storages.RDBStorage(_uri(tmp_path / "fresh.db")).engine.dispose()
+    (tmp_path / "out").mkdir()
+    seeded = tmp_path / "out" / "optuna.db"
+
+    storage = open_storage(_uri(seeded))  # a new output directory's database, as a study opens it
+    assert _schema(seeded, "version_info") == _schema(tmp_path / "fresh.db", "version_info")
+    assert _template(cache, "optuna").is_file()
+    study = optuna.create_study(storage=storage, study_name="study/scratch", direction="maximize")
+    study.optimize(lambda trial: trial.suggest_float("lr", 1e-4, 1e-2, log=True), n_trials=3)
+    assert len(optuna.load_study(study_name="study/scratch", storage=_uri(seeded)).trials) == 3
+
+
+def test_an_existing_optuna_database_is_opened_as_it_is(tmp_path, cache):
+    db = tmp_path / "optuna.db"
+    optuna.create_study(storage=_uri(db), study_name="kept").optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    before = db.read_bytes()
+    open_storage(_uri(db))
+    assert db.read_bytes() == before
+    assert not (cache / "stores").exists()  # nothing copied, so no template needed
