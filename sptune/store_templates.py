@@ -42,7 +42,12 @@ def seed(
     where a copy cannot be made (a file system without hard links, say): the library then builds it."""
     if path.exists() or not path.parent.is_dir():
         return False
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    except OSError:
+        return False
+    os.close(handle)
+    partial = Path(name)  # a name of its own: threads and processes seeding at once never share one
     try:
         _copy_template(partial, key, make_empty, adjust)
         os.link(partial, path)  # never over a database another process made meanwhile

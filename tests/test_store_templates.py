@@ -123,3 +123,16 @@ def test_an_existing_optuna_database_is_opened_as_it_is(tmp_path, cache):
     open_storage(_uri(db))
     assert db.read_bytes() == before
     assert not (cache / "stores").exists()  # nothing copied, so no template needed
+
+
+def test_studies_seeding_one_file_at_once_leave_one_intact_store(tmp_path, cache):
+    from concurrent.futures import ThreadPoolExecutor
+
+    seed_new_store(_uri(tmp_path / "warm.db"), tmp_path)  # the template exists: the copies race, not its making
+    db = tmp_path / "shared" / "mlflow.db"
+    db.parent.mkdir()
+    with ThreadPoolExecutor(8) as pool:
+        seeded = list(pool.map(lambda _: seed_new_store(_uri(db), db.parent), range(8)))
+    assert seeded.count(True) == 1  # the others found it there: never a second copy over the first
+    assert _schema(db) == _schema(tmp_path / "warm.db")
+    assert not list(db.parent.glob(".*partial"))
