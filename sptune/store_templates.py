@@ -39,7 +39,8 @@ def seed(
 ) -> bool:
     """Put a copy of template `key` (made by `make_empty` on first use) at `path` if no file is there;
     True if it did. An existing database (a resumed study, a shared file) is never touched. False also
-    where a copy cannot be made (a file system without hard links, say): the library then builds it."""
+    where a copy cannot be made (a file system without hard links, an unwritable cache, a template the
+    library failed to make): the library then builds the database itself, and reports what fails."""
     if path.exists() or not path.parent.is_dir():
         return False
     try:
@@ -51,7 +52,7 @@ def seed(
     try:
         _copy_template(partial, key, make_empty, adjust)
         os.link(partial, path)  # never over a database another process made meanwhile
-    except (OSError, sqlite3.Error):
+    except Exception:  # noqa: BLE001 - a shortcut only: whatever stops it, the library builds the database
         return False
     finally:
         partial.unlink(missing_ok=True)
