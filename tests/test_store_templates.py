@@ -5,6 +5,7 @@ never be touched."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import optuna
@@ -45,16 +46,23 @@ def _template(cache: Path, library: str = "mlflow") -> Path:
 def test_a_seeded_store_is_the_store_mlflow_makes(tmp_path, cache):
     fresh = tmp_path / "fresh.db"
     MlflowClient(tracking_uri=_uri(fresh)).search_experiments()  # MLflow runs its migrations itself
+    seed_new_store(_uri(tmp_path / "first.db"), tmp_path)  # makes the template
+    time.sleep(0.01)
     seeded = tmp_path / "out" / "mlflow.db"
     seeded.parent.mkdir()
 
+    seeding = int(time.time() * 1000)
     assert seed_new_store(_uri(seeded), tmp_path / "out" / "mlartifacts")
     assert _schema(seeded) == _schema(fresh)
     default = MlflowClient(tracking_uri=_uri(seeded)).get_experiment("0")
     assert default.name == "Default" and default.lifecycle_stage == "active"
     # Pinned inside the output directory, as sptune pins the study's own experiment, not ./mlruns.
     assert default.artifact_location == (tmp_path / "out" / "mlartifacts" / "0").resolve().as_uri()
-    assert default.creation_time > MlflowClient(tracking_uri=_uri(fresh)).get_experiment("0").creation_time - 1
+    # Made when the copy was, not when the template was.
+    with sqlite3.connect(_template(cache)) as conn:
+        (made,) = conn.execute("SELECT creation_time FROM experiments WHERE experiment_id = 0").fetchone()
+    conn.close()
+    assert made < seeding <= default.creation_time
 
 
 def test_the_template_is_made_once_and_trackers_work_on_copies(tmp_path, cache):
