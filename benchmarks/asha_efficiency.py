@@ -2,8 +2,8 @@
 all through sptune's real Tuners.
 
 One variant (scratch) of the spec, finetuning only. Every method is a real Ray Tune Tuner
-built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick is made by
-`sptune.selection.select_best` (validation-best trial *and* epoch), exactly as in a study:
+built by `sptune.tuning.tuner.build_tuner` from `sptune.plan.study_plan.build_plan`, and its pick is made by
+`sptune.judging.selection.select_best` (validation-best trial *and* epoch), exactly as in a study:
 
   grid              n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
                     (the reference: its best validation accuracy is the target to match)
@@ -15,7 +15,7 @@ built by `sptune.tuners.build_tuner` from `sptune.plan.build_plan`, and its pick
   optuna            Optuna (told results as trials finish), FIFO, same trials as random
 
 The budget is `--budget-fraction` (default 1/3) of the grid's trial-epochs, met *by construction*:
-SHA and Hyperband get the most trials whose planned rung sizes (`sptune.rungs.planned_epochs`,
+SHA and Hyperband get the most trials whose planned rung sizes (`sptune.plan.rungs.planned_epochs`,
 exact without failures) fit in it; random and Optuna as many full-length trials as fit; ASHA
 (asynchronous: no bound) as many trials as SHA unless `--asha-samples` says otherwise.
 
@@ -89,9 +89,9 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
 
 
 def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, Any]:
-    from sptune.plan import TunerPlan, build_plan
-    from sptune.selection import select_best
-    from sptune.tuners import build_tuner
+    from sptune.judging.selection import select_best
+    from sptune.plan.study_plan import TunerPlan, build_plan
+    from sptune.tuning.tuner import build_tuner
 
     plan = build_plan(spec, task.info, cluster_cpus=2)
     search = plan.variant_searches()[0]
@@ -163,7 +163,7 @@ def at_budget(curve: list[tuple[int, float]], budget: int) -> float | None:
 
 def budget_trials(args: argparse.Namespace, grid_epochs: int) -> dict[str, int]:
     """Trials per method so that each spends at most the budget, by construction (not by tuning)."""
-    from sptune.rungs import hyperband_brackets, planned_epochs
+    from sptune.plan.rungs import hyperband_brackets, planned_epochs
 
     budget = args.budget_fraction * grid_epochs + 1e-9
 

@@ -1,12 +1,12 @@
 """The driver at scale: N no-op trials x E reported epochs through sptune's real Tuner path.
 
-Every arm is a real Ray Tune Tuner built by `sptune.tuners.build_tuner` from a plan
-(`sptune.plan.build_plan`): sptune's VariantSearcher and VariantScheduler (each variant its own
+Every arm is a real Ray Tune Tuner built by `sptune.tuning.tuner.build_tuner` from a plan
+(`sptune.plan.study_plan.build_plan`): sptune's VariantSearcher and VariantScheduler (each variant its own
 searcher and scheduler), its CheckpointConfig, reused actors and concurrency limit. Only the
 Trainable differs: `NoOpTrainable` reports E epochs of the metrics sptune's Trainables report
-(`sptune/trainables.py`) and does no work, so all that is measured is the driver: Tune's loop,
+(`sptune/tuning/trainable.py`) and does no work, so all that is measured is the driver: Tune's loop,
 the searcher/scheduler per result, checkpoint bookkeeping, and, in the MLflow arms, the
-driver-side `sptune.tracking.TrialRunLogger` writing to a real MLflow store.
+driver-side `sptune.tracking.mlflow_tracker.TrialRunLogger` writing to a real MLflow store.
 
 The same trials run once per arm, back to back in one process (ratios within one run):
 
@@ -15,9 +15,9 @@ The same trials run once per arm, back to back in one process (ratios within one
   sqlite-1   TrialRunLogger writing every result at once (flush_results=1: the behaviour before batching)
   http       TrialRunLogger as shipped to a real `mlflow server` on 127.0.0.1 (SQLite behind it)
   http-1     the same server, one write per result
-  none-keep1      the behaviour before sptune.checkpoint_pruning: CheckpointConfig(num_to_keep=1), so Tune
+  none-keep1      the behaviour before sptune.tuning.callbacks.checkpoint_pruning: CheckpointConfig(num_to_keep=1), so Tune
                   snapshots the whole experiment (and SnapshotBundle zips it) after every trial checkpoint
-  none-tuneloggers  the behaviour before sptune.tune_files: Tune's three default loggers (JSON, CSV,
+  none-tuneloggers  the behaviour before sptune.tuning.callbacks.tune_files: Tune's three default loggers (JSON, CSV,
                   TensorBoardX) on every result (SPTUNE_TUNE_LOGGERS=all); sptune ships result.json only
 
 Every arm has the study's checkpoint callbacks as `sptune.study.tuner_run` builds them: SnapshotBundle
@@ -211,7 +211,7 @@ def mlflow_server(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 def tracking_callback(arm: str, uri: str, folder: Path, params: dict[str, dict]) -> tuple[Any, CountingClient]:
-    from sptune.tracking import Tracker, TrialRunLogger
+    from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
 
     tracker = Tracker(uri, f"driver-scale-{arm}", folder)
     tracker.start_parent(f"driver-scale-{arm}", {"arm": arm})
@@ -237,9 +237,9 @@ def check_runs(client: Any, experiment_id: str, epochs: int, sample: int = 5) ->
 
 
 def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profile: Path | None) -> dict[str, Any]:
-    from sptune.plan import TunerPlan
-    from sptune.tune_files import chosen_tune_loggers
-    from sptune.tuners import build_tuner
+    from sptune.plan.study_plan import TunerPlan
+    from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
+    from sptune.tuning.tuner import build_tuner
 
     searches = tuple(plan.variant_searches())
     tuner_plan = TunerPlan(f"driver-{arm}", searches)
@@ -286,8 +286,8 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
 
 def loggers_for(arm: str) -> None:
     """Tune's three default loggers for the arm that measures them; result.json only (as shipped) for
-    every other arm. Read when the Tuner is built (sptune.tune_files.result_loggers)."""
-    from sptune.tune_files import LOGGERS_ENV
+    every other arm. Read when the Tuner is built (sptune.tuning.callbacks.tune_files.result_loggers)."""
+    from sptune.tuning.callbacks.tune_files import LOGGERS_ENV
 
     os.environ.pop(LOGGERS_ENV, None)
     if arm == "none-tuneloggers":
@@ -297,8 +297,8 @@ def loggers_for(arm: str) -> None:
 def checkpoint_callbacks(arm: str, experiment_dir: str) -> list:
     """The study's SnapshotBundle and CheckpointPruner (`sptune.study.tuner_run`); the keep1 arm has the
     bundle only (its Tuner gets num_to_keep=1 in `diagnostic`)."""
-    from sptune.checkpoint_pruning import CheckpointPruner
     from sptune.study.snapshot import SnapshotBundle
+    from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 
     bundle = SnapshotBundle(experiment_dir)
     return [bundle] if arm == "none-keep1" else [bundle, CheckpointPruner(bundle)]
@@ -306,10 +306,10 @@ def checkpoint_callbacks(arm: str, experiment_dir: str) -> list:
 
 def diagnostic(arm: str, tuner: Any) -> None:
     """The keep1 arm's change to sptune's Tuner (Tune reads it when fit() starts): the CheckpointConfig
-    before sptune.checkpoint_pruning, and no pruner (build_tuner adds one to a Tuner that has none)."""
+    before sptune.tuning.callbacks.checkpoint_pruning, and no pruner (build_tuner adds one to a Tuner that has none)."""
     import dataclasses
 
-    from sptune.checkpoint_pruning import CheckpointPruner
+    from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 
     if arm == "none-keep1":  # Tune forces a snapshot every num_to_keep checkpoints of a trial
         internal = tuner._local_tuner  # no public setter once a Tuner is built
@@ -348,7 +348,7 @@ def profile_top(profiler: cProfile.Profile, path: Path, arm: str, n: int = 30) -
 
 
 def run_all(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from sptune.plan import build_plan
+    from sptune.plan.study_plan import build_plan
 
     spec = bench_spec(args)
     task = bc.load_data(spec, None)

@@ -7,7 +7,7 @@
           trial runs it), one loop per arm in this process, epochs alternated ABBA... over `--epochs`
           rounds; thread CPU seconds per epoch, medians.
 
-1 thread. `sptune.models.dropout.FAST_CPU_DROPOUT` switches between the arms ("pytorch" = False).
+1 thread. `sptune.training.models.dropout.FAST_CPU_DROPOUT` switches between the arms ("pytorch" = False).
 
     python benchmarks/dropout_cost.py --json benchmarks/results/dropout_cost.json
 """
@@ -24,7 +24,7 @@ from typing import Any
 import bench_common as bc
 import torch
 
-import sptune.models.dropout as dropout
+import sptune.training.models.dropout as dropout
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPES = {"digits attention/residual": (32, 64, 64), "digits feed-forward": (32, 64, 128), "image": (8, 1024, 64)}
@@ -57,10 +57,10 @@ def ops_section(reps: int) -> dict[str, Any]:
 
 
 def digits_loops() -> dict[str, Any]:
-    import sptune.train as train
-    from sptune.build import classifier_config
+    import sptune.training.loops as train
     from sptune.spec import load_spec
     from sptune.tasks import TaskRequest, load_task
+    from sptune.training.model_configs import classifier_config
 
     spec = load_spec(REPO / "search_spaces" / "digits_quick.yaml")
     data = load_task(TaskRequest(spec.task.name, spec.task.options, spec.seed, None))

@@ -1,7 +1,7 @@
 """CIFAR-LRA (32x32, d64 x 3, 45k train) epoch time per attention kernel and trials per GPU.
 
 Both stages run sptune's own loops (`PretrainLoop`, `FinetuneLoop.train_epoch`), built with the
-OptimConfig a trial would get (`sptune.trainables._optim_config`), so the spec's ``training``
+OptimConfig a trial would get (`sptune.tuning.trainable._optim_config`), so the spec's ``training``
 settings apply exactly as in a sweep. Each arm forces ``model.attention_kernel`` (sdpa: PyTorch's
 scaled_dot_product_attention, which picks its own backend; flash: the flash-attn 2 package), and
 runs as N separate processes at once on the one device, as N fractional-GPU trials would
@@ -55,9 +55,9 @@ def load_cifar(spec: Any, data_dir: str | None, synthetic: bool) -> Any:
 
 
 def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float, batch: int) -> Any:
-    from sptune.build import classifier_config, encoder_config
-    from sptune.train import FinetuneLoop, PretrainLoop, PretrainObjective
-    from sptune.trainables import _optim_config
+    from sptune.training.loops import FinetuneLoop, PretrainLoop, PretrainObjective
+    from sptune.training.model_configs import classifier_config, encoder_config
+    from sptune.tuning.trainable import _optim_config
 
     config = {"lr": lr, "batch_size": batch, "seed": spec.seed}
     if stage == "spt":
@@ -141,7 +141,7 @@ def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool) -> Any:
 def trial_process(args: argparse.Namespace, kernel: str, rank: int, barrier: Any, out: Any) -> None:
     """One trial's process: times every stage's epoch, in step with the other trials (barrier)."""
     try:
-        from sptune.device import pick_device
+        from sptune.training.device import pick_device
 
         torch.set_num_threads(args.threads)
         cuda = pick_device(args.device).type == "cuda"
@@ -213,7 +213,7 @@ def parse_args() -> argparse.Namespace:
 
 def plan_arms(args: argparse.Namespace, cuda: bool) -> tuple[list[str], dict[str, str]]:
     """The kernels to run here, and those skipped with the reason."""
-    from sptune.models.attention import flash_attn_available
+    from sptune.training.models.attention import flash_attn_available
 
     kernels, skipped = [], {}
     for kernel in args.kernels.split(","):
@@ -228,8 +228,8 @@ def plan_arms(args: argparse.Namespace, cuda: bool) -> tuple[list[str], dict[str
 
 def main() -> int:
     args = parse_args()
-    from sptune.device import pick_device
     from sptune.spec import load_spec
+    from sptune.training.device import pick_device
 
     spec = load_spec(args.spec, args.overrides)
     args.device = spec.training.device

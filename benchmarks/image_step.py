@@ -18,8 +18,8 @@ config of `throughput.py` (d512 x 6 x 8 heads, ffn 1024, 256 tokens, batch 4), 1
 
 Arms ("before" is the code as it was, kept here as switches; "after" is sptune as shipped):
   before       PyTorch's own CPU dropout (`bernoulli_` masks), as sptune was until round 2 session 10
-  after        sptune's defaults: fused AdamW on CPU (`sptune.train.FUSED_ADAMW_ON_CPU`) and the
-               cheaper dropout mask (`sptune.models.dropout.FAST_CPU_DROPOUT`)
+  after        sptune's defaults: fused AdamW on CPU (`sptune.training.loops.FUSED_ADAMW_ON_CPU`) and the
+               cheaper dropout mask (`sptune.training.models.dropout.FAST_CPU_DROPOUT`)
   after+compile (with --compile) after + `training.compile: true` (torch.compile, inductor C++):
                its compile time and step time
 (The fused-AdamW change was timed the same way with `git show 71008b1:benchmarks/image_step.py`,
@@ -55,10 +55,10 @@ ARMS: dict[str, dict[str, bool]] = {
 
 def build_loop(config: dict[str, Any], arm: dict[str, bool]) -> Any:
     """A FinetuneLoop as a trial builds it, with the arm's switches applied."""
-    import sptune.models.dropout as dropout
-    import sptune.train as train
-    from sptune.build import classifier_config
+    import sptune.training.loops as train
+    import sptune.training.models.dropout as dropout
     from sptune.spec import ModelSpec
+    from sptune.training.model_configs import classifier_config
 
     train.FUSED_ADAMW_ON_CPU = arm["fused_adamw"]  # module switches: each arm runs in its own process
     dropout.FAST_CPU_DROPOUT = arm["fast_dropout"]

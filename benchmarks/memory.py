@@ -1,6 +1,6 @@
 """Resident memory per extra concurrent trial: does every trial hold its own copy of the data?
 
-For each task, one real sptune Tuner (`sptune.tuners.build_tuner`, i.e. `make_trainable`:
+For each task, one real sptune Tuner (`sptune.tuning.tuner.build_tuner`, i.e. `make_trainable`:
 tune.with_parameters + FinetuneTrainable, FIFO, a grid of N learning rates) runs N = 1, 2, 4
 trials at once on this node. Each trial builds its loop exactly as a sweep does (setup ->
 FinetuneLoop over the shipped splits), takes a few optimiser steps with a tiny model, reads
@@ -17,7 +17,7 @@ for the PSS of the whole node (this driver and every Ray process it started). Tw
 in its own Ray session: "before" ships the data as sptune did before issue 14 (the splits as
 loaded; ListOps from the prepared cache is an np.memmap, which pickles in band, so every trial
 unpickled its own copy; a Tuner put its own copy into the store), "after" ships them through
-`sptune.tuners.trial_data` (one plain-ndarray object per session; trials map it zero-copy).
+`sptune.tuning.tuner.trial_data` (one plain-ndarray object per session; trials map it zero-copy).
 
 Data: ListOps generated at LRA size (96k train / 2k val, lengths 500-2000, 2,000 tokens, int16
 after compaction: 366 MiB of train tokens) read from the prepared cache, which `prepare` fills
@@ -100,7 +100,7 @@ def probe_class(barrier: str) -> type:
     Made here and shipped by value (Ray's workers cannot import this script); the only thing it
     changes is step(), so the data reach the loop exactly as in a sweep.
     """
-    from sptune.trainables import FinetuneTrainable
+    from sptune.tuning.trainable import FinetuneTrainable
 
     class MemoryProbe(FinetuneTrainable):
         def step(self) -> dict:
@@ -212,19 +212,19 @@ def spec_for(task: str, n: int) -> Any:
 
 def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
     """N concurrent probe trials through build_tuner; their memory at the barrier."""
-    import sptune.tuners
-    from sptune.plan import TunerPlan, build_plan
+    import sptune.tuning.tuner
+    from sptune.plan.study_plan import TunerPlan, build_plan
 
     spec = spec_for(data.info.name, n)
     plan = build_plan(spec, data.info, cluster_cpus=2)
     search = plan.variant_searches()[0]
     barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=storage))
     out: dict[str, Any] = {"n": n}
-    original = sptune.tuners.FinetuneTrainable
-    sptune.tuners.FinetuneTrainable = probe_class(str(barrier))
+    original = sptune.tuning.tuner.FinetuneTrainable
+    sptune.tuning.tuner.FinetuneTrainable = probe_class(str(barrier))
     sampler = threading.Thread(target=sample_at_barrier, args=(barrier, n, out))
     try:
-        tuner = sptune.tuners.build_tuner(plan, TunerPlan(f"memory{n}", (search,)), data, storage, [])
+        tuner = sptune.tuning.tuner.build_tuner(plan, TunerPlan(f"memory{n}", (search,)), data, storage, [])
         sampler.start()
         start = time.perf_counter()
         grid = tuner.fit()
@@ -234,28 +234,28 @@ def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
         (barrier / "release").write_text("")  # never leave a trial waiting
         if sampler.is_alive():
             sampler.join()
-        sptune.tuners.FinetuneTrainable = original
+        sptune.tuning.tuner.FinetuneTrainable = original
     return out
 
 
 def old_shipping() -> None:
     """What sptune shipped before issue 14: the splits as loaded, put into the store per Tuner."""
-    import sptune.tuners
+    import sptune.tuning.tuner
     from sptune.tasks.base import TaskSplits, _no_test_in_trials
 
     def as_loaded(self: TaskSplits) -> TaskSplits:
         return TaskSplits(self.info, self.train, self.val, _no_test_in_trials, self.source)
 
     TaskSplits.without_test = as_loaded
-    if hasattr(sptune.tuners, "trial_data"):  # absent on the old tree itself
-        sptune.tuners.trial_data = lambda data: data.without_test()
+    if hasattr(sptune.tuning.tuner, "trial_data"):  # absent on the old tree itself
+        sptune.tuning.tuner.trial_data = lambda data: data.without_test()
 
 
 def run_mode(data: Any, mode: str, concurrency: list[int]) -> list[dict[str, Any]]:
     import sptune.tasks.base
-    import sptune.tuners
+    import sptune.tuning.tuner
 
-    saved = (sptune.tasks.base.TaskSplits.without_test, getattr(sptune.tuners, "trial_data", None))
+    saved = (sptune.tasks.base.TaskSplits.without_test, getattr(sptune.tuning.tuner, "trial_data", None))
     if mode == "before":
         old_shipping()
     bc.start_ray(num_cpus=2)
@@ -266,7 +266,7 @@ def run_mode(data: Any, mode: str, concurrency: list[int]) -> list[dict[str, Any
         bc.stop_ray()
         sptune.tasks.base.TaskSplits.without_test = saved[0]
         if saved[1] is not None:
-            sptune.tuners.trial_data = saved[1]
+            sptune.tuning.tuner.trial_data = saved[1]
 
 
 # ------------------------------------------------------------------ summary

@@ -57,7 +57,7 @@ def feed(logger: Any, trials: int, epochs: int, concurrency: int) -> int:
 
 
 def run_arm(name: str, uri: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from sptune.tracking import Tracker, TrialRunLogger
+    from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
 
     tracker = Tracker(uri, f"mlflow-writes-{name}", folder)
     tracker.start_parent(name, {"arm": name})

@@ -3,11 +3,11 @@
 The manifest (docs/results_studies.yaml) lists each study: its title, the exact command that produced
 it, its output directory and the lead's sentence comparing it with the papers. For each study (or each
 member of a campaign) the page shows the wall time (from the study's own timeline in results.json),
-its results table (sptune.results.summary_table: mean ± std over seeds, the 95 % interval, Δ vs the
+its results table (sptune.judging.results.summary_table: mean ± std over seeds, the 95 % interval, Δ vs the
 like-for-like baseline with its interval), the report's fairness flags (from report.md), the
 accuracy-vs-LR figure and a link to the report, both copied into docs/results/<study>/. A campaign whose
 later studies have no baseline (the SPT-budget axis) gets their Δ paired by seed with the baseline rows
-of the member that has them (sptune.stats.paired_delta, the rule results.json uses).
+of the member that has them (sptune.judging.stats.paired_delta, the rule results.json uses).
 
     python benchmarks/results_page.py                       # docs/results_studies.yaml -> docs/results.md
     python benchmarks/results_page.py --print-commands      # the commands, to run them back to back
@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from sptune import stats
-from sptune.results import summary_table
+from sptune.judging import stats
+from sptune.judging.results import summary_table
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_COPY_BYTES = 2_000_000  # docs/ keeps small files only: a larger figure or report stays in the run

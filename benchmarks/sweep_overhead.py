@@ -1,4 +1,4 @@
-"""A whole sptune sweep (Ray Tune + MLflow) vs the SAME trials run by hand with sptune.train's loops.
+"""A whole sptune sweep (Ray Tune + MLflow) vs the SAME trials run by hand with sptune.training.loops's loops.
 
 The sweep is digits_quick (both variants, 3-seed re-runs) with a reduced budget and a FIFO
 scheduler, so every trial runs all its epochs and the plain arm can replay exactly the configs
@@ -110,10 +110,9 @@ def init_worker(data: dict[str, Any], data_dir: str | None, threads: int) -> Non
     """Per process: spec, data and thread count (the pool's workers and the serial arm alike)."""
     import torch
 
-    import sptune.build
-    import sptune.train
-    import sptune.trainables
-    import sptune.variants  # noqa: F401  (imported here so no timed trial pays for first imports)
+    import sptune.training.loops
+    import sptune.training.model_configs
+    import sptune.training.variants  # noqa: F401  (imported here so no timed trial pays for first imports)
     from sptune.spec import from_dict
 
     torch.set_num_threads(threads)
@@ -128,10 +127,9 @@ def warm_common_libraries(data: dict[str, Any], data_dir: str | None) -> None:
     process, found them done (study_timeline.py's cProfile showed them): ~1.5 s of the 4-epoch sweep's
     "overhead" was the order of the arms (BENCHMARKS.md §2). What sptune adds (Ray Tune, MLflow,
     Optuna, the report) is still imported inside its wall."""
-    import sptune.build
-    import sptune.train
-    import sptune.trainables
-    import sptune.variants  # noqa: F401
+    import sptune.training.loops
+    import sptune.training.model_configs
+    import sptune.training.variants  # noqa: F401
     from sptune.spec import from_dict
 
     bc.load_data(from_dict(data), data_dir)
@@ -139,16 +137,16 @@ def warm_common_libraries(data: dict[str, Any], data_dir: str | None) -> None:
 
 def _optim(job: Job, spec: Any, weight_decay: float) -> Any:
     # The trials' own builder, so precision/compile/warm-up/clipping match the sweep exactly.
-    from sptune.trainables import _optim_config
+    from sptune.tuning.trainable import _optim_config
 
     return _optim_config({"lr": job.lr, "batch_size": job.batch_size, "seed": job.seed}, spec, job.epochs,
                          weight_decay)
 
 
 def _loop(job: Job, spt_state: dict | None) -> Any:
-    from sptune.build import classifier_config, encoder_config
-    from sptune.train import FinetuneLoop, PretrainLoop, PretrainObjective
-    from sptune.variants import build_model
+    from sptune.training.loops import FinetuneLoop, PretrainLoop, PretrainObjective
+    from sptune.training.model_configs import classifier_config, encoder_config
+    from sptune.training.variants import build_model
 
     spec, data = _WORKER["spec"], _WORKER["data"]
     if job.phase == "pretrain":
@@ -187,10 +185,10 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     """The single test read of each selected model, as the sweep's final evaluation does."""
     import torch
 
-    from sptune import holdout
-    from sptune.build import classifier_config
-    from sptune.models import Classifier
-    from sptune.train import evaluate
+    from sptune.judging import holdout
+    from sptune.training.loops import evaluate
+    from sptune.training.model_configs import classifier_config
+    from sptune.training.models import Classifier
 
     spec, data = _WORKER["spec"], _WORKER["data"]
     accs = []

@@ -98,9 +98,9 @@ def synthetic(kind: str, seq_len: int, rows: int, vocab: int = 20, seed: int = 0
 
 
 def make_loop(model: dict[str, int], info: Any, train: Any, val: Any, batch: int, epochs: int = 2) -> Any:
-    from sptune.build import classifier_config
     from sptune.spec import ModelSpec
-    from sptune.train import FinetuneLoop, OptimConfig
+    from sptune.training.loops import FinetuneLoop, OptimConfig
+    from sptune.training.model_configs import classifier_config
 
     cfg = classifier_config(ModelSpec(**model), info)
     # A small LR: these are timing runs, and a divergence would abort them.

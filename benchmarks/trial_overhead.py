@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from sptune import objectives as obj
-from sptune.build import classifier_config
-from sptune.models import Classifier
 from sptune.spec import load_spec
 from sptune.tasks import TaskRequest, load_task
 from sptune.tasks.registry import resolve_data_dir
+from sptune.training import objectives as obj
+from sptune.training.model_configs import classifier_config
+from sptune.training.models import Classifier
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def sptune_trial(spec, data, lr: float, batch: int, epochs: int, storage: Path) 
     """One FinetuneTrainable trial through a real Tuner; returns (in-trial seconds, fit() seconds)."""
     from ray import tune
 
-    from sptune.trainables import FinetuneTrainable
+    from sptune.tuning.trainable import FinetuneTrainable
 
     trainable = tune.with_resources(tune.with_parameters(FinetuneTrainable, spec=spec, data=data.without_test()),
                                     {"cpu": spec.resources.cpu})

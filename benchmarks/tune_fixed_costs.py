@@ -10,7 +10,7 @@
              epoch (as sptune does), and a checkpoint plus an MLflow log_batch per epoch
   per_trial  Tune's cost per extra trial on a reused actor (1 no-op epoch each), alone and with
              sptune's MLflow TrialRunLogger (child run, params, metrics, status per trial)
-  epoch      one digits finetune epoch with sptune.train's loop (1 thread), for scale
+  epoch      one digits finetune epoch with sptune.training.loops's loop (1 thread), for scale
 
 From these it prints the fixed cost of a study with T Tuners and the training time a sweep needs
 for the overhead to fall under 5 %.
@@ -38,10 +38,10 @@ IMPORT_PROBE = """
 import json, time
 t0 = time.perf_counter(); import torch
 t1 = time.perf_counter(); import ray.tune
-t2 = time.perf_counter(); import sptune.trainables
+t2 = time.perf_counter(); import sptune.tuning.trainable
 t3 = time.perf_counter(); torch.optim.AdamW(torch.nn.Linear(4, 4).parameters())
 t4 = time.perf_counter()
-print(json.dumps({"torch": t1 - t0, "ray.tune": t2 - t1, "sptune.trainables": t3 - t2, "first AdamW": t4 - t3}))
+print(json.dumps({"torch": t1 - t0, "ray.tune": t2 - t1, "sptune.tuning.trainable": t3 - t2, "first AdamW": t4 - t3}))
 """
 
 
@@ -53,10 +53,10 @@ def import_costs(repeats: int) -> dict[str, float]:
 
 def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     """A real sptune Tuner with one 1-epoch digits trial, repeated: fit wall vs in-trial time."""
-    from sptune.plan import TunerPlan, build_plan
+    from sptune.plan.study_plan import TunerPlan, build_plan
     from sptune.spec import from_dict
-    from sptune.tracking import Tracker, TrialRunLogger
-    from sptune.tuners import build_tuner
+    from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
+    from sptune.tuning.tuner import build_tuner
 
     data = bc.spec_dict(bc.SPECS / "digits_quick.yaml")
     data.pop("pretrain", None)
@@ -141,7 +141,7 @@ def per_step_costs(steps: int) -> dict[str, float]:
 def per_trial_costs(trials: int) -> dict[str, float]:
     """Seconds per extra trial (1 epoch, no checkpoint, one reused actor): Tune alone, and with
     sptune's own MLflow logger (a child run with its params per trial, metrics, status)."""
-    from sptune.tracking import Tracker, TrialRunLogger
+    from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
 
     def fit(n: int, mlflow: bool) -> float:
         with tempfile.TemporaryDirectory() as tmp:
@@ -171,9 +171,9 @@ def per_trial_costs(trials: int) -> dict[str, float]:
 def digits_epoch_seconds() -> float:
     import torch
 
-    from sptune.build import classifier_config
     from sptune.spec import from_dict
-    from sptune.train import FinetuneLoop, OptimConfig
+    from sptune.training.loops import FinetuneLoop, OptimConfig
+    from sptune.training.model_configs import classifier_config
 
     torch.set_num_threads(1)
     spec = from_dict(bc.spec_dict(bc.SPECS / "digits_quick.yaml"))

@@ -1,7 +1,7 @@
 """`python -m sptune.sweep SPEC.yaml`: plan and run a fair SPT study (or a campaign of them).
 
 This module only reads the command line: `sptune.preflight` checks everything before
-anything starts (input errors exit with status 2), `sptune.launch` runs what it made ready.
+anything starts (input errors exit with status 2), `sptune.study.launch` runs what it made ready.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from sptune.cost import describe_cost, describe_total
 from sptune.errors import cli_exit_code
-from sptune.plan import describe
+from sptune.plan.cost import describe_cost, describe_total
+from sptune.plan.study_plan import describe
 from sptune.preflight import RunOptions, prepare, prepare_inputs
 
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         if len(planned.studies) > 1:
             print(describe_total([study.inputs.plan for study in planned.studies]))
         return 0
-    from sptune.launch import run as launch
+    from sptune.study.launch import run as launch
 
     launch(prepare(options))
     return 0

@@ -119,10 +119,10 @@ def _third_party_imports(path: Path) -> set[str]:
 
 
 # Pure-PyTorch training code: no Ray (and so it runs the same in a plain loop, a trial or a benchmark).
-TRAINING_CODE = ("sptune.train", "sptune.objectives", "sptune.variants", "sptune.models", "sptune.device",
-                 "sptune.device_data", "sptune.build", "sptune.tasks", "sptune.spec", "sptune.ranking", "sptune.stats")
+TRAINING_CODE = ("sptune.training.loops", "sptune.training.objectives", "sptune.training.variants", "sptune.training.models", "sptune.training.device",
+                 "sptune.training.device_data", "sptune.training.model_configs", "sptune.tasks", "sptune.spec", "sptune.judging.ranking", "sptune.judging.stats")
 # The only writers to MLflow: the driver's tracker and study, the launcher; the report only reads.
-MLFLOW_USERS = ("sptune.tracking", "sptune.mlflow_store", "sptune.study", "sptune.launch", "sptune.report")
+MLFLOW_USERS = ("sptune.tracking.mlflow_tracker", "sptune.tracking.mlflow_db", "sptune.study", "sptune.study.launch", "sptune.report")
 
 
 def _within(module: str, packages: tuple[str, ...]) -> bool:

@@ -10,7 +10,7 @@ from ray import tune
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.batched_search import BatchedSearcher
+from sptune.tuning.searchers import BatchedSearcher
 
 SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}
 CONCURRENT = 3

@@ -67,7 +67,7 @@ def test_campaign_refuses_a_bad_study_before_running_any(tmp_path, capsys):
 
 
 def test_axes_and_compute_matched_expand_into_studies(tmp_path):
-    from sptune.campaign import expand
+    from sptune.spec.campaign import expand
 
     studies = expand({"campaign": "c", "studies": [{
         "spec": "s.yaml", "name": "b", "set": {"seed": 3},

@@ -1,4 +1,4 @@
-"""sptune.checkpoint_pruning: which checkpoints a trial keeps once Tune no longer deletes any.
+"""sptune.tuning.callbacks.checkpoint_pruning: which checkpoints a trial keeps once Tune no longer deletes any.
 
 Each test drives the callback as Tune's controller does (`on_checkpoint`, then the trial's real
 `_CheckpointManager` registers the checkpoint; `get_state` on every snapshot) over real checkpoint
@@ -15,12 +15,12 @@ from ray.train import Checkpoint, CheckpointConfig
 from ray.train._internal.checkpoint_manager import _CheckpointManager
 from ray.train._internal.session import _TrainingResult
 
-from sptune.checkpoint_pruning import CheckpointPruner
-from sptune.trainables import CHECKPOINT_RANK
+from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
+from sptune.tuning.trainable import CHECKPOINT_RANK
 
 
 def _trial(trial_id: str = "t1") -> SimpleNamespace:
-    # The study's CheckpointConfig (sptune.tuners._tuner): keep everything, order by the rank.
+    # The study's CheckpointConfig (sptune.tuning.tuner._tuner): keep everything, order by the rank.
     config = CheckpointConfig(
         num_to_keep=None, checkpoint_score_attribute=CHECKPOINT_RANK, checkpoint_score_order="max"
     )
@@ -68,7 +68,7 @@ def test_a_trial_keeps_its_best_and_its_latest_checkpoint_and_tune_lists_only_th
 
 def test_equal_ranks_keep_the_earliest_as_selection_does(tmp_path):
     """A trial that never improved (every epoch ranks 0: it diverged at once) keeps its first epoch,
-    the one sptune.selection's rule (earliest of equals) would name."""
+    the one sptune.judging.selection's rule (earliest of equals) would name."""
     pruner, trial = CheckpointPruner(Bundle()), _trial()
     for epoch in range(1, 5):
         _epoch(pruner, trial, tmp_path, epoch, 0)

@@ -1,4 +1,4 @@
-"""sptune.cost: the dry run's cost estimate (trial-epochs per stage x measured seconds per epoch), checked
+"""sptune.plan.cost: the dry run's cost estimate (trial-epochs per stage x measured seconds per epoch), checked
 against the plan's own counts, on the GPU campaign sweeps/lra_table.yaml with small generated data."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import cost
 from sptune.data import main as data_cli
+from sptune.plan import cost
 from sptune.preflight.inputs import load_inputs
 from sptune.sweep import main as sweep
 
@@ -71,7 +71,7 @@ def test_stage_epochs_counts_pretraining_reruns_like_the_plan():
     without = cost.stage_epochs(load_inputs(REPO / "search_spaces/digits_quick.yaml", (), None).plan)
     assert epochs.pretrain - without.pretrain == 3 * 20
     assert epochs.finetune == without.finetune
-    from sptune.plan import describe
+    from sptune.plan.study_plan import describe
 
     assert f"at most {epochs.total} trial-epochs" in describe(plan)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sptune import holdout
 from sptune.errors import DataError
+from sptune.judging import holdout
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.bits import generate_bits_files
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import holdout
 from sptune.data import main
+from sptune.judging import holdout
 from sptune.tasks import TaskRequest, load_task
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import holdout
 from sptune.errors import DataError
+from sptune.judging import holdout
 from sptune.tasks import TaskRequest, check_task, load_task
 
 pytestmark = pytest.mark.usefixtures("offline_data_env")

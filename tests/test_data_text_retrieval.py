@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sptune import holdout
 from sptune.errors import DataError
+from sptune.judging import holdout
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.retrieval import generate_retrieval
 

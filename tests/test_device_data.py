@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from sptune import device_data
-from sptune.device_data import DeviceArrays, on_device
-from sptune.models import ModelConfig
-from sptune.models.encoder import EncoderConfig
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.train import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training import device_data
+from sptune.training.device_data import DeviceArrays, on_device
+from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training.models import ModelConfig
+from sptune.training.models.encoder import EncoderConfig
 
 CPU = torch.device("cpu")
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)

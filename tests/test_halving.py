@@ -12,10 +12,10 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
-from sptune.halving import SuccessiveHalving, rung_epochs
-from sptune.ranking import creation_index
-from sptune.rungs import planned_epochs
-from sptune.variant_search import VariantScheduler
+from sptune.judging.ranking import creation_index
+from sptune.plan.rungs import planned_epochs
+from sptune.tuning.routing import VariantScheduler
+from sptune.tuning.schedulers.halving import SuccessiveHalving, rung_epochs
 
 # Validation accuracy per epoch of six trials (index 1..6); trials 3 and 4 are identical.
 CURVES = [
@@ -210,7 +210,7 @@ def test_trial_index_is_read_from_the_experiment_tag(tag, index):
 
 
 def test_a_rung_keeps_its_planned_size_when_a_trial_fails_before_it():
-    """Rung sizes are n, ⌈n/η⌉, ... of the trials that entered (sptune.rungs): a variant whose
+    """Rung sizes are n, ⌈n/η⌉, ... of the trials that entered (sptune.plan.rungs): a variant whose
     trial fails still trains as many trials on as the plan says."""
     scheduler = SuccessiveHalving(5, MAX_T, 1, 2, "val_acc", "max")
     controller = Controller(scheduler)

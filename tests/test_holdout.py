@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sptune import holdout
+from sptune.judging import holdout
 from sptune.tasks import TaskRequest, load_task
 
 

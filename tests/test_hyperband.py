@@ -11,8 +11,8 @@ import random
 import pytest
 from test_halving import CURVES, MAX_T, Controller, _report, _trial, simulate
 
-from sptune.hyperband import Hyperband
-from sptune.rungs import hyperband_plan, planned_epochs
+from sptune.plan.rungs import hyperband_plan, planned_epochs
+from sptune.tuning.schedulers.hyperband import Hyperband
 
 
 def _hyperband(n_trials: int = len(CURVES)) -> Hyperband:
@@ -81,11 +81,11 @@ def test_hyperband_plan_matches_the_scheduler():
 def test_a_real_tuner_spends_exactly_the_planned_epochs(ray_session, repo_root, tmp_path, scheduler):
     """Real Ray Tune, real trainings (digits, one tiny scratch variant, 2 slots, batched Optuna):
     every trial stops where its bracket's rung sizes say, so the trial-epochs are the plan's."""
-    from sptune.plan import TunerPlan, build_plan, search_epochs
+    from sptune.plan.study_plan import TunerPlan, build_plan, search_epochs
     from sptune.spec import load_spec
     from sptune.tasks import TaskRequest, load_task
     from sptune.tasks.registry import resolve_data_dir
-    from sptune.tuners import build_tuner
+    from sptune.tuning.tuner import build_tuner
 
     overrides = [
         "variants={scratch: {search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "

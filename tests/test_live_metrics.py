@@ -33,7 +33,7 @@ import yaml
 from helpers_browser import CHROMIUM, headless
 from helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
 
-from sptune.live_metrics import tokens_per_second
+from sptune.tuning.callbacks.live_metrics import tokens_per_second
 
 REPO = Path(__file__).resolve().parents[1]
 PROMETHEUS = "/usr/bin/prometheus"

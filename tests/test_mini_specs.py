@@ -105,7 +105,7 @@ def test_spec_dry_runs(path, offline, synthetic_text, capsys, tmp_path):
     extra = []
     if spec.language_model is not None:  # FPT specs: a tiny local GPT-2 stands in for the real one
         pytest.importorskip("transformers")
-        from sptune.models.lm import make_tiny_gpt2
+        from sptune.training.models.lm import make_tiny_gpt2
 
         extra = ["--set", f"language_model.path={make_tiny_gpt2(tmp_path / 'gpt2')}"]
     assert main([str(path), "--dry-run", *data_args(spec.task.name, synthetic_text), *extra]) == 0

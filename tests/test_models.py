@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sptune import objectives as obj
-from sptune.build import classifier_config, encoder_config
-from sptune.models import Classifier, Pretrainer
 from sptune.spec import ModelSpec
 from sptune.tasks.base import TaskInfo
-from sptune.variants import build_model
+from sptune.training import objectives as obj
+from sptune.training.model_configs import classifier_config, encoder_config
+from sptune.training.models import Classifier, Pretrainer
+from sptune.training.variants import build_model
 
 PIXELS = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
 TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=48, num_classes=7, vocab_size=30)
@@ -83,7 +83,7 @@ def test_spt_variant_copies_the_whole_encoder():
 
 def test_ssm_layer_is_the_convolution_it_claims():
     """FFT convolution == the direct sum over the SSM kernel, both directions; causal hides the future."""
-    from sptune.models.ssm import DiagonalSSM
+    from sptune.training.models.ssm import DiagonalSSM
 
     torch.manual_seed(0)
     layer = DiagonalSSM(8, 16)

@@ -14,8 +14,8 @@ import math
 import pytest
 import torch
 
-from sptune.models import Encoder, EncoderConfig
-from sptune.models.attention import (
+from sptune.training.models import Encoder, EncoderConfig
+from sptune.training.models.attention import (
     FlashKernel,
     SelfAttention,
     apply_rotary,

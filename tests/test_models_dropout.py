@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-import sptune.models.dropout as dropout_module
-from sptune.models import Classifier, ModelConfig
-from sptune.models.dropout import Dropout
-from sptune.models.encoder import EncoderConfig
+import sptune.training.models.dropout as dropout_module
+from sptune.training.models import Classifier, ModelConfig
+from sptune.training.models.dropout import Dropout
+from sptune.training.models.encoder import EncoderConfig
 
 
 def _train_mode(p: float) -> Dropout:

@@ -77,7 +77,7 @@ FAST_NODE_DEATH = {
 
 # The test picks its victim from the trials' result.json under the storage, which Tune's driver copies
 # there with each experiment snapshot: by default at most every 10 s (sptune forces none per checkpoint,
-# sptune.checkpoint_pruning), longer than a tiny trial's epochs 2-3 last. Every second here.
+# sptune.tuning.callbacks.checkpoint_pruning), longer than a tiny trial's epochs 2-3 last. Every second here.
 LIVE_STORAGE = {"TUNE_GLOBAL_CHECKPOINT_S": "1"}
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from sptune import objectives as obj
 from sptune.tasks.base import TaskInfo
+from sptune.training import objectives as obj
 
 PIXELS = TaskInfo(name="px", input_kind="continuous", seq_len=512, num_classes=2, levels=256)
 TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=512, num_classes=2, vocab_size=20, pad_id=0, mask_id=1)

@@ -1,4 +1,4 @@
-"""Each variant's Optuna search persisted as an Optuna study (sptune/optuna_storage.py).
+"""Each variant's Optuna search persisted as an Optuna study (sptune/tracking/optuna_studies.py).
 
 Without Ray: naming, redaction, the searchers' studies and their pickling (Ray saves searchers
 into the experiment), importances, and the preflight of --optuna-storage (a real PostgreSQL
@@ -27,17 +27,17 @@ import pytest
 from helpers_browser import headless
 from helpers_tiny import SHOWN_TRIALS
 
-from sptune.optuna_storage import (
+from sptune.plan.study_plan import TunerPlan, build_plan
+from sptune.spec import load_spec
+from sptune.sweep import main
+from sptune.tasks.base import TaskInfo
+from sptune.tracking.optuna_studies import (
     OptunaTarget,
     default_url,
     open_storage,
     redact,
     variant_importances,
 )
-from sptune.plan import TunerPlan, build_plan
-from sptune.spec import load_spec
-from sptune.sweep import main
-from sptune.tasks.base import TaskInfo
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -143,7 +143,7 @@ def _feed(searcher, n: int, offset: int = 0) -> list[str]:
 
 
 def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
-    from sptune.tuners import search_and_schedule
+    from sptune.tuning.tuner import search_and_schedule
 
     target = OptunaTarget(default_url(tmp_path), SPEC_NAME, "digits")
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
@@ -168,7 +168,7 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
 def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, postgres):
     """Ray pickles each searcher into the experiment (tuner.pkl, searcher state): the storage goes
     with it, without its password; unpickled in a process that knows the URL, it continues."""
-    from sptune.tuners import search_and_schedule
+    from sptune.tuning.tuner import search_and_schedule
 
     target = OptunaTarget(postgres, "pickled", "digits")
     spt = next(s for s in plan.variant_searches() if s.variant == "spt")

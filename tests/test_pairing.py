@@ -1,9 +1,9 @@
-"""sptune.pairing: which variant each Δ is against. The study's baseline, unless it trains another model than the
+"""sptune.judging.pairing: which variant each Δ is against. The study's baseline, unless it trains another model than the
 variant (causal vs bidirectional, a language model) and the study has the variant's like-for-like kind."""
 
 from __future__ import annotations
 
-from sptune.pairing import Pairing, baseline_for, pairings
+from sptune.judging.pairing import Pairing, baseline_for, pairings
 
 CAUSAL_STUDY = {"scratch": "scratch", "scratch_causal": "scratch_causal", "spt": "spt", "spt_causal": "spt_causal",
                 "qk_init": "qk_init"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sptune.plan import build_plan, describe
+from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import SweepSpec, apply_override, from_dict, load_spec, read_yaml
 from sptune.tasks.base import TaskInfo
 

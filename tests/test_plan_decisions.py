@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sptune.plan import build_plan, describe
+from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 

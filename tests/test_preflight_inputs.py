@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sptune.models.attention import flash_installed
 from sptune.sweep import main
+from sptune.training.models.attention import flash_installed
 
 LISTOPS_SPEC = """
 name: bad_listops

@@ -32,6 +32,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 from PIL import Image
 
+from sptune.judging.stats import paired_delta
 from sptune.report import build_report
 from sptune.report.cli import main
 from sptune.report.compute import variant_objectives
@@ -39,7 +40,6 @@ from sptune.report.figures import asha_rungs
 from sptune.report.flags import edge_side
 from sptune.report.records import ReportError
 from sptune.report.template import DASHBOARDS_ENV
-from sptune.stats import paired_delta
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md

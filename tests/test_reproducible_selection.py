@@ -30,11 +30,11 @@ import pytest
 from mlflow import MlflowClient
 from ray import cloudpickle
 
-import sptune.tuners
+import sptune.tuning.tuner
 from sptune.report.mlflow_runs import fetch_trials
 from sptune.report.records import SEARCH
 from sptune.sweep import main
-from sptune.trainables import StudyTrainable
+from sptune.tuning.trainable import StudyTrainable
 
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
@@ -66,15 +66,15 @@ def slowed(batch_size: int) -> type:
 
 def run_study(spec: str, out: Path, overrides: list[str], slow_batch_size: int) -> dict:
     """Run the study through the CLI with the trials of `slow_batch_size` slowed down."""
-    original = sptune.tuners.StudyTrainable
+    original = sptune.tuning.tuner.StudyTrainable
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import it
-    sptune.tuners.StudyTrainable = slowed(slow_batch_size)
+    sptune.tuning.tuner.StudyTrainable = slowed(slow_batch_size)
     try:
         start = time.perf_counter()
         assert main([spec, "--output", str(out), *overrides]) == 0
         wall = time.perf_counter() - start
     finally:
-        sptune.tuners.StudyTrainable = original
+        sptune.tuning.tuner.StudyTrainable = original
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     return {**decisions(out), "wall_s": wall}
 

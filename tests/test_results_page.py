@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sptune import stats
-from sptune.results import ResultRow, summarize
+from sptune.judging import stats
+from sptune.judging.results import ResultRow, summarize
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sptune.rungs import (
+from sptune.plan.rungs import (
     bracket_trials,
     describe_rungs,
     halving_epochs,
@@ -68,6 +68,6 @@ def test_describe_rungs_names_every_bracket():
 
 
 def test_rung_epochs_keeps_its_old_home():
-    from sptune.halving import rung_epochs as from_halving
+    from sptune.tuning.schedulers.halving import rung_epochs as from_halving
 
     assert from_halving is rung_epochs

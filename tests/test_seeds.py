@@ -8,13 +8,13 @@ from pathlib import Path
 
 from ray.tune.search import Searcher
 
-from sptune import seeds
-from sptune.plan import TunerPlan, build_plan
-from sptune.selection import Selection
+from sptune.judging.selection import Selection
+from sptune.plan import seeds
+from sptune.plan.study_plan import TunerPlan, build_plan
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.study.reruns import rerun_plan
 from sptune.tasks.base import TaskInfo
-from sptune.tuners import search_and_schedule
+from sptune.tuning.tuner import search_and_schedule
 
 BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
 LR_GRID = "{type: grid, values: [3.0e-4, 1.0e-3, 3.0e-3]}"

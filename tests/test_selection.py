@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from sptune.errors import RuntimeFailure
-from sptune.plan import build_plan
-from sptune.selection import select_best, select_each
+from sptune.judging.selection import select_best, select_each
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 

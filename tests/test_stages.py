@@ -1,4 +1,4 @@
-"""The study's one Tuner (sptune.stages), without starting Ray: the staged searcher releases a stage
+"""The study's one Tuner (sptune.tuning.stages), without starting Ray: the staged searcher releases a stage
 only once what it needs is selected, hands its trials the selection's consequences (the SPT
 checkpoint, the selected config per re-run seed), keeps every stage's own budget and searcher,
 selects on validation only, and survives a save/restore in the middle."""
@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 from ray.tune.search import Searcher
 
-from sptune.plan import build_plan
-from sptune.selection import TrialOutcome
+from sptune.judging.selection import TrialOutcome
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
-from sptune.stages import Stage, StagedSearcher
 from sptune.tasks.base import TaskInfo
-from sptune.tuners import staged_search
+from sptune.tuning.stages import Stage, StagedSearcher
+from sptune.tuning.tuner import staged_search
 
 DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
 SMALL = ["pretrain.num_samples=3", "variants.scratch.num_samples=3", "variants.spt.num_samples=4",
@@ -220,7 +220,7 @@ def test_zero_spt_epochs_need_no_pretraining_stage(repo_root, tmp_path):
 def test_each_search_gets_its_own_searchers_proposals_whatever_else_runs(repo_root):
     """Optuna (batched) inside the one Tuner proposes, for each variant, exactly what that variant's
     searcher proposes alone: other stages running beside it change nothing."""
-    from sptune.tuners import _searcher
+    from sptune.tuning.tuner import _searcher
 
     plan = _plan(repo_root, "searcher.type=optuna", "variants.scratch.num_samples=7", "variants.spt.num_samples=6")
     searcher, _ = staged_search(plan, _stages(plan), {}, {})

@@ -1,4 +1,4 @@
-"""sptune.stats, the one statistics module: t-intervals for few seeds, no interval for one, the baseline rule,
+"""sptune.judging.stats, the one statistics module: t-intervals for few seeds, no interval for one, the baseline rule,
 paired and unpaired deltas; results.json/results.md and the report agree, and results.md has one writer."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sptune import results
+from sptune.judging import results
+from sptune.judging.stats import Summary, baseline_variant, interval_text, paired_delta, summarize, welch_delta
 from sptune.report import build_report
 from sptune.report.cells import aggregate
-from sptune.stats import Summary, baseline_variant, interval_text, paired_delta, summarize, welch_delta
 
 # t(0.975, df) from a printed Student-t table, so the tests do not check scipy against itself.
 T975 = {1: 12.706204736174704, 2: 4.302652729749464, 3: 3.182446305284263}

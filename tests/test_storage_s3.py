@@ -235,10 +235,10 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
     """An untrained encoder (0 SPT epochs), a given `pretrain.checkpoint` and a campaign's cached one
     are files on the driver's machine: under a remote storage trials must be handed copies under the
     prefix, which a trial on any node can read, never the driver's local paths."""
-    from sptune import spt_cache
-    from sptune.checkpoints import load_state
+    from sptune.study import spt_reuse
     from sptune.study.pretraining import SptCheckpoints
     from sptune.study.state import StateFile
+    from sptune.training.checkpoint_files import load_state
     from tests.test_study_pretraining import DIGITS, _plan
 
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_EC2_METADATA_DISABLED"):
@@ -259,7 +259,7 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
     pretraining = cached_plan.pretrainings()[0]
-    spt_cache.store(cache_dir, spt_cache.cache_key(cached_plan.spec, pretraining), given_dir)
+    spt_reuse.store(cache_dir, spt_reuse.cache_key(cached_plan.spec, pretraining), given_dir)
     cached = checkpoints(cached_plan, tmp_path / "cached", cache_dir).given(pretraining)
 
     handed = {**{f"seed {s}": uri for s, uri in per_seed.items()}, "given": given, "cached": cached}

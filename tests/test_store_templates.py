@@ -1,5 +1,5 @@
 """A new study's SQLite MLflow store and Optuna database are copies of empty ones made once
-(sptune.store_templates): each must be what its library would have made, and an existing one must
+(sptune.tracking.db_templates): each must be what its library would have made, and an existing one must
 never be touched."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sptune.mlflow_store import seed_new_store
-from sptune.optuna_storage import open_storage
-from sptune.tracking import Tracker
+from sptune.tracking.mlflow_db import seed_new_store
+from sptune.tracking.mlflow_tracker import Tracker
+from sptune.tracking.optuna_studies import open_storage
 
 
 @pytest.fixture

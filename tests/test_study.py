@@ -8,8 +8,8 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sptune.checkpoints import load_state
 from sptune.sweep import main
+from sptune.training.checkpoint_files import load_state
 
 # lr 1e-9 leaves the weights (and so every validation number) unchanged from epoch to epoch:
 # every epoch ties, which is exactly where a second tie rule would test another epoch.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from sptune.plan import build_plan
-from sptune.selection import Selection
+from sptune.judging.selection import Selection
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.study.pretraining import SptCheckpoints
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile

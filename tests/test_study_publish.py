@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sptune.plan import build_plan
-from sptune.results import ResultRow, add_deltas, write_results
-from sptune.selection import Selection
+from sptune.judging.results import ResultRow, add_deltas, write_results
+from sptune.judging.selection import Selection
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState, TunerRun

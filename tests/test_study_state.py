@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from sptune.results import ResultRow
-from sptune.selection import Selection
+from sptune.judging.results import ResultRow
+from sptune.judging.selection import Selection
 from sptune.study import StudyState, read_state
 from sptune.study.state import STATE_FILE, SearchRecord, SelectedTrial, StateFile, TunerRun
 

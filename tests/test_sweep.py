@@ -58,7 +58,7 @@ def test_outputs_live_in_the_output_directory(study):
 
 
 def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(study):
-    """sptune.tune_files: MLflow is the record; Tune's CSV and TensorBoard files per result cost the
+    """sptune.tuning.callbacks.tune_files: MLflow is the record; Tune's CSV and TensorBoard files per result cost the
     driver time at scale and nobody reads them (SPTUNE_TUNE_LOGGERS=all gives them back)."""
     out, _, _, _ = study
     trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
@@ -70,7 +70,7 @@ def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(
 
 
 def test_trials_keep_only_the_checkpoints_they_need_and_every_selected_one_exists(study):
-    """sptune.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one more, the
+    """sptune.tuning.callbacks.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one more, the
     one the last snapshot named), not one per epoch; whatever the study selected is still there."""
     out, _, _, _ = study
     trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
@@ -214,7 +214,7 @@ def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
     import time
     import urllib.request
 
-    from sptune.tracking import runs_url
+    from sptune.tracking.mlflow_tracker import runs_url
 
     chromium = shutil.which("chromium")
     if chromium is None:

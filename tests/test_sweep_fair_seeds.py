@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sptune.seeds import PRETRAIN_SPREAD, SPREAD_TEXT
+from sptune.plan.seeds import PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.sweep import main
 
 LR_GRID = "{type: grid, values: [3.0e-4, 1.0e-3, 3.0e-3]}"

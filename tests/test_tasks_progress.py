@@ -9,7 +9,7 @@ import pytest
 from sptune.tasks.listops import generate_listops, read_tsv
 from sptune.tasks.pathfinder import read_images, read_metadata
 from sptune.tasks.pathfinder_generator import generate_pathfinder
-from sptune.tasks.progress import BAR_ENV
+from sptune.tasks.progress_bar import BAR_ENV
 
 pytestmark = pytest.mark.usefixtures("offline_data_env")
 

@@ -10,7 +10,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 from ray import tune
 
-from sptune.tracking import EPOCH_METRICS, Tracker, TrialRunLogger
+from sptune.tracking.mlflow_tracker import EPOCH_METRICS, Tracker, TrialRunLogger
 
 EPOCHS = 6
 

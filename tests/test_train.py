@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import nn
 
-from sptune.models import ModelConfig
-from sptune.models.encoder import EncoderConfig
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.train import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, evaluate
-from sptune.variants import build_model
+from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, evaluate
+from sptune.training.models import ModelConfig
+from sptune.training.models.encoder import EncoderConfig
+from sptune.training.variants import build_model
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
 TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=16, num_classes=3, vocab_size=12)
@@ -189,7 +189,7 @@ def test_only_weight_matrices_are_decayed(name):
 
 def test_language_model_groups_decay_conv1d_weights_not_embeddings_or_norms(tmp_path):
     pytest.importorskip("transformers")
-    from sptune.models.lm import make_tiny_gpt2
+    from sptune.training.models.lm import make_tiny_gpt2
 
     cfg = ModelConfig(_encoder(), num_classes=3)
     model = build_model("unfrozen_random", cfg, lm_path=str(make_tiny_gpt2(tmp_path / "lm")))
@@ -282,7 +282,7 @@ def _weights(loop) -> list[torch.Tensor]:
 def test_fused_adamw_on_cpu_makes_the_unfused_update_up_to_float_rounding(monkeypatch):
     """The same gradients give the same weights and moments, step after step. (Whole training runs
     drift apart slowly: Adam divides by sqrt(v), which magnifies the last bit of a tiny gradient.)"""
-    import sptune.train as train
+    import sptune.training.loops as train
 
     fused = _finetune()
     assert fused.optimizer.defaults["fused"] is True
@@ -304,7 +304,7 @@ def test_fused_adamw_on_cpu_makes_the_unfused_update_up_to_float_rounding(monkey
 
 def test_a_checkpoint_of_the_unfused_optimizer_resumes_in_the_fused_one(monkeypatch):
     """Checkpoints written before AdamW was fused on CPU load and continue as they would have."""
-    import sptune.train as train
+    import sptune.training.loops as train
 
     monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", False)
     old = _finetune()

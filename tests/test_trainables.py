@@ -11,8 +11,8 @@ from ray.tune.trainable import trainable as ray_trainable
 
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.train import OptimConfig
-from sptune.trainables import FinetuneTrainable, PretrainTrainable
+from sptune.training.loops import OptimConfig
+from sptune.tuning.trainable import FinetuneTrainable, PretrainTrainable
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
 SEARCH = {"lr": {"type": "choice", "values": [1e-2]}, "batch_size": {"type": "choice", "values": [8]}}

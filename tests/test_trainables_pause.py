@@ -8,7 +8,7 @@ from ray.tune.trainable import trainable as ray_trainable
 
 from sptune.spec import load_spec
 from sptune.tasks import TaskRequest, load_task
-from sptune.trainables import FinetuneTrainable
+from sptune.tuning.trainable import FinetuneTrainable
 
 CONFIG = {"lr": 1e-3, "batch_size": 64, "variant": "scratch", "seed": 0, "phase": "search"}
 

@@ -1,4 +1,4 @@
-"""sptune.tune_files: Tune's JSON logger only by default; Tune's three defaults on request; the
+"""sptune.tuning.callbacks.tune_files: Tune's JSON logger only by default; Tune's three defaults on request; the
 switch Tune reads is set only while a study's fit() runs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 from ray.tune.logger import JsonLoggerCallback
 
-from sptune.tune_files import LOGGERS_ENV, TUNE_AUTO_LOGGERS_ENV, chosen_tune_loggers, result_loggers
+from sptune.tuning.callbacks.tune_files import LOGGERS_ENV, TUNE_AUTO_LOGGERS_ENV, chosen_tune_loggers, result_loggers
 
 
 def test_by_default_only_the_json_logger_and_tunes_own_loggers_off_inside_fit_only(monkeypatch):

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from ray import cloudpickle
 
-import sptune.tuners
-from sptune.plan import TunerPlan, build_plan
+import sptune.tuning.tuner
+from sptune.plan.study_plan import TunerPlan, build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.trainables import FinetuneTrainable
-from sptune.tuners import search_and_schedule
+from sptune.tuning.trainable import FinetuneTrainable
+from sptune.tuning.tuner import search_and_schedule
 
 
 def _optuna_study(searcher):
@@ -50,8 +50,8 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
 
 @pytest.mark.parametrize("overrides, joint", [([], False), (["searcher.multivariate=true"], True)])
 def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, overrides, joint):
-    from sptune.plan import describe
-    from sptune.spt_cache import cache_key
+    from sptune.plan.study_plan import describe
+    from sptune.study.spt_reuse import cache_key
 
     spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", overrides)
     plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
@@ -117,14 +117,14 @@ def test_concurrent_trials_train_on_the_one_shared_copy_in_the_object_store(
     two = build_plan(spec, cached_splits.info, cluster_cpus=2)
     scratch = next(s for s in two.variant_searches() if s.variant == "scratch")
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this module
-    original, sptune.tuners.FinetuneTrainable = sptune.tuners.FinetuneTrainable, WhereIsMyData
+    original, sptune.tuning.tuner.FinetuneTrainable = sptune.tuning.tuner.FinetuneTrainable, WhereIsMyData
     try:
         # One object per study and Ray session, whichever Tuner asks (none pins a copy of its own).
-        assert sptune.tuners.trial_data(cached_splits) is sptune.tuners.trial_data(cached_splits)
-        tuner = sptune.tuners.build_tuner(two, TunerPlan("shared", (scratch,)), cached_splits, str(tmp_path), [])
+        assert sptune.tuning.tuner.trial_data(cached_splits) is sptune.tuning.tuner.trial_data(cached_splits)
+        tuner = sptune.tuning.tuner.build_tuner(two, TunerPlan("shared", (scratch,)), cached_splits, str(tmp_path), [])
         results = [r.metrics for r in tuner.fit()]
     finally:
-        sptune.tuners.FinetuneTrainable = original
+        sptune.tuning.tuner.FinetuneTrainable = original
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert len(results) == scratch.n_trials >= 2
     for metrics in results:

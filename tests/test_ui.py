@@ -17,7 +17,7 @@ import pytest
 from helpers_browser import CHROMIUM, FLAGS
 from helpers_tiny import SHOWN_EPOCHS, SHOWN_RERUN_SEEDS, SHOWN_TRIALS
 
-from sptune.tracking import VIEW_COLUMNS
+from sptune.tracking.mlflow_tracker import VIEW_COLUMNS
 
 RERUNS = 2 * SHOWN_RERUN_SEEDS  # scratch and spt, each re-trained per seed and tested once
 SHOT = Path(__file__).resolve().parents[1] / "dashboards" / "screenshots" / "mlflow-ui.png"

@@ -7,7 +7,7 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.variant_search import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
+from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
 
 SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sptune.build import classifier_config, encoder_config, variant_classifier_config
 from sptune.errors import DataError
-from sptune.models import Pretrainer
 from sptune.spec import KINDS, PRETRAINING_OF, VARIANT_KINDS, ModelSpec, SweepSpec, from_dict
 from sptune.tasks.base import TaskInfo
-from sptune.variants import BUILDERS, build_model, builds, check_every_kind_built, trainable_summary
+from sptune.training.model_configs import classifier_config, encoder_config, variant_classifier_config
+from sptune.training.models import Pretrainer
+from sptune.training.variants import BUILDERS, build_model, builds, check_every_kind_built, trainable_summary
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
 SPEC = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64)
@@ -30,7 +30,7 @@ def _frozen(model) -> set[str]:
 
 
 def test_every_kind_of_the_table_has_a_builder():
-    # Holds by construction (the import of sptune.variants checks it): kept as the readable statement.
+    # Holds by construction (the import of sptune.training.variants checks it): kept as the readable statement.
     assert set(VARIANT_KINDS) == set(BUILDERS) == set(PRETRAINING_OF)
 
 
@@ -54,12 +54,12 @@ def test_a_kind_without_a_builder_fails_the_import_check():
 
 
 def test_a_kind_added_to_the_table_alone_breaks_the_import(repo_root):
-    """In a fresh process: a new row in the kinds table without its builder stops sptune.variants loading."""
+    """In a fresh process: a new row in the kinds table without its builder stops sptune.training.variants loading."""
     import subprocess
     import sys
 
     code = ("from sptune.spec.variant_kinds import KINDS, VariantKind; KINDS['new_kind'] = VariantKind('new_kind'); "
-            "import sptune.variants")
+            "import sptune.training.variants")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root)
     assert proc.returncode != 0 and "variant kinds without a builder: new_kind" in proc.stderr
 
@@ -307,7 +307,7 @@ def test_relative_model_paths_are_resolved_for_trials(tiny_gpt2, tmp_path, monke
 def test_same_seed_same_initial_weights_whatever_ran_before():
     """A reused Ray actor must not carry RNG state into the next trial's initialisation."""
     from sptune.tasks.base import ArraySplit
-    from sptune.train import FinetuneLoop, OptimConfig
+    from sptune.training.loops import FinetuneLoop, OptimConfig
 
     split = ArraySplit(torch.randint(0, 17, (8, 64)).numpy().astype("uint8"), torch.zeros(8).long().numpy())
     cfg = classifier_config(SPEC, INFO)

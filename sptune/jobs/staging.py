@@ -18,12 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sptune.campaign import expand, is_campaign
 from sptune.errors import SpecError
-from sptune.optuna_storage import redact
 from sptune.preflight import RunOptions, prepare_inputs
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.spec import SweepSpec, load_spec, read_yaml
+from sptune.spec.campaign import expand, is_campaign
+from sptune.tracking.optuna_studies import redact
 
 # The job's working_dir is uploaded through the dashboard's HTTP API into the head's GCS: a
 # language model or dataset belongs on shared storage, named by an absolute path, not in here.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sptune.errors import SpecError, SptuneError
-from sptune.plan import StudyPlan, build_plan
+from sptune.plan.study_plan import StudyPlan, build_plan
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
@@ -67,7 +67,7 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
     """``model.attention_kernel: flash`` must be able to run, or the trials would fail one by one."""
     if spec.model.attention_kernel != "flash":
         return
-    from sptune.models.attention import flash_installed
+    from sptune.training.models.attention import flash_installed
 
     auto = "or use attention_kernel: auto (flash-attn where it can run, else SDPA)"
     if spec.training.device == "cpu" or spec.training.precision == "fp32":
@@ -85,13 +85,13 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
 def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:
     """A given SPT checkpoint or language model must load and fit, or nothing starts."""
     if spec.pretrain is not None and spec.pretrain.checkpoint:
-        from sptune.build import encoder_config
-        from sptune.checkpoints import check_spt_checkpoint
-        from sptune.models import Encoder
+        from sptune.training.checkpoint_files import check_spt_checkpoint
+        from sptune.training.model_configs import encoder_config
+        from sptune.training.models import Encoder
 
         check_spt_checkpoint(spec.pretrain.checkpoint, Encoder(encoder_config(spec.model, info)))
     if spec.language_model is not None:
-        from sptune.models.lm import check_language_model
+        from sptune.training.models.lm import check_language_model
 
         check_language_model(spec.language_model.path, info.seq_len)
 

@@ -10,8 +10,8 @@ import yaml
 
 from sptune import storage
 from sptune.errors import SpecError
-from sptune.optuna_storage import recorded_storage, redact
 from sptune.spec import SweepSpec
+from sptune.tracking.optuna_studies import recorded_storage, redact
 
 if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
     from sptune.study.state import StudyState
@@ -67,7 +67,7 @@ def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list
     if fetched and storage.OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
         # Imported here: they import Ray Tune, which the preflight's refusals should not wait for.
         from sptune.study.snapshot import read_bundle
-        from sptune.tuners import STUDY_EXPERIMENT
+        from sptune.tuning.tuner import STUDY_EXPERIMENT
 
         bundled = read_bundle(storage.join(storage_uri, STUDY_EXPERIMENT)) or {}
         if storage.OPTUNA_DB in bundled:

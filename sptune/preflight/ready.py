@@ -9,11 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sptune import ray_session
-from sptune.campaign import CampaignStudy, expand, is_campaign
 from sptune.errors import SptuneError
-from sptune.optuna_storage import given_url
-from sptune.plan import StudyPlan, concurrency
+from sptune.plan.study_plan import StudyPlan, concurrency
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
 from sptune.preflight.outputs import (
@@ -32,8 +29,11 @@ from sptune.preflight.services import (
     ray_address,
 )
 from sptune.spec import SweepSpec, read_yaml
+from sptune.spec.campaign import CampaignStudy, expand, is_campaign
 from sptune.storage import join
+from sptune.study import ray_session
 from sptune.tasks.base import TaskSplits
+from sptune.tracking.optuna_studies import given_url
 
 if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
     from sptune.study.state import StudyState

@@ -21,7 +21,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from sptune import storage as stored
 from sptune.errors import RuntimeFailure, SpecError
-from sptune.optuna_storage import redact
+from sptune.tracking.optuna_studies import redact
 
 TIMEOUT_S = 5.0
 

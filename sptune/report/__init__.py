@@ -9,13 +9,13 @@ on the edge of its search, rankings that flip across LRs, unequal completed tria
 per variant (SPT pretraining attributed to the variants initialised from it).
 
 Modules, in the order the data flows: ``gather`` (with ``store`` and ``mlflow_runs``) reads a study into the
-``records``; ``cells`` aggregates seeds with ``sptune.stats`` (the statistics results.json uses too);
+``records``; ``cells`` aggregates seeds with ``sptune.judging.stats`` (the statistics results.json uses too);
 ``lr_search`` and ``compute`` feed the ``flags``; ``figures`` draws with matplotlib (``plots/``), ``page``
 computes the values the Jinja2 template (``dashboards/report/``, found by ``template``) shows, ``tables`` writes
 report.md and results.csv, ``mlflow_artifacts`` logs the files to the parent run; ``build`` runs it all and
 ``cli`` is the command line.
 """
 
-from sptune.report.build import build_report
+from sptune.report.assemble import build_report
 
 __all__ = ["build_report"]

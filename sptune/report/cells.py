@@ -1,5 +1,5 @@
-"""The report's cells: one variant on one task, its per-seed values and their statistics (``sptune.stats``, the
-same implementation results.json uses), with Δ against its paired variant on the same task (``sptune.pairing``,
+"""The report's cells: one variant on one task, its per-seed values and their statistics (``sptune.judging.stats``, the
+same implementation results.json uses), with Δ against its paired variant on the same task (``sptune.judging.pairing``,
 the same rule results.json uses: the study's baseline, or the like-for-like one)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sptune.pairing import Pairing, pairings
+from sptune.judging.pairing import Pairing, pairings
+from sptune.judging.stats import DEFAULT_BASELINE, Summary, paired_delta, summarize, values_by_seed
 from sptune.report.records import OBJECTIVE_KEY
-from sptune.stats import DEFAULT_BASELINE, Summary, paired_delta, summarize, values_by_seed
 
 
 @dataclass
@@ -48,7 +48,7 @@ def _pair_deltas(cells: dict[tuple[str, str], Cell], task: str, kinds: dict[str,
 
 def aggregate(rows: list[dict[str, Any]], tasks: list[str], variants: list[str], kinds: dict[str, str],
               baseline: str = DEFAULT_BASELINE) -> dict[tuple[str, str], Cell]:
-    """(task, variant) -> its cell, with the Δ against its paired variant on the same task (``sptune.pairing``)."""
+    """(task, variant) -> its cell, with the Δ against its paired variant on the same task (``sptune.judging.pairing``)."""
     cells = {}
     for task in tasks:
         on_task = [r for r in rows if r["task"] == task]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from sptune.errors import SptuneError
-from sptune.report.build import build_report
+from sptune.report.assemble import build_report
 from sptune.report.figures import FIGURES_DIR
 from sptune.report.records import ReportError
 from sptune.report.store import sqlite_path, unreachable

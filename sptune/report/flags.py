@@ -9,9 +9,9 @@ from typing import Any
 
 from sptune.report.cells import Cell
 from sptune.report.compute import compute_table, variant_objectives
+from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import BIN_DECADES, CurvePoint, describe_space, lr_binner, lr_curves, lr_space, sig, usable
 from sptune.report.records import RERUN, SEARCH, ReportData, as_float
-from sptune.report.text import fmt_lr
 
 EDGE_FACTOR = 1.5  # a range search whose best LR is within this factor of a bound has not bracketed the optimum
 FLIP_TOL = 0.01  # accuracy differences below one point are noise at these sizes, not a ranking

@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
+from sptune.judging.stats import DEFAULT_BASELINE
+from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
 from sptune.report.store import resolve_tracking_uri, unreachable
-from sptune.report.text import spread_sentence
-from sptune.stats import DEFAULT_BASELINE
 
 MISSING = "figures and trial-level flags are missing."
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from sptune.report.formatting import fmt_lr
 from sptune.report.records import SEARCH, Trial, as_float
-from sptune.report.text import fmt_lr
 
 BIN_DECADES = 0.25  # LR bin width when variants did not try the same LRs (random/Optuna searches)
 

@@ -8,14 +8,14 @@ import re
 import time
 from typing import Any
 
-from sptune.pairing import PAIRING_RULE
+from sptune.judging.pairing import PAIRING_RULE
+from sptune.judging.stats import INTERVAL_RULE, delta_rule
 from sptune.report.cells import Cell
 from sptune.report.figures import PageFigure, TaskFigures
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
+from sptune.report.formatting import interval_pct, mean_std, spread_sentence
 from sptune.report.records import ReportData, seed_key
 from sptune.report.tables import detail_rows
-from sptune.report.text import interval_pct, mean_std, spread_sentence
-from sptune.stats import INTERVAL_RULE, delta_rule
 
 FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
 

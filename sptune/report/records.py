@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sptune.errors import SptuneError
-from sptune.stats import DEFAULT_BASELINE, finite_float
+from sptune.judging.stats import DEFAULT_BASELINE, finite_float
 
 # The study's phases (MLflow tag sptune.phase): the LR/batch search (ASHA), re-training of the selected config
 # per seed, SPT pretraining.
@@ -65,7 +65,7 @@ class ReportData:
     source: str
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
-    spread: str | None = None  # what the spread over seeds covers (sptune.seeds), as results.json records it
+    spread: str | None = None  # what the spread over seeds covers (sptune.plan.seeds), as results.json records it
     # The MLflow store and parent run the trials were read from (None when they were not): where the report's
     # figures and page are logged.
     tracking_uri: str | None = None

@@ -8,12 +8,12 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from sptune.pairing import PAIRING_RULE
+from sptune.judging.pairing import PAIRING_RULE
+from sptune.judging.stats import INTERVAL_RULE, Summary, delta_rule
 from sptune.report.cells import Cell
 from sptune.report.flags import Flag
+from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
 from sptune.report.records import ReportData, as_float, seed_key
-from sptune.report.text import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
-from sptune.stats import INTERVAL_RULE, Summary, delta_rule
 
 REPORT_MD = "report.md"
 

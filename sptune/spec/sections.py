@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-from sptune.seeds import MAX_GRID_REPEATS
+from sptune.plan.seeds import MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
 
 RESOURCES = "e.g. cpu: 1, gpu: 0.25"
-# Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.seeds).
+# Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.plan.seeds).
 REPEATS = f"use 1 (each grid point once) up to {MAX_GRID_REPEATS}"
 
 
@@ -80,7 +80,7 @@ class ModelSpec(Strict):
         return self
 
     def _flash_fits(self) -> None:
-        # The shape limits of flash-attn 2 (sptune.models.attention.flash_unsupported); whether
+        # The shape limits of flash-attn 2 (sptune.training.models.attention.flash_unsupported); whether
         # it is installed, and the precision, are checked by preflight.
         if self.family == "ssm":
             raise problem("an SSM has no attention", "use attention_kernel: auto", "attention_kernel")
@@ -100,7 +100,7 @@ class PretrainSpec(Strict):
     epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
     # Trials of a search without a grid (Optuna/random draws); a grid search ignores it.
     num_samples: int = ranged(4, POSITIVE, ge=1)
-    # A grid search trains each grid point this many times, repeat r with seed + r (sptune.seeds).
+    # A grid search trains each grid point this many times, repeat r with seed + r (sptune.plan.seeds).
     grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
     search: SearchSpec
@@ -154,7 +154,7 @@ class SchedulerSpec(Strict):
     # sha: synchronous successive halving per variant, whose decisions do not depend on the order
     # trials finish in (the default: the same spec and seed select the same configs on any
     # machine); hyperband: brackets of sha starting at later and later rungs, the last without
-    # early stopping (order-independent too; sptune.hyperband); asha: asynchronous, faster, but
+    # early stopping (order-independent too; sptune.tuning.schedulers.hyperband); asha: asynchronous, faster, but
     # who survives depends on finish order; fifo: none.
     type: Literal["sha", "hyperband", "asha", "fifo"] = "sha"
     grace_period: int = 2

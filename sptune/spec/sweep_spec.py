@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from sptune.rungs import hyperband_brackets
+from sptune.plan.rungs import hyperband_brackets
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.search import SearchSpec
@@ -126,7 +126,7 @@ class SweepSpec(Strict):
             raise problem(f"an async Optuna search learns nothing under {what}", fix, "searcher.mode")
 
     def _check_hyperband_budget(self) -> None:
-        # Each bracket needs a trial of its own, in every search (sptune.rungs.bracket_trials).
+        # Each bracket needs a trial of its own, in every search (sptune.plan.rungs.bracket_trials).
         s = self.scheduler
         if s.type != "hyperband":
             return

@@ -1,7 +1,7 @@
 """Every variant kind, defined once with the facts the spec, the builders and the report rely on.
 
 Torch-free, so a spec naming an unknown kind is refused before anything heavy is imported.
-`sptune.variants` registers one builder per kind of this table and fails at import if a kind
+`sptune.training.variants` registers one builder per kind of this table and fails at import if a kind
 has none, so adding a row here without its builder cannot go unnoticed.
 """
 
@@ -37,7 +37,7 @@ class VariantKind:
     # The model it trains; GPT-2 style language models are causal.
     architecture: Architecture = "bidirectional"
     # Its like-for-like baseline: the kind with the same model, random init, every parameter training.
-    # A Δ against it measures the kind's own change and nothing of the architecture (sptune.pairing).
+    # A Δ against it measures the kind's own change and nothing of the architecture (sptune.judging.pairing).
     baseline: str = "scratch"
 
     @property

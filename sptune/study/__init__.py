@@ -1,4 +1,4 @@
-"""Runs a planned study: ONE Tuner for everything it trains (`sptune.stages`): each pretraining
+"""Runs a planned study: ONE Tuner for everything it trains (`sptune.tuning.stages`): each pretraining
 objective's search, every variant's search (each its own searcher, budget and early stopping; an SPT
 variant's starts once its pretraining is selected), the re-runs per seed of each selected config
 (with `rerun_pretrain` the selected pretraining config re-pretrained per seed first); then the
@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sptune.optuna_storage import OptunaTarget, follow_move
-from sptune.plan import StudyPlan
-from sptune.results import ResultRow
-from sptune.stages import Checkpoints, Stage
+from sptune.judging.results import ResultRow
+from sptune.plan.study_plan import StudyPlan
 from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror, is_remote
 from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import SptCheckpoints
@@ -24,7 +22,9 @@ from sptune.study.publish import publish
 from sptune.study.state import StateFile, StudyState, read_state
 from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
-from sptune.tracking import Tracker
+from sptune.tracking.mlflow_tracker import Tracker
+from sptune.tracking.optuna_studies import OptunaTarget, follow_move
+from sptune.tuning.stages import Checkpoints, Stage
 
 __all__ = ["Study", "StudyState", "read_state"]
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sptune import holdout
-from sptune.evaluate import accuracy_on_test
-from sptune.plan import SearchPlan, StudyPlan
-from sptune.results import ResultRow, add_deltas
+from sptune.judging import holdout
+from sptune.judging.results import ResultRow, add_deltas
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
 from sptune.tasks.base import TaskSplits
-from sptune.tracking import Tracker
+from sptune.tracking.mlflow_tracker import Tracker
+from sptune.training.test_scores import accuracy_on_test
 
 TEST_READS = "test_reads.jsonl"
 

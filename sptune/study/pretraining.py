@@ -1,6 +1,6 @@
 """The SPT checkpoints a study's pretrainings give without trials: a given checkpoint, an untrained
 encoder (0 epochs), the campaign's cached checkpoint, or what an earlier run of this study selected.
-Every other pretraining is a stage of the study's one Tuner (`sptune.stages`), cached once selected.
+Every other pretraining is a stage of the study's one Tuner (`sptune.tuning.stages`), cached once selected.
 Under a remote --storage the first three are copied under it before trials are handed them: they are
 files on the driver's machine, which trials on other nodes cannot open."""
 
@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sptune import spt_cache, storage
-from sptune.checkpoints import STATE_FILE, checkpoint_dir
-from sptune.plan import SearchPlan, StudyPlan
+from sptune import storage
+from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study import spt_reuse
 from sptune.study.state import StateFile
 from sptune.tasks.base import TaskSplits
+from sptune.training.checkpoint_files import STATE_FILE, checkpoint_dir
 
 
 class SptCheckpoints:
@@ -40,7 +41,7 @@ class SptCheckpoints:
         # Re-pretraining needs the selected config, which only this study's own state records.
         if self.cache_dir is None or self.plan.spec.rerun_pretrain:
             return None
-        cached = spt_cache.lookup(self.cache_dir, spt_cache.cache_key(self.plan.spec, pretraining))
+        cached = spt_reuse.lookup(self.cache_dir, spt_reuse.cache_key(self.plan.spec, pretraining))
         if cached is None:
             return None
         print(f"[sptune] {label}: same pretraining as an earlier study, reusing {cached}", flush=True)
@@ -70,8 +71,8 @@ class SptCheckpoints:
         if self.cache_dir is None or self.plan.spec.rerun_pretrain or label in state.spt_from_cache:
             return
         if label in state.searches:
-            key = spt_cache.cache_key(self.plan.spec, pretraining)
-            spt_cache.store(self.cache_dir, key, state.searches[label].best.selection.checkpoint_path)
+            key = spt_reuse.cache_key(self.plan.spec, pretraining)
+            spt_reuse.store(self.cache_dir, key, state.searches[label].best.selection.checkpoint_path)
 
     def _for_trials(self, folder: Path, name: str | None = None) -> str:
         """How trials are to name a checkpoint folder of the driver's: itself, or under a remote storage
@@ -89,8 +90,8 @@ class SptCheckpoints:
         or a re-run's)."""
         import torch
 
-        from sptune.build import encoder_config
-        from sptune.models import Pretrainer
+        from sptune.training.model_configs import encoder_config
+        from sptune.training.models import Pretrainer
 
         folder = self.out / (f"{pretraining.label}-0-epochs" + (f"-seed{seed}" if seed is not None else ""))
         folder.mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-"""The study's results: results.json and results.md (written by `sptune.results`), the
+"""The study's results: results.json and results.md (written by `sptune.judging.results`), the
 per-variant test accuracy and both files on the MLflow parent run, and the printed tables."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sptune.plan import SearchPlan, StudyPlan
-from sptune.results import ResultRow, markdown_table, summarize, summary_table, write_results
+from sptune.judging.results import ResultRow, markdown_table, summarize, summary_table, write_results
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import StudyState, TunerRun
-from sptune.tracking import Tracker
+from sptune.tracking.mlflow_tracker import Tracker
 
 # results.json is a contract (read by sptune.report, campaigns, benchmarks): its timeline entries and
 # pretraining entries keep their original keys, where "stage" is the Tuner's experiment or the phase,

@@ -1,14 +1,14 @@
 """Re-runs: a selected config re-trained once per seed, to the end (a variant's finetuning, or
 with `rerun_pretrain` a pretraining). Their seeds are ones the search never used (StudyPlan.rerun_seeds).
-The study runs them as stages of its one Tuner (`sptune.stages`); this builds one as its own plan."""
+The study runs them as stages of its one Tuner (`sptune.tuning.stages`); this builds one as its own plan."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from sptune.plan import SearchPlan
-from sptune.selection import Selection
-from sptune.stages import rerun_configs
+from sptune.judging.selection import Selection
+from sptune.plan.study_plan import SearchPlan
+from sptune.tuning.stages import rerun_configs
 
 
 def rerun_plan(

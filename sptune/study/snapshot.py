@@ -30,8 +30,8 @@ from typing import Any
 from ray import tune
 
 from sptune import storage as stored
-from sptune.optuna_storage import DB_FILE
 from sptune.study.this_run import THIS_RUN
+from sptune.tracking.optuna_studies import DB_FILE
 
 BUNDLE = "sptune_snapshot.zip"
 # Tune's file name templates (TuneController, SearchGenerator, Searcher), S being the session.

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sptune.results import ResultRow
-from sptune.selection import Selection
+from sptune.judging.results import ResultRow
+from sptune.judging.selection import Selection
 from sptune.storage import Mirror
 
 STATE_FILE = "study_state.json"

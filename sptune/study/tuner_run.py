@@ -1,4 +1,4 @@
-"""The study's one Tuner (`sptune.stages`): run it, or restore it after an interruption. Each stage is
+"""The study's one Tuner (`sptune.tuning.stages`): run it, or restore it after an interruption. Each stage is
 selected while the Tuner runs on, as soon as its last trial ends; `StageRecorder` then records the
 selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow.
 
@@ -14,19 +14,19 @@ from typing import Any
 from ray import tune
 
 from sptune import storage as stored
-from sptune.checkpoint_pruning import CheckpointPruner
 from sptune.errors import RuntimeFailure
-from sptune.live_metrics import TrialStateMetrics
-from sptune.optuna_storage import DB_FILE, OptunaTarget, default_url
-from sptune.plan import SearchPlan, StudyPlan
-from sptune.stages import Checkpoints, Stage, StagedSearcher, outcome_of
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
 from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
-from sptune.tracking import Tracker, TrialRunLogger
-from sptune.tune_files import chosen_tune_loggers
-from sptune.tuners import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
+from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
+from sptune.tracking.optuna_studies import DB_FILE, OptunaTarget, default_url
+from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
+from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
+from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
+from sptune.tuning.stages import Checkpoints, Stage, StagedSearcher, outcome_of
+from sptune.tuning.tuner import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
 def _print_selected(label: str, record: SearchRecord, start: float) -> None:

@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from sptune import holdout
+from sptune.judging import holdout
 
 InputKind = Literal["tokens", "continuous"]
 
@@ -68,7 +68,7 @@ class TaskInfo:
 
 @dataclass
 class TaskSplits:
-    """Train/val in memory; test only through the guard (see `sptune.holdout`)."""
+    """Train/val in memory; test only through the guard (see `sptune.judging.holdout`)."""
 
     info: TaskInfo
     train: ArraySplit

@@ -22,7 +22,7 @@ from sptune.errors import DataError
 from sptune.tasks.arrays import capped_len, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tasks.cache import ensure_generated
-from sptune.tasks.progress import bar
+from sptune.tasks.progress_bar import bar
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.sources import (
     SplitFileLayout,

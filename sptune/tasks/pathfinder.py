@@ -28,7 +28,7 @@ from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutati
 from sptune.tasks.cache import ensure_generated, file_fingerprint
 from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, generate_pathfinder
 from sptune.tasks.prepared import cached_splits
-from sptune.tasks.progress import bar
+from sptune.tasks.progress_bar import bar
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 from sptune.tasks.skipped import record_skipped, reset_skipped, skipped_counts
 from sptune.tasks.sources import generator_params, no_data_dir_error, source_label, will_generate

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sptune.errors import DataError
-from sptune.tasks.progress import bar
+from sptune.tasks.progress_bar import bar
 
 # Bump when the drawing changes: generated sets are cached under a key that includes it.
 GENERATOR_VERSION = 1

@@ -1,4 +1,4 @@
-"""Δ test accuracy per variant on one task, against the variant it is paired with (``sptune.pairing``), with the
+"""Δ test accuracy per variant on one task, against the variant it is paired with (``sptune.judging.pairing``), with the
 95 % interval of the Δ as an error bar and a zero line: an interval that crosses zero is no evidence of a gain."""
 
 from __future__ import annotations

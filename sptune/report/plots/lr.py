@@ -13,10 +13,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from sptune.report.cells import Cell
+from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import CurvePoint, lr_curves, lr_space, space_bounds
 from sptune.report.plots.canvas import MARK_COLOR, PERCENT, acc_limits, log_ticks, new_figure, styled
 from sptune.report.records import RERUN, SEARCH, ReportData, Trial
-from sptune.report.text import fmt_lr
 
 
 def _legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], shown: list[str],

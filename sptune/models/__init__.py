@@ -1,6 +1,0 @@
-"""Models: transformer encoder, heads, and whole classifier/pretrainer modules."""
-
-from sptune.models.encoder import Encoder, EncoderConfig
-from sptune.models.model import Classifier, ModelConfig, Pretrainer, encoder_state
-
-__all__ = ["Classifier", "Encoder", "EncoderConfig", "ModelConfig", "Pretrainer", "encoder_state"]

@@ -1,0 +1,1 @@
+"""The study plan: which searches a study runs, their rungs, seeds and cost."""

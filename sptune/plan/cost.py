@@ -1,0 +1,115 @@
+"""What a planned study costs: its trial-epochs per stage times measured seconds per epoch.
+
+The seconds come from `epoch_seconds.yaml` (beside this module): measurements per task config and
+device, each with where it came from. A config or device without one is "unknown", never guessed.
+An epoch's time is linear in the training rows (BENCHMARKS.md §6), so a measurement taken on another
+number of rows is scaled to the plan's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sptune.plan.study_plan import StudyPlan, search_epochs
+
+TABLE = Path(__file__).with_name("epoch_seconds.yaml")
+DEVICES = ("cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class StageEpochs:
+    """The most trial-epochs a study spends, split by what one epoch costs: pretraining and finetuning
+    (their sum is the plan's "at most N trial-epochs")."""
+
+    pretrain: int
+    finetune: int
+
+    @property
+    def total(self) -> int:
+        return self.pretrain + self.finetune
+
+
+@dataclass(frozen=True)
+class Estimate:
+    device: str
+    seconds: float | None  # trial-seconds (one trial at a time); None: no measurement for this config
+    source: str = ""  # the measurement's name in epoch_seconds.yaml
+
+
+def stage_epochs(plan: StudyPlan) -> StageEpochs:
+    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, then re-runs)."""
+    s = plan.spec
+    pre = sum(search_epochs(plan, x) for x in plan.pretrainings())
+    fine = sum(search_epochs(plan, x) for x in plan.variant_searches())
+    if s.rerun_seeds >= 2:
+        fine += sum(s.rerun_seeds * x.epochs for x in plan.variant_searches())
+        if s.rerun_pretrain:
+            pre += sum(s.rerun_seeds * x.epochs for x in plan.pretrainings() if x.epochs > 0)
+    return StageEpochs(pre, fine)
+
+
+@cache
+def measurements(path: Path = TABLE) -> tuple[dict[str, Any], ...]:
+    return tuple(yaml.safe_load(path.read_text()) or [])
+
+
+def config_of(plan: StudyPlan) -> dict[str, Any]:
+    """What a measurement must match: the task, its sequence length and the model's shape."""
+    m = plan.spec.model
+    return {"task": plan.info.name, "seq_len": plan.info.seq_len, "d_model": m.d_model,
+            "n_layers": m.n_layers, "n_heads": m.n_heads, "d_ff": m.d_ff}
+
+
+def estimate(plan: StudyPlan, device: str, table: tuple[dict[str, Any], ...] | None = None) -> Estimate:
+    """Trial-seconds of the plan on `device` from the first matching measurement, scaled to its rows."""
+    config, epochs = config_of(plan), stage_epochs(plan)
+    for entry in measurements() if table is None else table:
+        if entry["device"] == device and entry["match"] == config:
+            scale = (plan.train_rows or entry["train_rows"]) / entry["train_rows"]
+            sec = entry["seconds"]
+            total = (epochs.pretrain * sec.get("pretrain", sec["finetune"]) + epochs.finetune * sec["finetune"])
+            return Estimate(device, total * scale, entry["name"])
+    return Estimate(device, None)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds < 36_000 else f"{seconds / 3600:,.0f} h"
+
+
+def describe_estimate(e: Estimate, concurrency: int) -> str:
+    if e.seconds is None:
+        return (f"{e.device}: unknown (no measured seconds per epoch for this config on {e.device}: "
+                "sptune/epoch_seconds.yaml)")
+    wall = f"{_hours(e.seconds / concurrency)} wall at {concurrency} concurrent trials" if concurrency > 1 else "wall"
+    return f"{e.device}: {_hours(e.seconds)} of trial time ({wall}; measured: {e.source})"
+
+
+def describe_cost(plan: StudyPlan) -> str:
+    """The plan's cost lines: trial-epochs per stage, then the estimated time on each device."""
+    epochs = stage_epochs(plan)
+    rows = f" on {plan.train_rows} training rows" if plan.train_rows else ""
+    lines = [f"Cost: {epochs.total} trial-epochs ({epochs.pretrain} pretraining + {epochs.finetune} finetuning){rows}"]
+    lines += ["  " + describe_estimate(estimate(plan, device), plan.concurrency) for device in DEVICES]
+    return "\n".join(lines)
+
+
+def describe_total(plans: list[StudyPlan]) -> str:
+    """A campaign's total: trial-epochs, and the time on each device where every study's is known."""
+    total = sum(stage_epochs(p).total for p in plans)
+    lines = [f"Campaign cost: {total} trial-epochs over {len(plans)} studies"]
+    for device in DEVICES:
+        found = [estimate(p, device).seconds for p in plans]
+        if all(s is not None for s in found):
+            n = min(p.concurrency for p in plans)
+            wall = f" ({_hours(sum(found) / n)} wall at {n} concurrent trials)" if n > 1 else ""
+            lines.append(f"  {device}: {_hours(sum(found))} of trial time{wall}")
+        else:
+            known = sum(s is not None for s in found)
+            lines.append(f"  {device}: unknown ({len(found) - known} of {len(found)} studies have no measured "
+                         "seconds per epoch)")
+    return "\n".join(lines)

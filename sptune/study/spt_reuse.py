@@ -1,0 +1,56 @@
+"""Selected SPT checkpoints cached by what determines them, so studies that share a
+pretraining setup (a campaign's ablations over finetuning settings) pretrain once."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from sptune import storage
+from sptune.plan.study_plan import SearchPlan
+from sptune.spec import SweepSpec
+from sptune.training.checkpoint_files import STATE_FILE
+
+
+def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
+    """Hash of everything that shapes the selected SPT checkpoint (not finetuning settings)."""
+    task = pretraining.source.task or spec.task
+    pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
+    parts = {
+        "task": task.model_dump(mode="json"),
+        "model": spec.model.model_dump(mode="json"),
+        "pretrain": pretrain,
+        "objective": pretraining.objective,
+        "seed": spec.seed,
+        "scheduler": spec.scheduler.model_dump(mode="json"),
+        "searcher": _searcher_key(spec),
+        "training": spec.training.model_dump(mode="json"),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _searcher_key(spec: SweepSpec) -> dict:
+    """The searcher's settings; `multivariate` only when on, so the keys of caches written before the
+    option existed (all with the independent TPE) still match."""
+    searcher = spec.searcher.model_dump(mode="json")
+    if not searcher["multivariate"]:
+        del searcher["multivariate"]
+    return searcher
+
+
+def lookup(cache_dir: Path, key: str) -> Path | None:
+    path = cache_dir / key
+    return path if (path / STATE_FILE).is_file() else None
+
+
+def store(cache_dir: Path, key: str, checkpoint: str | Path) -> Path:
+    """Copy a selected checkpoint (local, or a URI under a remote --storage) into the campaign's cache."""
+    target = cache_dir / key
+    if not (target / STATE_FILE).is_file():
+        tmp = cache_dir / f".{key}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        storage.copy_dir_to_local(str(checkpoint), tmp)
+        tmp.replace(target)  # atomic: a half-copied checkpoint is never found
+    return target

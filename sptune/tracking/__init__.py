@@ -1,0 +1,1 @@
+"""What a study records: MLflow runs, Optuna studies, their SQLite templates, provenance."""

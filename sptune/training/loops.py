@@ -1,0 +1,390 @@
+"""Pure-PyTorch epoch loops for the two stages (no Ray here).
+
+Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call,
+evaluates on the validation split, and round-trips its full state through a plain
+dict of tensors and numbers (loadable with ``torch.load(weights_only=True)``).
+
+Randomness in training comes from two sources, both in that state: the loop's
+generator (shuffles, and the pretraining masks) and the torch RNG that dropout draws
+from (CPU, and CUDA when training there), which the loop keeps as its own stream (see
+`EpochLoop._own_rng`). NumPy and Python's `random` are not used while training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from sptune.tasks.base import ArraySplit, TaskInfo
+from sptune.training import objectives as obj
+from sptune.training.device import autocast, pick_device
+from sptune.training.device_data import on_device
+from sptune.training.models import Classifier, ModelConfig, Pretrainer
+from sptune.training.models.encoder import INPUT_EMBEDDING, EncoderConfig
+
+EVAL_BATCH = 256
+
+
+# Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
+# most this many steps of compute before it stops.
+DIVERGENCE_CHECK_STEPS = 32
+
+
+# AdamW's fused kernel on CPU too (one pass per parameter instead of ~10 tensor ops): same update
+# up to float rounding. A module switch so benchmarks/image_step.py can time the unfused one.
+FUSED_ADAMW_ON_CPU = True
+
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float
+    batch_size: int
+    epochs: int  # the schedule's horizon, even if the scheduler stops the trial earlier
+    weight_decay: float = 0.0
+    warmup_fraction: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"
+    compile: bool = False
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
+    eps: float = 1e-8  # AdamW's denominator guard
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _decays(module: nn.Module, name: str, param: nn.Parameter) -> bool:
+    """Whether weight decay applies: only to the weight matrices of layers that mix features.
+
+    Decay is a prior that pulls a linear map toward zero. A matrix `weight` (nn.Linear inside
+    attention, feed-forward and heads; GPT-2's Conv1D) is such a map. Everything else has a
+    meaningful non-zero value that decay would only distort: biases and norm scales/shifts (1-D),
+    token and value embeddings (their rows are the input representations themselves; decay
+    shrinks rarely seen tokens most), and parameters a module owns directly under their own
+    names (learned positions, the cls token, the SSM's step sizes, A, C and D).
+    """
+    if name != "weight" or param.ndim < 2:
+        return False
+    return not isinstance(module, nn.Embedding) and not getattr(module, INPUT_EMBEDDING, False)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: [decayed weight matrices, everything else with weight_decay 0].
+
+    Frozen parameters are left out; a parameter shared by several modules appears once.
+    Both groups always exist (possibly empty) so every optimizer state has the same layout.
+    """
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if param.requires_grad and id(param) not in seen:
+                seen.add(id(param))
+                (decay if _decays(module, name, param) else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
+    """The L2 norm of all gradients together (as clip_grad_norm_ computes it), on the device."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+
+
+class BatchResult(NamedTuple):
+    loss: torch.Tensor  # mean over the batch, differentiable
+    hits: torch.Tensor  # correct predictions (0-d, on the device)
+    scored: torch.Tensor | int  # predictions the hits are out of
+
+
+class _EpochSums:
+    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros((), device=device) for _ in range(4))
+        self.examples = self.steps = 0
+
+    def add(self, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
+        self.loss += batch.loss.detach().float() * examples
+        self.grad_norm += grad_norm.detach().float()
+        self.hits += batch.hits
+        self.scored += batch.scored
+        self.examples, self.steps = self.examples + examples, self.steps + 1
+
+    def means(self, accuracy_key: str) -> dict[str, float]:
+        # One host sync for all four sums.
+        loss, grad_norm, hits, scored = torch.stack([self.loss, self.grad_norm, self.hits, self.scored]).tolist()
+        return {
+            "loss": loss / max(self.examples, 1),
+            "grad_norm": grad_norm / max(self.steps, 1),
+            accuracy_key: hits / max(scored, 1),
+        }
+
+
+class EpochLoop:
+    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state."""
+
+    # The name of the training accuracy this loop reports each epoch.
+    train_accuracy_key = "train_acc"
+
+    def __init__(self, model: nn.Module, info: TaskInfo, train: ArraySplit, val: ArraySplit, cfg: OptimConfig) -> None:
+        self.cfg = cfg
+        self.info = info
+        self.device = pick_device(cfg.device)
+        torch.manual_seed(cfg.seed)
+        self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
+        self.model = model.to(self.device)
+        # Forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints.
+        self.net = torch.compile(self.model) if cfg.compile else self.model
+        # Whole splits live on the device: no per-batch host copies or loader workers.
+        self.train_x, self.train_y = self._to_device(train)
+        self.val_x, self.val_y = self._to_device(val)
+        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        groups = parameter_groups(self.model, cfg.weight_decay)
+        self.trainable = [p for group in groups for p in group["params"]]
+        fused = self.device.type == "cuda" or (self.device.type == "cpu" and FUSED_ADAMW_ON_CPU)
+        self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
+        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        self.schedule = warmup_cosine(self.optimizer, steps_per_epoch * cfg.epochs, cfg.warmup_fraction)
+        self.last_lr = self.optimizer.param_groups[0]["lr"]
+        self.epoch = 0
+        self.tokens_seen = 0
+
+    def _current_rng(self) -> dict[str, torch.Tensor]:
+        """The process's torch RNG states this loop draws from (uint8 CPU tensors)."""
+        states = {"torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return states
+
+    @contextlib.contextmanager
+    def _own_rng(self) -> Iterator[None]:
+        """Run with the loop's own torch RNG stream in place of the process's.
+
+        Dropout draws from the process-wide torch RNG (CUDA's when training there). Anything
+        else in the process may advance it between epochs (a reused Ray actor building the next
+        trial, another loop), so the loop swaps its saved state in for its epoch and out after:
+        the stream then depends on this loop's history alone, and its checkpoint resumes it exactly.
+        """
+        cuda = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # restores the process's RNG on the way out
+            torch.set_rng_state(self.rng["torch_rng"])
+            if cuda:
+                torch.cuda.set_rng_state(self.rng["cuda_rng"], self.device)
+            yield
+            self.rng = self._current_rng()
+
+    def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
+        # Read-only from here on: on a GPU these are the process's shared copies (device_data).
+        return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
+
+    def _batches(self) -> list[torch.Tensor]:
+        order = torch.randperm(len(self.train_y), generator=self.generator)
+        return list(order.to(self.device).split(self.cfg.batch_size))
+
+    def _step(self, loss: torch.Tensor) -> torch.Tensor:
+        """One optimizer step; returns the global gradient norm before clipping (on the device)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip > 0:
+            grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
+        else:
+            grad_norm = _global_grad_norm(self.trainable)
+        self.last_lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses
+        self.optimizer.step()
+        self.schedule.step()
+        return grad_norm
+
+    def train_epoch(self) -> dict[str, float]:
+        """One pass over the training split, then validation.
+
+        Reports the train loss, training accuracy (`train_accuracy_key`), the mean pre-clip
+        gradient norm over the epoch's steps, and `lr`, the rate of the epoch's last step.
+        """
+        self.model.train()
+        start = time.perf_counter()
+        sums = _EpochSums(self.device)
+        with self._own_rng():
+            for step, idx in enumerate(self._batches(), start=1):
+                with autocast(self.device, self.cfg.precision):
+                    batch = self.train_batch(self.train_x[idx], self.train_y[idx])
+                sums.add(batch, self._step(batch.loss), len(idx))
+                self.tokens_seen += idx.numel() * self.info.seq_len
+                if step % DIVERGENCE_CHECK_STEPS == 0:
+                    self._check_finite(sums.loss)
+        self._check_finite(sums.loss)
+        self.epoch += 1
+        metrics = {**sums.means(self.train_accuracy_key), "lr": self.last_lr, "epoch": self.epoch}
+        metrics["epoch_seconds"] = time.perf_counter() - start
+        return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
+
+    def _check_finite(self, loss_sum: torch.Tensor) -> None:
+        # One host sync per check; a NaN/inf anywhere in the sum stops the trial.
+        if not torch.isfinite(loss_sum):
+            raise Diverged(f"loss became {float(loss_sum)} at epoch {self.epoch + 1}")
+
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        raise NotImplementedError
+
+    def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.train_batch(x, y).loss
+
+    def validate(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "generator": self.generator.get_state(),
+            **self.rng,
+            "epoch": self.epoch,
+            "tokens_seen": self.tokens_seen,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.generator.set_state(state["generator"])
+        # A key missing (a checkpoint from before RNGs were saved, or a CUDA one resumed on a
+        # CPU and back) keeps the stream seeded at build time: it resumes, just not bit-exactly.
+        self.rng.update({k: state[k] for k in self.rng if k in state})
+        self.epoch = int(state["epoch"])
+        self.tokens_seen = int(state["tokens_seen"])
+
+
+@dataclass(frozen=True)
+class PretrainObjective:
+    kind: str = "masked"  # masked | causal
+    mask_ratio: float = 0.5
+    loss: str = "l2"
+
+
+class PretrainLoop(EpochLoop):
+    """Masked (or causal) denoising on the training split; validated on the val split."""
+
+    def __init__(
+        self,
+        encoder_cfg: EncoderConfig,
+        objective: PretrainObjective,
+        info: TaskInfo,
+        train: ArraySplit,
+        val: ArraySplit,
+        cfg: OptimConfig,
+    ) -> None:
+        self.objective = objective
+        torch.manual_seed(cfg.seed)  # before building: the initial weights are part of the seed's run
+        model = Pretrainer(encoder_cfg, obj.output_dim(info, objective.loss))
+        super().__init__(model, info, _unpair(train), _unpair(val), cfg)
+        # Validation masks are fixed (seeded) so val loss is comparable across epochs;
+        # training masks are redrawn from self.generator for every batch served.
+        self.val_generator_seed = cfg.seed + 10_000
+
+    # Masked-token (or next-element) accuracy, named like the validation one.
+    train_accuracy_key = "train_masked_acc"
+
+    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> BatchResult:
+        info, o = self.info, self.objective
+        padding = obj.padding_of(x, info)
+        targets = obj.targets_for(x, info, o.loss)
+        if o.kind == "causal":
+            pred = self.net(obj.model_inputs(x, info), padding, causal=True)
+            where, targets = obj.causal_positions(x, info), obj.shift_left(targets)
+        else:
+            where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding).to(x.device)
+            pred = self.net(obj.model_inputs(x, info, where), padding)
+        loss = obj.reconstruction_loss(pred, targets, where, o.loss)
+        return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
+
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        return self._loss_and_hits(x, self.generator)
+
+    @torch.no_grad()
+    def validate(self) -> dict[str, float]:
+        self.model.eval()
+        gen = torch.Generator(device="cpu").manual_seed(self.val_generator_seed)
+        loss_sum, hits, count = 0.0, 0, 0
+        for x in self.val_x.split(EVAL_BATCH):
+            with autocast(self.device, self.cfg.precision):
+                loss, h, c = self._loss_and_hits(x, gen)
+            loss_sum, hits, count = loss_sum + float(loss) * int(c), hits + int(h), count + int(c)
+        return {"val_loss": loss_sum / max(count, 1), "val_masked_acc": hits / max(count, 1)}
+
+
+class FinetuneLoop(EpochLoop):
+    """Supervised classification; optionally starts from a pretrained encoder."""
+
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        info: TaskInfo,
+        train: ArraySplit,
+        val: ArraySplit,
+        cfg: OptimConfig,
+        model: Classifier | None = None,
+    ) -> None:
+        if model is None:
+            torch.manual_seed(cfg.seed)  # before building: the initial weights are part of the seed's run
+            model = Classifier(model_cfg)
+        super().__init__(model, info, train, val, cfg)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
+
+    def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        logits = self.logits(x).float()
+        hits = (logits.detach().argmax(-1) == y).sum()
+        return BatchResult(self.loss_fn(logits, y), hits, len(y))
+
+    def validate(self) -> dict[str, float]:
+        loss, acc = evaluate(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
+        return {"val_loss": loss, "val_acc": acc}
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
+) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of a classifier on (x, y)."""
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH), strict=False):
+        xb, yb = xb.to(device), yb.to(device)
+        with autocast(device, precision):
+            logits = model(obj.model_inputs(xb, info), obj.padding_of(xb, info)).float()
+        loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
+        correct += int((logits.argmax(-1) == yb).sum())
+    return loss_sum / max(len(y), 1), correct / max(len(y), 1)
+
+
+def _unpair(split: ArraySplit) -> ArraySplit:
+    """Paired tasks pretrain on individual documents: (N, 2, L) -> (2N, L)."""
+    if split.x.ndim == 3 and split.x.shape[1] == 2:
+        x = split.x.reshape(-1, split.x.shape[-1])
+        return ArraySplit(x, split.y.repeat(2))
+    return split

@@ -1,0 +1,44 @@
+"""Spec + task info -> model configs (shared by trials, selection and test evaluation)."""
+
+from __future__ import annotations
+
+from sptune.spec import ModelSpec, SweepSpec
+from sptune.tasks.base import TaskInfo
+from sptune.training.models import EncoderConfig, ModelConfig
+
+
+def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
+    return EncoderConfig(
+        d_model=model.d_model,
+        n_layers=model.n_layers,
+        n_heads=model.n_heads,
+        d_ff=model.d_ff,
+        dropout=model.dropout,
+        attention_dropout=model.attention_dropout,
+        attention_kernel=model.attention_kernel,
+        positions=model.positions,
+        max_len=info.seq_len,
+        input_kind=info.input_kind,
+        vocab_size=info.vocab_size,
+        use_cls=model.pooling == "cls",
+        family=model.family,
+        ssm_state=model.ssm_state,
+    )
+
+
+def classifier_config(model: ModelSpec, info: TaskInfo, causal: bool = False) -> ModelConfig:
+    return ModelConfig(
+        encoder=encoder_config(model, info),
+        pooling=model.pooling,
+        num_classes=info.num_classes,
+        paired=info.paired,
+        causal=causal,
+    )
+
+
+def variant_classifier_config(
+    spec: SweepSpec, info: TaskInfo, variant: str, model: ModelSpec | None = None
+) -> ModelConfig:
+    """The classifier config of one variant: causal exactly when its kind's model is (the kinds table).
+    ``model`` replaces the spec's model section (a trial's searched dropout)."""
+    return classifier_config(model or spec.model, info, causal=spec.variant_is_causal(variant))

@@ -1,0 +1,1 @@
+"""Order-independent early stopping per stage: synchronous successive halving and Hyperband."""

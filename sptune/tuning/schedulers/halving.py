@@ -1,0 +1,190 @@
+"""Synchronous successive halving for one variant: early stopping that ignores finish order.
+
+Ray's ASHA promotes a trial as soon as it is in the top 1/η of the trials that reached a rung
+*so far*, so which trials survive depends on which happened to finish first: under load,
+benchmarks/asha_efficiency.py selected a config 4.4 pt worse than on a quiet machine. Here a
+trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its variant
+has reached the rung or ended; then the top ⌈n/η⌉ by the search metric go on (n: the trials
+that entered the rung, so the rung sizes are n, ⌈n/η⌉, ... exactly, `sptune.plan.rungs`), ties broken
+by trial index, and the rest stop. The same trials with the same results give the same decisions,
+however their epochs interleave.
+
+One scheduler per variant (`variant_search.VariantScheduler` routes each trial to its own).
+It must know the variant's whole trial budget: the first rung is decided only when all of
+them exist. Its state lives in memory only: after `Tuner.restore` it starts afresh (a resumed
+trial counts as reaching each rung it is already past with its first result after the restore),
+so decisions after a resume may differ, as ASHA's do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from sptune.judging.ranking import creation_index
+from sptune.plan.rungs import rung_epochs, rung_sizes
+
+__all__ = ["SuccessiveHalving", "rung_epochs", "trial_index"]  # rung_epochs: its old home
+
+
+def trial_index(trial: Any) -> int:
+    return creation_index(getattr(trial, "experiment_tag", None))
+
+
+@dataclass
+class _Entry:
+    trial: Any
+    index: int
+    values: dict[int, float] = field(default_factory=dict)  # rung epoch -> metric when it got there
+    passed: int = 0  # rungs this trial has been promoted past
+    ended: bool = False  # completed, errored, or stopped
+    resumable: bool = False  # promoted while paused: choose_trial_to_run may start it again
+
+
+class SuccessiveHalving(FIFOScheduler):
+    """One bracket of synchronous successive halving over one variant's `n_trials` trials."""
+
+    _supports_buffered_results = False  # every epoch's result must be seen at its rung
+
+    def __init__(
+        self,
+        n_trials: int,
+        max_t: int,
+        grace_period: int,
+        reduction_factor: float,
+        metric: str,
+        mode: str,
+        rungs: list[int] | None = None,
+    ) -> None:
+        super().__init__()
+        self.n_trials, self.eta = n_trials, reduction_factor
+        # `rungs` given: one bracket of Hyperband, which starts at a later rung of the same ladder.
+        self.rungs = rung_epochs(grace_period, reduction_factor, max_t) if rungs is None else list(rungs)
+        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it (n, ⌈n/η⌉, ...),
+        # not of those that reached it, so a variant whose trials diverge on the way still trains as
+        # many trials as far as the plan says (sptune.plan.rungs), the same compute as any other variant.
+        self.sizes = rung_sizes(n_trials, reduction_factor, len(self.rungs))
+        self._metric, self.mode = metric, mode
+        self.entries: dict[str, _Entry] = {}
+        self.decided = 0  # rungs decided so far (always in order)
+        self._deciding = False  # stopping a trial calls back into this scheduler
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return True  # built with its search's own metric and mode
+
+    # ------------------------------------------------------------ Tune's notifications
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        if trial.trial_id in self.entries:  # requeued to retry after a failure: it keeps its rungs
+            self.entries[trial.trial_id].trial = trial
+            return
+        # After Tuner.restore, finished trials are added again: they take no further part.
+        ended = trial.status in (Trial.TERMINATED, Trial.ERROR)
+        self.entries[trial.trial_id] = _Entry(trial, trial_index(trial), ended=ended)
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        entry = self.entries[trial.trial_id]
+        entry.resumable = False
+        epoch = result.get("training_iteration", 0)
+        # A loop, not an if: a trial resumed after Tuner.restore may already be past several rungs.
+        while (step := entry.passed) < len(self.rungs) and epoch >= self.rungs[step]:
+            if step < self.decided:
+                return TrialScheduler.STOP  # a safeguard: its rung was decided without it
+            entry.values.setdefault(self.rungs[step], self._score(result))
+            if result.get("done"):
+                return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
+            if self._decide_ready(tune_controller, current=trial):
+                return TrialScheduler.STOP
+            if entry.passed == step:  # the rung still waits for the variant's other trials
+                self._notify(tune_controller, "on_pause", trial)
+                return TrialScheduler.PAUSE
+        return TrialScheduler.CONTINUE
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self._end(tune_controller, trial)
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        # Tune calls this also for a trial it is about to retry (max_failures), already marked
+        # ERROR then; that trial is still to reach its rung, so the rung must wait for it.
+        if trial.status != Trial.ERROR:
+            self._end(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self._end(tune_controller, trial)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        """New trials and promoted paused ones, lowest trial index first; never a trial still
+        waiting at a rung."""
+        for entry in sorted(self.entries.values(), key=lambda e: e.index):
+            status = entry.trial.status
+            if status == Trial.PENDING or (status == Trial.PAUSED and entry.resumable):
+                return entry.trial
+        return None
+
+    def debug_string(self) -> str:
+        waiting = sum(not e.ended and e.passed == self.decided for e in self.entries.values())
+        return f"Synchronous halving: rungs {self.rungs}, {self.decided} decided, {waiting} at the next"
+
+    # ------------------------------------------------------------ decisions
+
+    def _score(self, result: dict) -> float:
+        value = result.get(self._metric)
+        if value is None or value != value:  # missing or NaN: ranks last
+            return -math.inf
+        return float(value) if self.mode == "max" else -float(value)
+
+    def _end(self, tune_controller: Any, trial: Trial) -> None:
+        entry = self.entries.get(trial.trial_id)
+        if entry is not None and not entry.ended:
+            entry.ended = True
+            self._decide_ready(tune_controller, current=None)
+
+    def _rung_ready(self, step: int) -> bool:
+        if len(self.entries) < self.n_trials:
+            return False  # trials still to come would compete at the first rung
+        rung = self.rungs[step]
+        contenders = (e for e in self.entries.values() if e.passed == step)
+        return all(e.ended or rung in e.values for e in contenders)
+
+    def _decide_ready(self, tune_controller: Any, current: Trial | None) -> bool:
+        """Decide every rung whose trials are all in; True if `current` is stopped."""
+        if self._deciding:
+            return False
+        self._deciding, stop_current = True, False
+        try:
+            while self.decided < len(self.rungs) and self._rung_ready(self.decided):
+                stop_current |= self._decide(tune_controller, self.decided, current)
+                self.decided += 1
+        finally:
+            self._deciding = False
+        return stop_current
+
+    def _decide(self, tune_controller: Any, step: int, current: Trial | None) -> bool:
+        rung = self.rungs[step]
+        reached = [e for e in self.entries.values() if e.passed == step and rung in e.values]
+        # Best first; equal scores go to the lower trial index.
+        ranked = sorted(reached, key=lambda e: (-e.values[rung], e.index))
+        keep = min(self.sizes[step + 1], len(ranked))
+        for entry in ranked[:keep]:
+            entry.passed += 1
+            if entry.trial is not current and not entry.ended:
+                entry.resumable = True
+                self._notify(tune_controller, "on_unpause", entry.trial)
+        stop_current = False
+        for entry in ranked[keep:]:
+            if entry.trial is current:
+                stop_current = True  # Tune stops it when on_trial_result returns STOP
+            elif not entry.ended:
+                tune_controller.stop_trial(entry.trial)  # paused (or saving before its pause)
+        return stop_current
+
+    @staticmethod
+    def _notify(tune_controller: Any, hook: str, trial: Trial) -> None:
+        # The searcher counts paused trials out of its concurrency limit (as Ray's BOHB does).
+        searcher = getattr(getattr(tune_controller, "search_alg", None), "searcher", None)
+        if searcher is not None and hasattr(searcher, hook):
+            getattr(searcher, hook)(trial.trial_id)

@@ -1,0 +1,94 @@
+"""Synchronous Hyperband for one variant: several brackets of successive halving, order-independent.
+
+Hyperband (Li et al. 2018) hedges successive halving's bet that early epochs rank configs well:
+it splits the trial budget across brackets that start halving later and later, the last
+bracket training its trials to the end with no early stopping at all. Here bracket k is
+`sptune.tuning.schedulers.halving.SuccessiveHalving` over the rungs of `sha` from the k-th on, and the variant's
+`n_trials` are split across the brackets deterministically (`sptune.plan.rungs.bracket_trials`):
+the variant's trials go to the brackets in the order they were created, the most aggressive
+bracket first. Each bracket waits at each rung for all of *its* trials, so, as with `sha`,
+the same trials with the same results give the same decisions in any finish order, and the
+trial-epochs spent are those `plan.describe()` prints.
+
+Why not Ray's `HyperBandScheduler`, which is synchronous too:
+- it sizes its brackets from max_t and η alone (n0 = ⌈s_max/(s+1)·η^s⌉), never from the
+  variant's trial budget, so the last bracket is left part-filled, and it decides a bracket's
+  rung as soon as the trials *added so far* reach it: whether a later trial joins before that
+  depends on timing, i.e. on finish order;
+- it has no grace period (its first budget is max_t/η^s, and brackets below one epoch are
+  dropped), so its rungs are not `sha`'s, and the batched searcher's settle rule
+  (`tuners._settle_epoch`: every trial reports at the first rung) would not hold;
+- it does not tell the searcher which trials wait paused at a rung, so `VariantSearcher`
+  would count them against the concurrency limit and the first rung would wait forever for
+  trials that can never start (`SuccessiveHalving._notify` exists for this).
+
+Its state lives in memory only, as `SuccessiveHalving`'s: decisions after a resume may differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler
+
+from sptune.plan.rungs import hyperband_plan
+from sptune.tuning.schedulers.halving import SuccessiveHalving, trial_index
+
+
+class Hyperband(FIFOScheduler):
+    """Brackets of synchronous successive halving over one variant's `n_trials` trials."""
+
+    _supports_buffered_results = False  # every epoch's result must be seen at its rung
+
+    def __init__(
+        self, n_trials: int, max_t: int, grace_period: int, reduction_factor: float, metric: str, mode: str
+    ) -> None:
+        super().__init__()
+        self.plan = hyperband_plan(n_trials, grace_period, reduction_factor, max_t)
+        self.brackets = [
+            SuccessiveHalving(n, max_t, grace_period, reduction_factor, metric, mode, rungs=rungs)
+            for n, rungs in self.plan
+        ]
+        self.bracket_of: dict[str, SuccessiveHalving] = {}
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return True  # built with its search's own metric and mode
+
+    def _assign(self, trial: Trial) -> SuccessiveHalving:
+        """The k-th trial of the variant (in creation order) goes to the bracket whose share
+        holds k; a trial added again (a retry, or after Tuner.restore) keeps its bracket."""
+        if trial.trial_id not in self.bracket_of:
+            seen, k = 0, len(self.bracket_of)
+            bracket = self.brackets[-1]  # more trials than the budget (never planned): no early stopping
+            for candidate, (n, _) in zip(self.brackets, self.plan, strict=True):
+                if k < seen + n:
+                    bracket = candidate
+                    break
+                seen += n
+            self.bracket_of[trial.trial_id] = bracket
+        return self.bracket_of[trial.trial_id]
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        self._assign(trial).on_trial_add(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        return self.bracket_of[trial.trial_id].on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self.bracket_of[trial.trial_id].on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        self.bracket_of[trial.trial_id].on_trial_error(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self.bracket_of[trial.trial_id].on_trial_remove(tune_controller, trial)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        """What the brackets would run next, the trial created first going first."""
+        picks = [b.choose_trial_to_run(tune_controller) for b in self.brackets]
+        picks = [t for t in picks if t is not None]
+        return min(picks, key=trial_index) if picks else None
+
+    def debug_string(self) -> str:
+        return "Hyperband: " + "; ".join(f"[{b.debug_string()}]" for b in self.brackets)

@@ -1,0 +1,266 @@
+"""One Tuner per study: every search of the study is a *stage* of one staged searcher.
+
+Starting Tune actors (importing torch, Ray Tune and torch._dynamo) cost ~4 s per Tuner, and a
+study ran up to three Tuners in a row (pretraining, the variants' searches, their re-runs). Here
+all of them run in ONE Tuner, so its reused actors are started once per study. A stage is one
+`SearchPlan`'s trials: a pretraining search, a variant's search, or the re-runs per seed of a
+selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs
+another's selection (an SPT variant's search needs its pretraining's checkpoint; re-runs need
+their search's config) suggests nothing until that selection is made; then it is *released*: its
+own searcher starts proposing, its trials carry what the selection gave them (`spt_checkpoint`,
+the selected config). Each stage keeps its own searcher, trial budget and early stopping
+(`variant_search.VariantScheduler`), and is selected by the same rule as a finished Tuner
+(`selection.py`: validation-best trial and epoch), from what the driver saw of its ended trials.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from ray.tune.search import Searcher
+
+from sptune import storage as stored
+from sptune.errors import RuntimeFailure
+from sptune.judging.selection import Selection, TrialOutcome, select_best, select_each
+from sptune.plan.study_plan import SearchPlan
+from sptune.tuning.routing import FixedConfigs, VariantSearcher
+
+# label -> seed -> SPT checkpoint; seed None: the one checkpoint every trial starts from
+Checkpoints = dict[str, dict[int | None, str]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One search of the study inside its one Tuner."""
+
+    search: SearchPlan  # what it searches; a re-run stage: the search whose selected config it re-trains
+    rerun_seeds: tuple[int, ...] = ()  # a re-run stage: one trial per seed, no early stopping
+    spt_from: str | None = None  # finetuning from SPT: the label whose checkpoint(s) its trials start from
+
+    @property
+    def is_rerun(self) -> bool:
+        return bool(self.rerun_seeds)
+
+    @cached_property
+    def plan(self) -> SearchPlan:
+        """The plan its trials run under (a re-run's configs are filled in when it is released)."""
+        if not self.is_rerun:
+            return self.search
+        return replace(self.search, phase="rerun", num_samples=1, searcher="grid", grid_repeats=1)
+
+    @property
+    def label(self) -> str:
+        return self.plan.label
+
+    @property
+    def budget(self) -> int:
+        return len(self.rerun_seeds) if self.is_rerun else self.search.n_trials
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The labels whose selections (or given checkpoints) it waits for."""
+        return ((self.search.label,) if self.is_rerun else ()) + ((self.spt_from,) if self.spt_from else ())
+
+
+def rerun_configs(
+    search: SearchPlan, best: Selection, seeds: list[int] | tuple[int, ...], spt: dict[int | None, str] | None = None
+) -> list[dict[str, Any]]:
+    """The search's selected config once per re-run seed; for an SPT variant each names the checkpoint
+    its seed starts from (`spt`: seed -> checkpoint, or None -> the one for every seed), carried in its
+    config so its MLflow params show it."""
+    configs = []
+    for seed in seeds:
+        # lr, batch_size and any other searched value (weight_decay, warmup_fraction, dropout)
+        config = {**{name: best.config[name] for name, _ in search.space.items()}, "seed": seed}
+        if spt is not None:
+            config["spt_checkpoint"] = spt.get(seed, spt.get(None))
+        configs.append(config)
+    return configs
+
+
+def spt_checkpoints_of(stage: Stage, picked: list[Selection]) -> dict[int | None, str] | None:
+    """What a pretraining stage's selection gives the stages that start from it: its checkpoint, or
+    for its re-runs one per seed. None for a variant's stage."""
+    if not stage.search.is_pretraining:
+        return None
+    if stage.is_rerun:
+        return {int(s.config["seed"]): s.checkpoint_path for s in picked}
+    return {None: picked[0].checkpoint_path}
+
+
+@dataclass(frozen=True)
+class StoredCheckpoint:
+    """A kept checkpoint as selection records it: a local path, or a URI under a remote --storage
+    (Ray's own Checkpoint.path drops the scheme and the endpoint options)."""
+
+    path: str
+
+
+def outcome_of(trial: Any, storage: str | None = None) -> TrialOutcome:
+    """What selection needs of an ended Tune trial (as `ResultGrid` would give it, read while it runs);
+    `storage`: the study's --storage, whose URI every kept checkpoint's path is given under."""
+    error = None
+    if trial.status == "ERROR":
+        try:
+            error = str(trial.get_error() or "the trial failed")
+        except Exception:  # the error file went missing: the trial still failed
+            error = "the trial failed"
+    kept = trial.run_metadata.checkpoint_manager.best_checkpoint_results
+    return TrialOutcome(
+        config=dict(trial.config),
+        metrics=dict(trial.last_result or {}),
+        error=error,
+        path=str(trial.path) if trial.storage is not None else "",
+        best_checkpoints=[(_located(k.checkpoint, storage), dict(k.metrics)) for k in kept],
+        # Tune's own count: every failure it retried from the last checkpoint, and the last one if it gave up.
+        failures=int(getattr(trial, "num_failures", 0) or 0),
+    )
+
+
+def _located(checkpoint: Any, storage: str | None) -> Any:
+    if not stored.is_remote(storage):
+        return checkpoint
+    return StoredCheckpoint(stored.checkpoint_uri(storage, checkpoint.path))
+
+
+class StagedSearcher(VariantSearcher):
+    """Every stage's searcher in one Tune searcher: a stage suggests only once released, and is
+    selected as soon as its last trial has ended. `selections` holds what was selected before (a
+    resumed study's state), `checkpoints` what the pretrainings give without trials (a given or
+    cached checkpoint, 0 epochs). The concurrency limit (VariantSearcher's) covers all stages; a
+    stage waiting for a selection holds no slot. Among released stages, those with the longest chain
+    of stages waiting on them go first (pretraining before the searches that need it)."""
+
+    def __init__(
+        self,
+        stages: list[Stage],
+        searchers: dict[str, Searcher],
+        fixed: dict[str, dict[str, Any]],
+        checkpoints: Checkpoints,
+        selections: dict[str, list[Selection]],
+    ) -> None:
+        super().__init__({}, {}, {})
+        self.stages = {s.label: s for s in stages}
+        self.pending = dict(searchers)  # built up front (not re-runs), not released yet
+        self.stage_fixed = fixed
+        self.checkpoints = {label: dict(c) for label, c in checkpoints.items()}
+        self.selected = {label: list(s) for label, s in selections.items()}
+        self.failed: dict[str, tuple[str, str, str]] = {}  # label -> RuntimeFailure's (where, problem, fix)
+        self.outcomes: dict[str, dict[str, TrialOutcome]] = {label: {} for label in self.stages}
+        self.released_at: dict[str, float] = {}
+        self.news: list[str] = []  # labels selected (or failed) since the driver last looked
+        self.depth = {label: self._depth(label) for label in self.stages}
+
+    def _depth(self, label: str) -> int:
+        waiting = [s.label for s in self.stages.values() if label in s.needs]
+        return 1 + max((self._depth(w) for w in waiting), default=0)
+
+    # ------------------------------------------------------------ release
+
+    def _satisfied(self, need: str) -> bool:
+        return need in self.selected or need in self.checkpoints
+
+    def _can_run(self, label: str) -> bool:
+        """It has run, or will once what it waits for is selected (nothing it needs failed)."""
+        if label in self.failed:
+            return False
+        needs = self.stages[label].needs
+        return all(self._satisfied(n) or (n in self.stages and self._can_run(n)) for n in needs)
+
+    def _release_ready(self) -> None:
+        for label, stage in self.stages.items():
+            if label not in self.searchers and label not in self.failed and all(map(self._satisfied, stage.needs)):
+                self._release(stage)
+
+    def _release(self, stage: Stage) -> None:
+        label, fixed = stage.label, dict(self.stage_fixed[stage.label])
+        spt = self.checkpoints.get(stage.spt_from) if stage.spt_from else None
+        if stage.is_rerun:
+            best = self.selected[stage.search.label][0]
+            searcher: Searcher = FixedConfigs(rerun_configs(stage.search, best, stage.rerun_seeds, spt))
+        else:
+            searcher = self.pending.pop(label)
+            if spt is not None:  # an SPT variant's search: every trial starts from the selected checkpoint
+                fixed["spt_checkpoint"] = spt[None]
+        self.searchers[label], self.budgets[label], self.fixed[label] = searcher, stage.budget, fixed
+        self.suggested[label] = 0
+        self.released_at[label] = time.time()
+
+    # ------------------------------------------------------------ Tune's calls
+
+    def _order(self) -> list[str]:
+        return sorted(super()._order(), key=lambda label: -self.depth[label])  # stable: round-robin per tier
+
+    def _open(self) -> list[str]:
+        waiting = [label for label in self.stages if label not in self.searchers and self._can_run(label)]
+        return super()._open() + waiting
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        self._release_ready()
+        self._select_ready()  # a stage whose searcher ran out before its budget may be complete now
+        config = super().suggest(trial_id)
+        if config is None and not self.live:
+            return self._stalled()
+        return config
+
+    def _stalled(self) -> str:
+        """Waiting with no trial of ours live: nothing can ever end, select or release a stage, and Tune
+        would wait forever (a searcher state that does not match Tune's trial list does this). Every stage
+        not yet selected fails instead, so the study stops with an error."""
+        for label in self.stages:
+            if label not in self.selected and label not in self.failed:
+                waited = self.suggested.get(label, 0) - len(self.outcomes[label])
+                problem = f"stalled: waits for {waited} trial(s) that Tune is not running, with none left to run"
+                self.failed[label] = (label, problem, "rerun with --resume --output DIR; if it stalls again, report it")
+                self.news.append(label)
+        return Searcher.FINISHED
+
+    def trial_ended(self, trial_id: str, outcome: TrialOutcome) -> None:
+        """The driver saw a trial end (a Tune callback): select its stage once all its trials have."""
+        label = self.owner.get(trial_id)
+        if label is not None:
+            self.outcomes[label][trial_id] = outcome
+            self._select_ready()
+
+    # ------------------------------------------------------------ selection
+
+    def _select_ready(self) -> None:
+        for label in list(self.searchers):
+            if label in self.selected or label in self.failed or self.suggested[label] < self.budgets[label]:
+                continue
+            owned = sum(owner == label for owner in self.owner.values())
+            if len(self.outcomes[label]) == owned:
+                self._select(self.stages[label])
+
+    def _select(self, stage: Stage) -> None:
+        label = stage.label
+        outcomes = list(self.outcomes[label].values())  # the order does not matter: ranking breaks ties
+        try:
+            picked = select_each(outcomes, stage.plan) if stage.is_rerun else [select_best(outcomes, stage.plan)]
+            self._check_seeds(stage, picked)
+        except RuntimeFailure as failure:
+            self.failed[label] = (failure.where, failure.problem, failure.fix)
+        else:
+            self.selected[label] = picked
+            spt = spt_checkpoints_of(stage, picked)
+            if spt is not None:
+                self.checkpoints[label] = spt
+        self.news.append(label)
+
+    @staticmethod
+    def _check_seeds(stage: Stage, picked: list[Selection]) -> None:
+        """Re-pretraining: every seed's variant re-runs need that seed's checkpoint."""
+        if not (stage.is_rerun and stage.search.is_pretraining):
+            return
+        missing = sorted(set(stage.rerun_seeds) - {int(s.config["seed"]) for s in picked})
+        if missing:
+            fix = "lower the pretraining LR range, or drop rerun_pretrain; then rerun with --resume --output DIR"
+            raise RuntimeFailure(stage.label, f"re-pretraining with seed(s) {missing} diverged or failed", fix)
+
+    def take_news(self) -> list[str]:
+        """Stages selected or failed since the last call (the driver records them)."""
+        news, self.news = self.news, []
+        return news
