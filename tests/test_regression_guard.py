@@ -1,7 +1,7 @@
 """The regression guard: a small study whose direction (SPT not below scratch) held across seeds when it
 was chosen (search_spaces/regression_guard.yaml says with which numbers), run through the CLI. A change that
 makes SPT significantly worse than scratch there (the whole 95 % interval of Δ below zero) fails it.
-The same study's output then feeds benchmarks/results_page.py end to end."""
+The same study's output then feeds tools/results_page.py end to end."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_spt_is_not_below_scratch_beyond_its_interval(guard):
 
 
 def test_results_page_from_the_guard_output(guard, tmp_path):
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "tools"))
     import results_page
 
     root = guard.parent.parent  # the directory the command ran in: output runs/regression_guard

@@ -1,4 +1,4 @@
-"""benchmarks/results_page.py on studies laid out as sptune writes them (results.json, report.md, figures/,
+"""tools/results_page.py on studies laid out as sptune writes them (results.json, report.md, figures/,
 report.html): one section per study with its command, wall time from its timeline and its table; a
 campaign's SPT-only studies get their Δ paired by seed with the baseline rows of the member that has them.
 The end-to-end run on a real study's output is in tests/test_regression_guard.py."""
@@ -16,7 +16,7 @@ from sptune.judging import stats
 from sptune.judging.results import ResultRow, summarize
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tools"))
 import results_page  # noqa: E402
 
 
@@ -72,7 +72,7 @@ def test_cli_writes_the_page_and_prints_the_commands(campaign, tmp_path):
     manifest.write_text("studies:\n  - {id: b, title: B, command: 'python -m sptune.sweep s.yaml', output: runs/budget,"
                         " papers: 'The papers: 0.40 -> 0.58.'}\n")
     out = tmp_path / "docs" / "results.md"
-    base = [sys.executable, str(REPO / "benchmarks/results_page.py"), "--manifest", str(manifest)]
+    base = [sys.executable, str(REPO / "tools/results_page.py"), "--manifest", str(manifest)]
     listed = subprocess.run([*base, "--print-commands"], capture_output=True, text=True, check=True).stdout
     assert listed.strip() == "python -m sptune.sweep s.yaml"
     subprocess.run([*base, "--root", str(campaign), "--out", str(out)], check=True, capture_output=True)

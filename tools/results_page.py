@@ -9,8 +9,8 @@ accuracy-vs-LR figure and a link to the report, both copied into docs/results/<s
 later studies have no baseline (the SPT-budget axis) gets their Δ paired by seed with the baseline rows
 of the member that has them (sptune.judging.stats.paired_delta, the rule results.json uses).
 
-    python benchmarks/results_page.py                       # docs/results_studies.yaml -> docs/results.md
-    python benchmarks/results_page.py --print-commands      # the commands, to run them back to back
+    python tools/results_page.py                       # docs/results_studies.yaml -> docs/results.md
+    python tools/results_page.py --print-commands      # the commands, to run them back to back
 """
 
 from __future__ import annotations

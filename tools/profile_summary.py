@@ -7,11 +7,11 @@ happens inside a Tune step), and to the process it was sampled in (driver, trial
 
 Record the driver only: with ``--subprocesses`` py-spy 0.4 on this machine attaches to Ray's
 workers but loses nearly all samples of the actor threads that train (its "Errors" count), so
-actor time is better read from sweep_overhead.py's per-process CPU seconds (/proc).
+actor time is better read from benchmarks/sweep_overhead.py's per-process CPU seconds (/proc).
 
     py-spy record --format raw -r 50 -o benchmarks/results/sweep_profile.txt -- \
         python benchmarks/sweep_overhead.py --layouts serial
-    python benchmarks/profile_summary.py benchmarks/results/sweep_profile.txt \
+    python tools/profile_summary.py benchmarks/results/sweep_profile.txt \
         --json benchmarks/results/sweep_profile.json
 """
 
@@ -23,7 +23,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import bench_common as bc
+# Table and JSON output shared with the benchmarks whose profiles this reads.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_common as bc  # noqa: E402
 
 ACTIVITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("imports (process start)", ("_find_and_load",)),

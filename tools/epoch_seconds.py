@@ -7,8 +7,8 @@ again timed, extrapolated to the full training split plus validation. Two clocks
 the process's CPU seconds, which on a shared machine is what the epoch would take on a quiet core
 (with 1 thread per trial, as the specs here use; say ``--threads`` otherwise).
 
-    python benchmarks/epoch_seconds.py --spec search_spaces/cifar16_1layer.yaml --data-dir /work/shared/data
-    python benchmarks/epoch_seconds.py --spec search_spaces/pathfinder32_budget.yaml --set model.n_layers=2
+    python tools/epoch_seconds.py --spec search_spaces/cifar16_1layer.yaml --data-dir /work/shared/data
+    python tools/epoch_seconds.py --spec search_spaces/pathfinder32_budget.yaml --set model.n_layers=2
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import bench_common as bc
 import torch
-from gpu_epoch import head, make_loop
+
+# Data loading and the loop builder are the benchmarks' own, so this times an epoch exactly as they do.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_common as bc  # noqa: E402
+from gpu_epoch import head, make_loop  # noqa: E402
 
 
 def timed(loop: Any) -> tuple[float, float]:
