@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import ClassVar, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import AfterValidator, model_validator
 
 from sptune.spec.fields import Strict, problem
 
@@ -13,9 +14,8 @@ RANGE_TYPES = ("loguniform", "uniform")
 
 
 class ParamSpace(Strict):
-    """One hyperparameter's search: a range (Optuna/random) or a list (grid/choice)."""
-
-    quantity: ClassVar[str] = "value"  # what error messages call the searched value
+    """One hyperparameter's search: a range (Optuna/random) or a list (grid/choice). What values the
+    hyperparameter may take is not its business: each field's type adds that rule (`LrSpace`, ...)."""
 
     type: Literal["loguniform", "uniform", "grid", "choice"]
     low: float | None = None
@@ -31,7 +31,13 @@ class ParamSpace(Strict):
 
     def candidates(self) -> list[float]:
         """The listed values, or a range's two ends."""
-        return [value for _, value in self._candidates()]
+        return [value for _, value in self.edges()]
+
+    def edges(self) -> list[tuple[str, float]]:
+        """(field, value) for every value the search can reach the edge of."""
+        if self.values:
+            return [(f"values[{i}]", v) for i, v in enumerate(self.values)]
+        return [("low", self.low), ("high", self.high)]
 
     @model_validator(mode="after")
     def _well_formed(self) -> ParamSpace:
@@ -39,8 +45,6 @@ class ParamSpace(Strict):
             self._check_range()
         else:
             self._check_list()
-        for at, value in self._candidates():
-            self._check_candidate(at, value)
         return self
 
     def _check_range(self) -> None:
@@ -65,56 +69,54 @@ class ParamSpace(Strict):
             at = next(i for i, v in enumerate(self.values) if v in self.values[:i])
             raise problem(f"grid value {self.values[at]:g} is listed twice", "list each value once", f"values[{at}]")
 
-    def _candidates(self) -> list[tuple[str, float]]:
-        """(field, value) for every value the search can reach the edge of."""
-        if self.values:
-            return [(f"values[{i}]", v) for i, v in enumerate(self.values)]
-        return [("low", self.low), ("high", self.high)]
 
-    def _check_candidate(self, at: str, value: float) -> None:
+CandidateRule = Callable[[str, float], None]  # (field, value) -> raises a problem
+
+
+def _positive(quantity: str) -> CandidateRule:
+    def check(at: str, value: float) -> None:
         if not value > 0:
-            raise problem(f"{self.quantity} must be > 0 (got {value})", f"use a positive {self.quantity}", at)
+            raise problem(f"{quantity} must be > 0 (got {value})", f"use a positive {quantity}", at)
+
+    return check
 
 
-class LrSpace(ParamSpace):
-    quantity: ClassVar[str] = "lr"
+def _whole_batch(at: str, value: float) -> None:
+    _positive("batch_size")(at, value)
+    if float(value) != int(value):
+        raise problem(f"batch_size must be an integer (got {value})", "use whole numbers", at)
 
 
-class BatchSizeSpace(ParamSpace):
-    """Batch sizes come from a list of whole numbers: a range would draw fractions."""
+def _decay(at: str, value: float) -> None:
+    # AdamW's decoupled weight decay: 0 (none) is a value worth searching.
+    if value < 0:
+        raise problem(f"weight_decay must be >= 0 (got {value})", "use e.g. 0, 0.01 or 0.1", at)
 
-    quantity: ClassVar[str] = "batch_size"
 
-    def _check_candidate(self, at: str, value: float) -> None:
-        super()._check_candidate(at, value)
-        if float(value) != int(value):
-            raise problem(f"batch_size must be an integer (got {value})", "use whole numbers", at)
+def _fraction(at: str, value: float) -> None:
+    if not 0 <= value < 1:
+        raise problem(f"must be in [0, 1) (got {value})", "use e.g. 0.0, 0.1 or 0.2", at)
 
-    @model_validator(mode="after")
-    def _discrete(self) -> BatchSizeSpace:
-        if self.type in RANGE_TYPES:
+
+def _ruled(rule: CandidateRule, discrete: bool = False) -> AfterValidator:
+    """A ParamSpace whose every reachable value obeys `rule`; `discrete`: listed values only."""
+
+    def check(space: ParamSpace) -> ParamSpace:
+        for at, value in space.edges():
+            rule(at, value)
+        if discrete and space.type in RANGE_TYPES:
+            # A range would draw fractions.
             raise problem("batch_size needs a discrete list", "use type: choice or grid with values", "type")
-        return self
+        return space
+
+    return AfterValidator(check)
 
 
-class WeightDecaySpace(ParamSpace):
-    """AdamW's decoupled weight decay: 0 (none) is a value worth searching."""
-
-    quantity: ClassVar[str] = "weight_decay"
-
-    def _check_candidate(self, at: str, value: float) -> None:
-        if value < 0:
-            raise problem(f"weight_decay must be >= 0 (got {value})", "use e.g. 0, 0.01 or 0.1", at)
-
-
-class FractionSpace(ParamSpace):
-    """A fraction in [0, 1): the warm-up share of the schedule, or a dropout probability."""
-
-    quantity: ClassVar[str] = "fraction"
-
-    def _check_candidate(self, at: str, value: float) -> None:
-        if not 0 <= value < 1:
-            raise problem(f"must be in [0, 1) (got {value})", "use e.g. 0.0, 0.1 or 0.2", at)
+LrSpace = Annotated[ParamSpace, _ruled(_positive("lr"))]
+BatchSizeSpace = Annotated[ParamSpace, _ruled(_whole_batch, discrete=True)]
+WeightDecaySpace = Annotated[ParamSpace, _ruled(_decay)]
+# The warm-up share of the schedule, or a dropout probability.
+FractionSpace = Annotated[ParamSpace, _ruled(_fraction)]
 
 
 class SearchSpec(Strict):
