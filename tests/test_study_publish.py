@@ -70,3 +70,33 @@ def test_rows_are_written_under_their_keys_with_paired_deltas(tmp_path):
     write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}}, rows)
     written = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [list(r) for r in written] == [ROW_KEYS] * 3
+
+
+def test_results_carry_provenance_and_test_reads_and_results_md_says_so(tmp_path):
+    import subprocess
+
+    from sptune.judging import holdout
+    from sptune.study.publish import audit_document
+    from sptune.tasks import TaskRequest, load_task
+
+    splits = load_task(TaskRequest("digits"))
+    with holdout.final_evaluation(tmp_path / "test_reads.jsonl"):
+        for checkpoint in ("/ckpt/scratch", "/ckpt/spt", "/ckpt/spt"):
+            with holdout.reading_for(checkpoint):
+                test = splits.test
+    doc = audit_document(splits, tmp_path)
+    assert doc["test_reads"] == {"/ckpt/scratch": 1, "/ckpt/spt": 2}
+    provenance = doc["provenance"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert provenance["git"]["commit"] == head and isinstance(provenance["git"]["dirty"], bool)
+    assert {"python", "torch", "ray", "optuna", "mlflow", "numpy"} <= set(provenance["versions"])
+    assert provenance["data"] == {"task": "digits", "train": splits.train.fingerprint(),
+                                  "val": splits.val.fingerprint(), "test": test.fingerprint()}
+    rows = [_row("scratch", "scratch", 0, 0.8)]
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}, **doc}, rows)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["provenance"] == provenance and written["test_reads"] == doc["test_reads"]
+    md = (tmp_path / "results.md").read_text()
+    assert f"Provenance: commit {head[:12]}" in md and f"train {splits.train.fingerprint()[:12]}" in md
+    assert "Test split reads: 3 for 2 checkpoint(s); read more than once:" in md
+    assert "- /ckpt/spt: 2 reads" in md and "/ckpt/scratch: 1" not in md

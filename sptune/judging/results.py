@@ -178,6 +178,34 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+        *reread_lines(study.get("test_reads")),
+        *provenance_lines(study.get("provenance")),
     ]
     md_path.write_text("\n".join(md) + "\n")
     return json_path, md_path
+
+
+def reread_lines(reads: dict[str, int] | None) -> list[str]:
+    """results.md's account of the test reads (results.json's ``test_reads``): a checkpoint read more than
+    once (a resume after a kill inside the final evaluation reads it again) is named with its count."""
+    if not reads:
+        return []
+    again = {checkpoint: n for checkpoint, n in reads.items() if n > 1}
+    lines = ["", f"Test split reads: {sum(reads.values())} for {len(reads)} checkpoint(s)"
+                 + ("." if not again else "; read more than once:")]
+    lines += [f"- {checkpoint}: {n} reads (a resume re-read it after an interrupted final evaluation)"
+              for checkpoint, n in again.items()]
+    return lines
+
+
+def provenance_lines(provenance: dict[str, Any] | None) -> list[str]:
+    """One line of results.json's ``provenance``: commit, library versions, data fingerprints (short)."""
+    if not provenance:
+        return []
+    git = provenance.get("git") or {}
+    commit = f"commit {git['commit'][:12]}{' (uncommitted changes)' if git.get('dirty') else ''}" if git else \
+        "no git checkout"
+    versions = ", ".join(f"{k} {v}" for k, v in (provenance.get("versions") or {}).items())
+    data = provenance.get("data") or {}
+    prints = ", ".join(f"{split} {data[split][:12]}" for split in ("train", "val", "test") if data.get(split))
+    return ["", f"Provenance: {commit}; {versions}; data sha256 {prints} (full values in results.json)."]

@@ -46,9 +46,10 @@ def evaluate_on_test(
     rows = []
     with holdout.final_evaluation(output_dir / TEST_READS):
         for candidate in candidates:
-            loss, acc = accuracy_on_test(
-                plan.spec, plan.info, candidate.tested.selection.checkpoint_path, data.test, candidate.search.variant
-            )
+            checkpoint = candidate.tested.selection.checkpoint_path
+            with holdout.reading_for(checkpoint):
+                test = data.test
+            loss, acc = accuracy_on_test(plan.spec, plan.info, checkpoint, test, candidate.search.variant)
             rows.append(_row(plan, candidate, loss, acc))
     add_deltas(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return rows

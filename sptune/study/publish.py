@@ -9,7 +9,10 @@ from typing import Any
 
 from sptune.judging.results import ResultRow, markdown_table, summarize, summary_table, write_results
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study.final_evaluation import TEST_READS
+from sptune.study.provenance import count_test_reads, provenance_document
 from sptune.study.state import StudyState, TunerRun
+from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 
 # results.json is a contract (read by sptune.report, campaigns, benchmarks): its timeline entries and
@@ -65,8 +68,15 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     return study
 
 
-def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow]) -> None:
-    study = results_document(plan, state, rows)
+def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:
+    """results.json's ``provenance`` and ``test_reads`` (`sptune.study.provenance`)."""
+    audit = output_dir / TEST_READS
+    return {"provenance": provenance_document(data, audit), "test_reads": count_test_reads(audit)}
+
+
+def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow],
+            data: TaskSplits) -> None:
+    study = {**results_document(plan, state, rows), **audit_document(data, output_dir)}
     json_path, md_path = write_results(output_dir, study, rows, plan.spec.baseline)
     parent = tracker.parent_run_id
     for variant, stats in study["summary"].items():
