@@ -100,3 +100,29 @@ def test_results_carry_provenance_and_test_reads_and_results_md_says_so(tmp_path
     assert f"Provenance: commit {head[:12]}" in md and f"train {splits.train.fingerprint()[:12]}" in md
     assert "Test split reads: 3 for 2 checkpoint(s); read more than once:" in md
     assert "- /ckpt/spt: 2 reads" in md and "/ckpt/scratch: 1" not in md
+
+
+def test_a_diverged_rerun_seed_is_counted_and_the_delta_names_the_seeds_it_is_over(plan, tmp_path):
+    # digits_quick re-runs seeds 1000-1002; scratch's seed 1001 diverged, so it has no row.
+    rows = [_row("scratch", "scratch", 1000, 0.90), _row("scratch", "scratch", 1002, 0.92),
+            _row("spt", "spt", 1000, 0.93), _row("spt", "spt", 1001, 0.99), _row("spt", "spt", 1002, 0.94)]
+    add_deltas(rows)
+    summary = results_document(plan, StudyState(searches={"pretrain": _pretrained()}), rows)["summary"]
+    assert {k: summary["scratch"][k] for k in ("n_attempted", "n_used", "seeds_not_used")} == {
+        "n_attempted": 3, "n_used": 2, "seeds_not_used": ["1001"]}
+    assert (summary["spt"]["n_attempted"], summary["spt"]["n_used"], summary["spt"]["seeds_not_used"]) == (3, 3, [])
+    assert summary["spt"]["delta_seeds"] == ["1000", "1002"] and summary["spt"]["delta_n"] == 2
+    assert summary["spt"]["delta_mean"] == pytest.approx(0.025)  # seed 1001 is in spt's mean, not in its Δ
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": summary}, rows)
+    md = (tmp_path / "results.md").read_text()
+    assert "| scratch | 2 / 3 |" in md and "| spt | 3 / 3 |" in md
+    assert "scratch: seed(s) 1001 diverged or failed and are not in its mean, interval or Δ (2 of 3 used)." in md
+    assert "paired by seed, n = 2: seeds 1000, 1002)" in md
+
+
+def test_without_reruns_a_variant_is_tested_with_its_searchs_pick(repo_root):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["rerun_seeds=1"])
+    one = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    state = StudyState(searches={"pretrain": _pretrained()})
+    summary = results_document(one, state, [_row("scratch", "scratch", 0, 0.9)])["summary"]
+    assert (summary["scratch"]["n_attempted"], summary["scratch"]["n_used"]) == (1, 1)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -82,18 +83,28 @@ def _by_variant(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE,
-              pretrain_objective: str | None = None) -> dict[str, dict[str, Any]]:
+def _attempts(variant: str, test: dict[str, float], attempted: Mapping[str, Sequence[int]] | None) -> dict[str, Any]:
+    """How many seeds the variant was tested with (``n_attempted``: its re-runs, or its search's pick) and how
+    many gave a usable test accuracy (``n_used``); ``seeds_not_used``: those that diverged or failed."""
+    tried = [str(seed) for seed in attempted[variant]] if attempted and variant in attempted else list(test)
+    return {"n_attempted": len(tried), "n_used": len(test), "seeds_not_used": [s for s in tried if s not in test]}
+
+
+def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_objective: str | None = None,
+              attempted: Mapping[str, Sequence[int]] | None = None) -> dict[str, dict[str, Any]]:
     """Per variant: test accuracy over seeds (``test_acc_mean``, ``_std``, ``_ci95``, ``_ci_method``, ``_n``),
-    the mean validation accuracy, and, except for the baseline itself, Δ test (``delta_*``) vs its paired variant
-    (``delta_vs``; ``delta_like_for_like`` and ``delta_pairing`` say whether both train the same model)."""
+    the seeds tried and used (``attempted``: variant -> the seeds it was tested with; without it, those with a
+    row), the mean validation accuracy, and, except for the baseline itself, Δ test (``delta_*``, with the
+    seeds it pairs in ``delta_seeds``) vs its paired variant (``delta_vs``; ``delta_like_for_like`` and
+    ``delta_pairing`` say whether both train the same model)."""
     groups = _by_variant(rows)
     paired = _pairings(rows, baseline, pretrain_objective)
     summary: dict[str, dict[str, Any]] = {}
     for variant, mine in groups.items():
         test = stats.values_by_seed(mine, "test_acc")
         val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
-        entry = {"seeds": len(mine), **_fields("test_acc", stats.summarize(list(test.values()))),
+        entry = {"seeds": len(mine), **_attempts(variant, test, attempted),
+                 **_fields("test_acc", stats.summarize(list(test.values()))),
                  "val_acc_mean": val.mean if val else None}
         if variant in paired:
             pair = paired[variant]
@@ -131,15 +142,32 @@ def _against_cell(entry: dict[str, Any]) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> str:
     """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
     then the rules."""
-    lines = ["| variant | seeds | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
+    lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
              "|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
         interval = "-" if test is None else stats.interval_text(test, _fraction)
-        lines.append(f"| {variant} | {entry['seeds']} | {spread} | {interval} | "
+        lines.append(f"| {variant} | {_seeds_cell(entry)} | {spread} | {interval} | "
                      f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} |")
-    return "\n".join(lines + ["", stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE])
+    rules = [stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE]
+    return "\n".join(lines + ["", *_unused_seed_lines(summary), *rules])
+
+
+def _seeds_cell(entry: dict[str, Any]) -> str:
+    used, tried = entry.get("n_used", entry["seeds"]), entry.get("n_attempted", entry["seeds"])
+    return f"{used} / {tried}"
+
+
+def _unused_seed_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per variant some of whose seeds diverged or failed: its mean and Δ are over the others only."""
+    lines = []
+    for variant, entry in summary.items():
+        unused = entry.get("seeds_not_used") or []
+        if unused:
+            lines.append(f"{variant}: seed(s) {', '.join(unused)} diverged or failed and are not in its mean, "
+                         f"interval or Δ ({entry['n_used']} of {entry['n_attempted']} used).")
+    return lines + ([""] if lines else [])
 
 
 def _cell(key: str, value: Any) -> str:

@@ -47,6 +47,16 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
     return found
 
 
+def _attempted_seeds(plan: StudyPlan, rows: list[ResultRow]) -> dict[str, list[int]]:
+    """variant -> the seeds it was tested with: every re-run seed (a diverged or failed re-run has no row),
+    or without re-runs the one its search picked."""
+    reruns = plan.rerun_seeds()
+    picked: dict[str, list[int]] = {}
+    for r in rows:
+        picked.setdefault(r.variant, []).append(r.seed)
+    return {variant: list(reruns) if reruns else seeds for variant, seeds in picked.items()}
+
+
 def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, Any]:
     """results.json without its rows."""
     study = {
@@ -64,7 +74,8 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     # Which seeds the trainings used, and what the reported spread over seeds covers (seeds.SPREAD_TEXT).
     study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
     study["spread"] = plan.spread()
-    study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective)
+    study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
+                                 _attempted_seeds(plan, rows))
     return study
 
 
