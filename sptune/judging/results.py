@@ -57,6 +57,10 @@ class ResultRow:
     # Failures Tune counted in the variant's search (crashed trial processes, lost nodes), each retried from
     # the trial's last checkpoint; a trial that ran out of retries is also in `failed`.
     failures: int = 0
+    # Where the test split was evaluated: the device ("cpu" if the trial's GPU is not on the driver) and the
+    # precision its trial trained with (sptune.training.test_scores).
+    test_device: str | None = None
+    test_precision: str | None = None
 
 
 def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:
