@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sptune.judging import holdout
+from sptune.study.provenance import data_fingerprints
 from sptune.tasks import TaskRequest, load_task
 
 
@@ -59,8 +60,6 @@ def test_each_audited_read_names_its_checkpoint_and_the_sha256_of_what_it_read(t
 
 
 def test_results_provenance_fingerprints_every_split_without_reading_the_test_split_again(tmp_path):
-    from sptune.study.provenance import data_fingerprints
-
     splits = load_task(TaskRequest("digits"))
     audit = tmp_path / "reads.jsonl"
     assert data_fingerprints(splits, audit)["test"] is None  # sealed and unread: no fingerprint, no error

@@ -8,6 +8,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sptune.study import final_evaluation
 from sptune.sweep import main
 from sptune.training.checkpoint_files import load_state
 
@@ -77,8 +78,6 @@ def test_a_study_killed_between_the_test_read_and_mlflow_never_reads_the_test_sp
 
 
 def test_a_kill_inside_the_test_read_is_counted_and_the_second_read_reported(ray_session, tmp_path, monkeypatch):
-    from sptune.study import final_evaluation
-
     spec = tmp_path / "tied.yaml"
     spec.write_text(TIED.replace("1.0e-9", "1.0e-3"))
     out = tmp_path / "out"

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from sptune.judging import holdout
 from sptune.judging.results import ResultRow, add_deltas, write_results
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
-from sptune.study.publish import results_document
+from sptune.study.publish import audit_document, expected_max_document, results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState, TunerRun
+from sptune.tasks import TaskRequest, load_task
 from sptune.tasks.base import TaskInfo
 
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",
@@ -73,12 +77,6 @@ def test_rows_are_written_under_their_keys_with_paired_deltas(tmp_path):
 
 
 def test_results_carry_provenance_and_test_reads_and_results_md_says_so(tmp_path):
-    import subprocess
-
-    from sptune.judging import holdout
-    from sptune.study.publish import audit_document
-    from sptune.tasks import TaskRequest, load_task
-
     splits = load_task(TaskRequest("digits"))
     with holdout.final_evaluation(tmp_path / "test_reads.jsonl"):
         for checkpoint in ("/ckpt/scratch", "/ckpt/spt", "/ckpt/spt"):
@@ -126,3 +124,30 @@ def test_without_reruns_a_variant_is_tested_with_its_searchs_pick(repo_root):
     state = StudyState(searches={"pretrain": _pretrained()})
     summary = results_document(one, state, [_row("scratch", "scratch", 0, 0.9)])["summary"]
     assert (summary["scratch"]["n_attempted"], summary["scratch"]["n_used"]) == (1, 1)
+
+
+def _searched(*scores: float | None) -> SearchRecord:
+    return SearchRecord([SelectedTrial(_pretrained().best.selection, None)], list(scores))
+
+
+def test_expected_best_validation_vs_budget_from_each_variants_search_trials(plan, tmp_path):
+    # scratch's 4th trial failed (no score); spt is ahead with one trial, behind with two or more.
+    state = StudyState(searches={"search-scratch": _searched(0.6, 0.9, 0.7, None),
+                                 "search-spt": _searched(0.8, 0.82, 0.81)})
+    rows = [_row("scratch", "scratch", 1000, 0.8), _row("spt", "spt", 1000, 0.85)]
+    add_deltas(rows)
+    summary = results_document(plan, StudyState(searches={"pretrain": _pretrained()}), rows)["summary"]
+    doc = expected_max_document(plan, state, summary)
+    assert doc["variants"]["scratch"] == {"n_trials": 3, "by_n": pytest.approx([0.7333333, 0.8333333, 0.9])}
+    assert doc["variants"]["spt"]["by_n"][0] == pytest.approx(0.81) and doc["variants"]["spt"]["n_trials"] == 3
+    assert doc["order_vs"] == {"spt": "scratch"} and doc["order_flips_at"] == {"spt": [2]}
+    assert doc["trials_without_score"] == {"scratch": 1, "spt": 0} and "stopped early" in doc["score"]
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": summary, "expected_max": doc}, rows)
+    assert json.loads((tmp_path / "results.json").read_text())["expected_max"] == json.loads(json.dumps(doc))
+    md = (tmp_path / "results.md").read_text()
+    assert "| trials | scratch | spt |" in md and "| 1 | 0.7333 | 0.8100 |" in md and "| 3 | 0.9000 | 0.8200 |" in md
+    assert "spt vs scratch: the order flips at n = 2 trials." in md and "no validation score: scratch 1." in md
+    saved = json.loads(json.dumps(asdict(state)))  # study_state.json keeps the scores for a resume
+    assert StudyState.from_json(saved).searches["search-scratch"].trial_scores == [0.6, 0.9, 0.7, None]
+    # A state file from before the scores were recorded: no curve, no error.
+    assert expected_max_document(plan, StudyState(searches={"search-spt": _pretrained()}), summary)["variants"] == {}

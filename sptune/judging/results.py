@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from sptune.judging import stats
+from sptune.judging.expected_max import table_budgets
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT
 
 DELTA_COLUMN = "delta_test_vs_baseline"
+EXPECTED_MAX_SCORE = ("best validation accuracy of each search trial (a trial stopped early by halving at the score "
+                      "it reached; trials without a score are left out)")
 COLUMNS = (
     "variant",
     "seed",
@@ -210,6 +213,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+        *expected_max_lines(study.get("expected_max")),
         *reread_lines(study.get("test_reads")),
         *provenance_lines(study.get("provenance")),
     ]
@@ -241,3 +245,32 @@ def provenance_lines(provenance: dict[str, Any] | None) -> list[str]:
     data = provenance.get("data") or {}
     prints = ", ".join(f"{split} {data[split][:12]}" for split in ("train", "val", "test") if data.get(split))
     return ["", f"Provenance: {commit}; {versions}; data sha256 {prints} (full values in results.json)."]
+
+
+def expected_max_lines(doc: dict[str, Any] | None) -> list[str]:
+    """results.md's compact table of results.json's ``expected_max``: the expected best validation accuracy of
+    a search of n trials, at n = 1, 2, 4, ... and each variant's full budget, then where orders flip."""
+    variants = (doc or {}).get("variants") or {}
+    if not variants:
+        return []
+    names = list(variants)
+    budgets = sorted({n for v in variants.values() for n in table_budgets(v["n_trials"])})
+    lines = ["", "Expected best validation accuracy vs search budget (n of each variant's search trials; "
+             "Tang et al. 2020's unbiased estimator of Dodge et al. 2019's curve):", "",
+             "| trials | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for n in budgets:
+        cells = [_fraction(v["by_n"][n - 1]) if n <= v["n_trials"] else "-" for v in variants.values()]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return [*lines, "", *_flip_lines(doc)]
+
+
+def _flip_lines(doc: dict[str, Any]) -> list[str]:
+    order_vs, flips = doc.get("order_vs") or {}, doc.get("order_flips_at") or {}
+    lines = [f"{v} vs {order_vs[v]}: the order flips at n = {', '.join(map(str, at))} trials."
+             for v, at in flips.items() if at]
+    if order_vs and not lines:
+        lines.append("No variant's order vs the one its Δ is against flips within the trials run.")
+    without = {v: k for v, k in (doc.get("trials_without_score") or {}).items() if k}
+    if without:
+        lines.append("Left out, no validation score: " + ", ".join(f"{v} {k}" for v, k in without.items()) + ".")
+    return lines

@@ -7,7 +7,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sptune.judging.results import ResultRow, markdown_table, summarize, summary_table, write_results
+from sptune.judging.expected_max import budget_table
+from sptune.judging.results import (
+    EXPECTED_MAX_SCORE,
+    ResultRow,
+    expected_max_lines,
+    markdown_table,
+    summarize,
+    summary_table,
+    write_results,
+)
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.final_evaluation import TEST_READS
 from sptune.study.provenance import count_test_reads, provenance_document
@@ -85,13 +94,29 @@ def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:
     return {"provenance": provenance_document(data, audit), "test_reads": count_test_reads(audit)}
 
 
+def expected_max_document(plan: StudyPlan, state: StudyState, summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """results.json's ``expected_max`` (`sptune.judging.expected_max`) over each variant's search trials that
+    have a validation score; the order of a variant vs the one its Δ is against (``delta_vs``)."""
+    scores, without = {}, {}
+    for search in plan.variant_searches():
+        record = state.searches.get(search.label)
+        if record is not None and record.trial_scores is not None:
+            scores[search.variant] = [x for x in record.trial_scores if x is not None]
+            without[search.variant] = len(record.trial_scores) - len(scores[search.variant])
+    baselines = {v: e["delta_vs"] for v, e in summary.items() if e.get("delta_vs") and v in scores}
+    return {"score": EXPECTED_MAX_SCORE, **budget_table(scores, baselines), "trials_without_score": without}
+
+
 def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow],
             data: TaskSplits) -> None:
     study = {**results_document(plan, state, rows), **audit_document(data, output_dir)}
+    study["expected_max"] = expected_max_document(plan, state, study["summary"])
     json_path, md_path = write_results(output_dir, study, rows, plan.spec.baseline)
     parent = tracker.parent_run_id
     for variant, stats in study["summary"].items():
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n", flush=True)
+    budget = "\n".join(expected_max_lines(study["expected_max"]))
+    print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
+          + "\n", flush=True)
