@@ -34,10 +34,11 @@ SURVIVAL_CAPTION = ("Trials that trained at least that many epochs; a rung a var
 DELTA_CAPTION = ("Mean Δ test accuracy over seeds against the variant each is paired with (the baseline, or its "
                  "like-for-like kind), with its 95 % interval; an interval that crosses the zero line is no evidence "
                  "of a difference.")
-BUDGET_CAPTION = ("Expected best validation accuracy of a search that had run only n of the variant's search trials "
-                  "(Tang et al. 2020's unbiased estimator of Dodge et al. 2019's curve; trials stopped early or "
-                  "diverged count with the best score they reached). Rings: where a variant's order vs its paired variant flips; curves "
-                  "still rising at the right end say a bigger search could change the answer.")
+BUDGET_CAPTION = ("Expected best validation accuracy of a search that had run only n of the variant's search "
+                  "trials (Tang et al. 2020's unbiased estimator of Dodge et al. 2019's curve; trials stopped early "
+                  "or diverged count with the best score they reached). Rings: where a variant's order vs its "
+                  "paired variant flips; curves still rising at the right end say a bigger search could change "
+                  "the answer.")
 IMPORTANCES_CAPTION = ("Optuna's hyperparameter importances over the variant's search trials: the share of the "
                        "variation in validation accuracy each searched parameter explains.")
 
