@@ -345,3 +345,24 @@ def test_a_checkpoint_records_the_device_and_precision_its_trial_ran_with():
     assert (state["device_in_use"], state["precision_in_use"]) == ("cpu", "fp32")
     bf16 = _through_a_file(_finetune(precision="bf16").state_dict())
     assert bf16["precision_in_use"] == "bf16"
+
+
+@pytest.fixture
+def torch_determinism_restored():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1:]
+
+
+@pytest.mark.usefixtures("torch_determinism_restored")
+def test_a_deterministic_loop_turns_on_torchs_deterministic_algorithms_and_cudnns_flags():
+    torch.backends.cudnn.benchmark = True
+    loop = _finetune(deterministic=True)
+    assert torch.are_deterministic_algorithms_enabled()
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    loop.train_epoch()  # every op of an epoch has a deterministic implementation (else it raises)
+    assert _pretrain(deterministic=True).train_epoch()["epoch"] == 1
+    _finetune()  # the default turns them off again: a reused Ray actor keeps no earlier trial's setting
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic

@@ -24,7 +24,7 @@ from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
-from sptune.training.device import autocast, pick_device, precision_in_use
+from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
 from sptune.training.device_data import on_device
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import INPUT_EMBEDDING, EncoderConfig
@@ -57,6 +57,7 @@ class OptimConfig:
     device: str = "auto"
     precision: str = "auto"
     compile: bool = False
+    deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
     eps: float = 1e-8  # AdamW's denominator guard
 
@@ -153,6 +154,7 @@ class EpochLoop:
         self.cfg = cfg
         self.info = info
         self.device = pick_device(cfg.device)
+        set_determinism(cfg.deterministic, self.device)  # before the model reaches the device (cuBLAS's workspace)
         torch.manual_seed(cfg.seed)
         self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)
