@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sptune.judging import holdout
+from sptune.study.data_provenance import data_fingerprints
 from sptune.tasks import TaskRequest, load_task
 
 
@@ -39,3 +40,40 @@ def test_splits_are_disjoint_and_fixed():
     assert len(a.train) + len(a.val) + len(test) == 1797
     # Digits has a few duplicate images; index-level disjointness shows as near-zero overlap.
     assert len(rows & test_rows) <= 5 and len(rows & val_rows) <= 5
+
+
+def test_each_audited_read_names_its_checkpoint_and_the_sha256_of_what_it_read(tmp_path):
+    splits = load_task(TaskRequest("digits"))
+    audit = tmp_path / "reads.jsonl"
+    with holdout.final_evaluation(audit):
+        with holdout.reading_for("/ckpt/a"):
+            first = splits.test
+        with holdout.reading_for("/ckpt/b"):
+            _ = splits.test
+        with holdout.reading_for("/ckpt/a"):  # e.g. a resume re-reading for the same checkpoint
+            _ = splits.test
+    reads = holdout.audited_reads(audit)
+    assert [r["checkpoint"] for r in reads] == ["/ckpt/a", "/ckpt/b", "/ckpt/a"]
+    assert {r["sha256"] for r in reads} == {first.fingerprint()}
+    assert holdout.reads_per_checkpoint(reads) == {"/ckpt/a": 2, "/ckpt/b": 1}
+    assert holdout.fingerprints_read(reads) == [first.fingerprint()]
+
+
+def test_results_provenance_fingerprints_every_split_without_reading_the_test_split_again(tmp_path):
+    splits = load_task(TaskRequest("digits"))
+    audit = tmp_path / "reads.jsonl"
+    assert data_fingerprints(splits, audit)["test"] is None  # sealed and unread: no fingerprint, no error
+    with holdout.final_evaluation(audit), holdout.reading_for("/ckpt/a"):
+        test = splits.test
+    # Outside the final evaluation: reading the sealed split would raise; the audit keeps its one read.
+    prints = data_fingerprints(splits, audit)
+    assert len(holdout.audited_reads(audit)) == 1
+    assert prints == {"task": "digits", "train": splits.train.fingerprint(), "val": splits.val.fingerprint(),
+                      "test": test.fingerprint()}
+    assert len({prints["train"], prints["val"], prints["test"]}) == 3 and len(prints["train"]) == 64
+    # The same data gives the same fingerprint; one changed label gives another.
+    again = load_task(TaskRequest("digits"))
+    assert again.train.fingerprint() == prints["train"]
+    y = again.train.y.copy()
+    y[0] = (y[0] + 1) % 10
+    assert type(again.train)(again.train.x, y).fingerprint() != prints["train"]

@@ -43,7 +43,7 @@ from sptune.report.template import DASHBOARDS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md
-FIGURES = ("lr", "curves", "survival", "delta")
+FIGURES = ("lr", "curves", "survival", "delta", "budget")
 TASK = "digits"
 TASK_OFFSET = {"digits": 0.0, "image": 0.3}  # a harder second task for the multi-task control
 SEEDS = ("0", "1")
@@ -239,7 +239,7 @@ def test_table_aggregates_seeds_and_pairs_deltas(reports):
     assert "| variant | digits | image |" in md
     # Two seeds: t(0.975, 1) = 12.71 times the standard error 0.20 pt; the per-seed Δ does not vary.
     assert ("| spt | 93.20 ± 0.28 [90.66, 95.74] (95 % t-interval, n = 2)<br>Δ +4.00 ± 0.00 [+4.00, +4.00] "
-            "(95 % t-interval, paired by seed, n = 2) vs scratch (like-for-like: both bidirectional) | "
+            "(95 % t-interval, paired by seed, n = 2: seeds 0, 1) vs scratch (like-for-like: both bidirectional) | "
             "63.20 ± 0.28 [60.66, 65.74] (95 % t-interval, n = 2)") in md
     csv_lines = (reports["control"].parent / "results.csv").read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[2].startswith("digits,spt,spt,2,0;1,0.932")
@@ -349,6 +349,20 @@ def test_figures_are_written_as_svg_pdf_and_png(reports):
     assert all(t in (reports["narrow"].parent / "figures" / "digits-lr.svg").read_text() for t in ("1e-4", "1e-2"))
 
 
+def test_expected_best_validation_vs_budget_figure(reports):
+    """Per variant, from all its search trials: the mean at n = 1, the best at n = all."""
+    page = reports["narrow"].read_text()
+    figure = re.search(r'<figure data-figure="digits-budget">.*?</figure>', page, re.S).group(0)
+    assert "digits: expected best validation accuracy vs search budget" in figure
+    # The diverged trial counts with the best its curve reached before it diverged (0.1).
+    scratch = [peaked(lr) + 0.004 * int(seed) for seed in SEEDS for lr in GRID5 if (seed, lr) != ("1", 1e-2)] + [0.1]
+    spt = [rising(lr) + 0.004 * int(seed) for seed in SEEDS for lr in GRID3]
+    assert f"scratch: {sum(scratch) / 10:.4f} with 1 trial, {max(scratch):.4f} with 10" in figure
+    assert f"spt: {sum(spt) / 6:.4f} with 1 trial, {max(spt):.4f} with 6" in figure
+    assert "order flips" not in figure  # spt is ahead at every budget both reach
+    assert "search trials (n)" in (reports["narrow"].parent / "figures" / "digits-budget.svg").read_text()
+
+
 def test_page_is_self_contained_no_scripts_no_network(reports):
     for study in ("narrow", "control"):
         page = reports[study].read_text()
@@ -437,7 +451,9 @@ def test_one_lr_one_variant_draws_without_warnings(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # e.g. a singular log axis, or a layout that collapsed
         build_report(one)
-    assert sorted(p.stem for p in (one / "figures").glob("*.png")) == ["digits-curves", "digits-lr", "digits-survival"]
+    # Two search trials (one per seed) at the one LR: a two-point budget curve.
+    assert sorted(p.stem for p in (one / "figures").glob("*.png")) == [
+        "digits-budget", "digits-curves", "digits-lr", "digits-survival"]
 
 
 
@@ -478,3 +494,11 @@ def test_a_search_whose_every_lr_scores_the_same_is_flagged_as_learning_nothing(
     assert flag_learned_nothing(data, ["pathfinder"], ["spt"]).level == "ok"
     data.trials = [*flat[:2], _search_trial(1e-2, 0.0, "diverged")]  # two alike are not enough to say
     assert flag_learned_nothing(data, ["pathfinder"], ["spt"]).level == "ok"
+
+
+def test_a_budget_figure_needs_a_variant_with_two_trials():
+    from sptune.report.plots.budget import figure_budget
+
+    assert figure_budget({"spt": [0.5]}, {}, {"spt": "#000000"}) is None
+    assert figure_budget({"spt": [0.5, 0.6], "scratch": [0.55, 0.58]}, {"spt": [2]},
+                         {"spt": "#000000", "scratch": "#0072B2"}) is not None

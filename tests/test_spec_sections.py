@@ -13,6 +13,7 @@ from sptune.spec.sections import (
     SchedulerSpec,
     SearcherSpec,
     TaskSpec,
+    TrainingSpec,
 )
 
 
@@ -71,3 +72,9 @@ def test_pretrain_source_stage_names():
     assert PretrainSource("causal") == PretrainSource("causal")  # a value, compared by its fields
     with pytest.raises(AttributeError):
         PretrainSource("masked").objective = "causal"  # frozen
+
+
+def test_training_deterministic_is_a_plain_true_or_false():
+    assert TrainingSpec().deterministic is False and TrainingSpec(deterministic=True).deterministic is True
+    for bad in ("sometimes", 1, "on"):
+        assert "deterministic: Input should be a valid boolean" in _refused(TrainingSpec, {"deterministic": bad})

@@ -116,7 +116,7 @@ def test_a_named_baseline_is_the_one_every_delta_is_against():
 def test_delta_is_paired_by_seed_else_welch():
     paired = paired_delta({"0": 0.95, "1": 0.97, "2": 0.96}, {"0": 0.90, "1": 0.93, "2": 0.90})
     assert paired.paired and paired.interval == pytest.approx(t_interval([0.05, 0.04, 0.06]), abs=1e-9)
-    assert "(95 % t-interval, paired by seed, n = 3)" in interval_text(paired, str)
+    assert "(95 % t-interval, paired by seed, n = 3: seeds 0, 1, 2)" in interval_text(paired, str)
     a, b = [0.95, 0.97, 0.99], [0.90, 0.92]
     unpaired = paired_delta(dict(zip("012", a, strict=True)), dict(zip("34", b, strict=True)))
     assert unpaired == welch_delta(a, b) and unpaired.paired is False and unpaired.method == "welch"
@@ -194,3 +194,45 @@ def test_the_report_pairs_spt_by_the_studys_pretrain_objective(tmp_path):
     written = {r["variant"]: r for r in csv.DictReader((out / "results.csv").open())}
     assert written["spt"]["delta_vs"] == "scratch_causal" and written["spt"]["delta_pairing"] == (
         "like-for-like: both causal")
+
+
+# The scratch: one of three re-run seeds collapsed; its t-interval reached past 100 %.
+COLLAPSED = [0.880, 0.969, 0.947]
+
+
+def test_an_accuracy_interval_stays_within_0_and_1_and_says_it_was_clipped():
+    s = summarize(COLLAPSED)
+    lo, hi = t_interval(COLLAPSED)
+    assert hi > 1.0  # unclipped: [0.8168, 1.0475]
+    assert s.interval == pytest.approx((lo, 1.0), abs=1e-12) and s.clipped and s.method == "t"
+    assert interval_text(s, "{:.4f}".format) == "[0.8168, 1.0000]‡ (95 % t-interval clipped, n = 3)"
+    inside = summarize(ACC["scratch"])
+    assert not inside.clipped and inside.interval == pytest.approx(t_interval(ACC["scratch"]), abs=1e-12)
+    assert summarize([0.0, 0.02, 0.0]).interval[0] == 0.0  # the lower bound too
+    assert summarize(COLLAPSED, bounds=None).interval == pytest.approx((lo, hi), abs=1e-12)
+
+
+def test_a_delta_interval_stays_within_minus_1_and_1_and_names_its_seeds():
+    paired = paired_delta({"0": 1.0, "1": 0.5, "2": 1.0, "3": 0.9}, {"0": 0.0, "1": 0.4, "2": 0.0})
+    assert paired.seeds == ("0", "1", "2") and paired.n == 3  # seed 3 has no baseline run: not in the Δ
+    assert paired.interval[1] == 1.0 and paired.interval[0] > -1.0 and paired.clipped
+    assert "‡ (95 % t-interval clipped, paired by seed, n = 3: seeds 0, 1, 2)" in interval_text(paired, str)
+    welch = welch_delta([1.0, 0.2, 1.0], [0.0, 0.1])
+    assert -1.0 <= welch.interval[0] and welch.interval[1] == 1.0 and welch.clipped
+    one = paired_delta({"7": 0.95}, {"7": 0.90})
+    assert interval_text(one, str) == "(paired by seed, n = 1: seed 7; no interval)"
+
+
+def test_results_md_json_and_report_carry_the_clipped_interval_and_the_deltas_seeds(tmp_path):
+    rows = make_rows({"scratch": COLLAPSED, "spt": [0.95, 0.96, 0.97]})
+    out = write_study(tmp_path / "clipped", rows)
+    summary = json.loads((out / "results.json").read_text())["summary"]
+    assert summary["scratch"]["test_acc_ci95"][1] == 1.0 and summary["scratch"]["test_acc_ci_clipped"] is True
+    assert summary["spt"]["delta_seeds"] == ["0", "1", "2"] and summary["spt"]["delta_n"] == 3
+    assert summary["spt"]["test_acc_ci_clipped"] is False
+    md = (out / "results.md").read_text()
+    assert "1.0000]‡ (95 % t-interval clipped, n = 3)" in md and "‡: clipped to [0, 1]" in md
+    assert "paired by seed, n = 3: seeds 0, 1, 2)" in md
+    cell = report_cells(rows)[("digits", "scratch")]
+    assert Summary.from_fields(summary["scratch"], "test_acc") == cell.test_summary
+    assert "100.00]‡" in build_report(out).read_text()

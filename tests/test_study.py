@@ -8,6 +8,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sptune.study import final_evaluation
 from sptune.sweep import main
 from sptune.training.checkpoint_files import load_state
 
@@ -74,3 +75,27 @@ def test_a_study_killed_between_the_test_read_and_mlflow_never_reads_the_test_sp
     results = json.loads((out / "results.json").read_text())
     [run] = [r for r in _children(results) if r.info.run_id == results["rows"][0]["mlflow_run_id"]]
     assert run.data.metrics["test_acc"] == pytest.approx(results["rows"][0]["test_acc"])
+
+
+def test_a_kill_inside_the_test_read_is_counted_and_the_second_read_reported(ray_session, tmp_path, monkeypatch):
+    spec = tmp_path / "tied.yaml"
+    spec.write_text(TIED.replace("1.0e-9", "1.0e-3"))
+    out = tmp_path / "out"
+
+    def dies_after_reading(*args, **kwargs):
+        raise KilledHere()  # the test split was read and audited; no row was recorded
+
+    with monkeypatch.context() as patched:
+        patched.setattr(final_evaluation, "accuracy_on_test", dies_after_reading)
+        with pytest.raises(KilledHere):
+            main([str(spec), "--output", str(out)])
+    assert main([str(spec), "--output", str(out), "--resume"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    [row] = results["rows"]
+    assert results["test_reads"] == {row["checkpoint"]: 2}
+    assert len((out / "test_reads.jsonl").read_text().splitlines()) == 2
+    md = (out / "results.md").read_text()
+    assert "Test split reads: 2 for 1 checkpoint(s); read more than once:" in md
+    assert f"- {row['checkpoint']}: 2 reads (a resume re-read it after an interrupted final evaluation)" in md
+    assert results["provenance"]["data"]["test"] is not None and (row["test_device"], row["test_precision"]) == (
+        "cpu", "fp32")

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from sptune.judging import holdout
 from sptune.judging.results import ResultRow, add_deltas, write_results
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
-from sptune.study.publish import results_document
+from sptune.study.publish import audit_document, expected_max_document, results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState, TunerRun
+from sptune.tasks import TaskRequest, load_task
 from sptune.tasks.base import TaskInfo
 
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",
             "trials", "diverged", "failed", "trial_epochs", "trial_id", "mlflow_run_id", "checkpoint",
-            "delta_test_vs_baseline", "delta_baseline", "failures"]
+            "delta_test_vs_baseline", "delta_baseline", "failures", "test_device", "test_precision"]
 SELECTION_KEYS = ["trial_id", "config", "checkpoint_path", "metric", "score", "epoch", "n_trials", "n_diverged",
                   "n_failed", "trial_epochs", "n_failures"]
 
@@ -70,3 +74,80 @@ def test_rows_are_written_under_their_keys_with_paired_deltas(tmp_path):
     write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}}, rows)
     written = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [list(r) for r in written] == [ROW_KEYS] * 3
+
+
+def test_results_carry_provenance_and_test_reads_and_results_md_says_so(tmp_path):
+    splits = load_task(TaskRequest("digits"))
+    with holdout.final_evaluation(tmp_path / "test_reads.jsonl"):
+        for checkpoint in ("/ckpt/scratch", "/ckpt/spt", "/ckpt/spt"):
+            with holdout.reading_for(checkpoint):
+                test = splits.test
+    doc = audit_document(splits, tmp_path)
+    assert doc["test_reads"] == {"/ckpt/scratch": 1, "/ckpt/spt": 2}
+    provenance = doc["provenance"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert provenance["git"]["commit"] == head and isinstance(provenance["git"]["dirty"], bool)
+    assert {"python", "torch", "ray", "optuna", "mlflow", "numpy"} <= set(provenance["versions"])
+    assert provenance["data"] == {"task": "digits", "train": splits.train.fingerprint(),
+                                  "val": splits.val.fingerprint(), "test": test.fingerprint()}
+    rows = [_row("scratch", "scratch", 0, 0.8)]
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}, **doc}, rows)
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["provenance"] == provenance and written["test_reads"] == doc["test_reads"]
+    md = (tmp_path / "results.md").read_text()
+    assert f"Provenance: commit {head[:12]}" in md and f"train {splits.train.fingerprint()[:12]}" in md
+    assert "Test split reads: 3 for 2 checkpoint(s); read more than once:" in md
+    assert "- /ckpt/spt: 2 reads" in md and "/ckpt/scratch: 1" not in md
+
+
+def test_a_diverged_rerun_seed_is_counted_and_the_delta_names_the_seeds_it_is_over(plan, tmp_path):
+    # digits_quick re-runs seeds 1000-1002; scratch's seed 1001 diverged, so it has no row.
+    rows = [_row("scratch", "scratch", 1000, 0.90), _row("scratch", "scratch", 1002, 0.92),
+            _row("spt", "spt", 1000, 0.93), _row("spt", "spt", 1001, 0.99), _row("spt", "spt", 1002, 0.94)]
+    add_deltas(rows)
+    summary = results_document(plan, StudyState(searches={"pretrain": _pretrained()}), rows)["summary"]
+    assert {k: summary["scratch"][k] for k in ("n_attempted", "n_used", "seeds_not_used")} == {
+        "n_attempted": 3, "n_used": 2, "seeds_not_used": ["1001"]}
+    assert (summary["spt"]["n_attempted"], summary["spt"]["n_used"], summary["spt"]["seeds_not_used"]) == (3, 3, [])
+    assert summary["spt"]["delta_seeds"] == ["1000", "1002"] and summary["spt"]["delta_n"] == 2
+    assert summary["spt"]["delta_mean"] == pytest.approx(0.025)  # seed 1001 is in spt's mean, not in its Δ
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": summary}, rows)
+    md = (tmp_path / "results.md").read_text()
+    assert "| scratch | 2 / 3 |" in md and "| spt | 3 / 3 |" in md
+    assert "scratch: seed(s) 1001 diverged or failed and are not in its mean, interval or Δ (2 of 3 used)." in md
+    assert "paired by seed, n = 2: seeds 1000, 1002)" in md
+
+
+def test_without_reruns_a_variant_is_tested_with_its_searchs_pick(repo_root):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["rerun_seeds=1"])
+    one = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    state = StudyState(searches={"pretrain": _pretrained()})
+    summary = results_document(one, state, [_row("scratch", "scratch", 0, 0.9)])["summary"]
+    assert (summary["scratch"]["n_attempted"], summary["scratch"]["n_used"]) == (1, 1)
+
+
+def _searched(*scores: float | None) -> SearchRecord:
+    return SearchRecord([SelectedTrial(_pretrained().best.selection, None)], list(scores))
+
+
+def test_expected_best_validation_vs_budget_from_each_variants_search_trials(plan, tmp_path):
+    # scratch's 4th trial failed (no score); spt is ahead with one trial, behind with two or more.
+    state = StudyState(searches={"search-scratch": _searched(0.6, 0.9, 0.7, None),
+                                 "search-spt": _searched(0.8, 0.82, 0.81)})
+    rows = [_row("scratch", "scratch", 1000, 0.8), _row("spt", "spt", 1000, 0.85)]
+    add_deltas(rows)
+    summary = results_document(plan, StudyState(searches={"pretrain": _pretrained()}), rows)["summary"]
+    doc = expected_max_document(plan, state, summary)
+    assert doc["variants"]["scratch"] == {"n_trials": 3, "by_n": pytest.approx([0.7333333, 0.8333333, 0.9])}
+    assert doc["variants"]["spt"]["by_n"][0] == pytest.approx(0.81) and doc["variants"]["spt"]["n_trials"] == 3
+    assert doc["order_vs"] == {"spt": "scratch"} and doc["order_flips_at"] == {"spt": [2]}
+    assert doc["trials_without_score"] == {"scratch": 1, "spt": 0} and "stopped early" in doc["score"]
+    write_results(tmp_path, {"study": "s", "task": "digits", "summary": summary, "expected_max": doc}, rows)
+    assert json.loads((tmp_path / "results.json").read_text())["expected_max"] == json.loads(json.dumps(doc))
+    md = (tmp_path / "results.md").read_text()
+    assert "| trials | scratch | spt |" in md and "| 1 | 0.7333 | 0.8100 |" in md and "| 3 | 0.9000 | 0.8200 |" in md
+    assert "spt vs scratch: the order flips at n = 2 trials." in md and "no validation score: scratch 1." in md
+    saved = json.loads(json.dumps(asdict(state)))  # study_state.json keeps the scores for a resume
+    assert StudyState.from_json(saved).searches["search-scratch"].trial_scores == [0.6, 0.9, 0.7, None]
+    # A state file from before the scores were recorded: no curve, no error.
+    assert expected_max_document(plan, StudyState(searches={"search-spt": _pretrained()}), summary)["variants"] == {}

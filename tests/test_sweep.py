@@ -188,6 +188,34 @@ def test_test_split_read_once_per_selected_checkpoint_after_all_tuners(study):
     assert all(read["rows"] == 359 for read in reads)  # digits test split: 20 % of 1,797
 
 
+def test_results_carry_provenance_test_reads_expected_max_and_seeds_used(study):
+    out, results, _, runs = study
+    provenance, rows = results["provenance"], results["rows"]
+    assert len(provenance["git"]["commit"]) == 40 and isinstance(provenance["git"]["dirty"], bool)
+    assert {"python", "torch", "ray", "optuna", "mlflow", "numpy"} <= set(provenance["versions"])
+    data = provenance["data"]
+    assert data["task"] == "digits" and all(len(data[s]) == 64 for s in ("train", "val", "test"))
+    assert data["test"] == json.loads((out / "test_reads.jsonl").read_text().splitlines()[0])["sha256"]
+    assert results["test_reads"] == {row["checkpoint"]: 1 for row in rows}
+    for variant, entry in results["summary"].items():
+        assert (entry["n_attempted"], entry["n_used"], entry["seeds_not_used"]) == (1, 1, []), variant
+    assert all((row["test_device"], row["test_precision"]) == ("cpu", "fp32") for row in rows)
+    # The curve is over the same per-trial scores MLflow holds (what the report draws it from).
+    parent = results["mlflow"]["parent_run_id"]
+    budget = results["expected_max"]
+    for variant in ("scratch", "spt"):
+        logged = sorted(r.data.metrics["best_val_acc"] for r in _children(runs, parent)
+                        if r.data.tags.get("sptune.phase") == "search" and r.data.tags.get("sptune.variant") == variant)
+        curve = budget["variants"][variant]
+        assert curve["n_trials"] == len(logged) == 3 and curve["by_n"][0] == pytest.approx(sum(logged) / 3)
+        assert curve["by_n"][-1] == pytest.approx(max(logged))
+    assert budget["order_vs"] == {"spt": "scratch"} and "spt" in budget["order_flips_at"]
+    md = (out / "results.md").read_text()
+    for line in ("| variant | seeds used / tried |", "Expected best validation accuracy vs search budget",
+                 "| trials | scratch | spt |", "Test split reads: 2 for 2 checkpoint(s).", "Provenance: commit "):
+        assert line in md, line
+
+
 def test_no_credentials_or_environment_reach_mlflow(study):
     _, _, client, runs = study
     for run in runs:

@@ -318,3 +318,51 @@ def test_a_checkpoint_of_the_unfused_optimizer_resumes_in_the_fused_one(monkeypa
     resumed.train_epoch()
     for w_resumed, w_old in zip(_weights(resumed), _weights(old), strict=True):
         torch.testing.assert_close(w_resumed, w_old, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- what an epoch counts and a checkpoint records
+
+
+PAIRED = TaskInfo(name="pairs", input_kind="tokens", seq_len=16, num_classes=2, vocab_size=12, paired=True)
+
+
+def test_tokens_seen_counts_both_sequences_of_a_paired_task():
+    rng = np.random.default_rng(0)
+    pairs = ArraySplit(rng.integers(2, 12, (24, 2, 16)).astype("int64"), rng.integers(0, 2, 24))
+    tokens = _encoder(input_kind="tokens", vocab_size=12)
+    cfg = ModelConfig(tokens, num_classes=2, paired=True)
+    loop = FinetuneLoop(cfg, PAIRED, pairs, pairs, _optim())
+    assert loop.train_epoch()["tokens_seen"] == 24 * 2 * 16  # two documents of 16 tokens per example
+    single = _finetune()
+    assert single.train_epoch()["tokens_seen"] == len(TRAIN) * INFO.seq_len
+    # Pretraining serves each document of a pair as its own sequence: the same tokens, counted once each.
+    pre = PretrainLoop(tokens, PretrainObjective("masked", 0.15, "ce"), PAIRED, pairs, pairs, _optim())
+    assert pre.train_epoch()["tokens_seen"] == 24 * 2 * 16
+
+
+def test_a_checkpoint_records_the_device_and_precision_its_trial_ran_with():
+    state = _through_a_file(_finetune(precision="auto").state_dict())
+    assert (state["device_in_use"], state["precision_in_use"]) == ("cpu", "fp32")
+    bf16 = _through_a_file(_finetune(precision="bf16").state_dict())
+    assert bf16["precision_in_use"] == "bf16"
+
+
+@pytest.fixture
+def torch_determinism_restored():
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+              torch.backends.cudnn.benchmark)
+    yield
+    torch.use_deterministic_algorithms(before[0])
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before[1:]
+
+
+@pytest.mark.usefixtures("torch_determinism_restored")
+def test_a_deterministic_loop_turns_on_torchs_deterministic_algorithms_and_cudnns_flags():
+    torch.backends.cudnn.benchmark = True
+    loop = _finetune(deterministic=True)
+    assert torch.are_deterministic_algorithms_enabled()
+    assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    loop.train_epoch()  # every op of an epoch has a deterministic implementation (else it raises)
+    assert _pretrain(deterministic=True).train_epoch()["epoch"] == 1
+    _finetune()  # the default turns them off again: a reused Ray actor keeps no earlier trial's setting
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic

@@ -115,3 +115,23 @@ def test_searched_weight_decay_warmup_and_dropout_and_the_specs_betas_reach_the_
     decayed = [g for g in trial.loop.optimizer.param_groups if g["weight_decay"] > 0]
     assert decayed and all(g["weight_decay"] == 0.3 and g["betas"] == (0.8, 0.99) for g in decayed)
     trial.stop()
+
+
+def test_training_deterministic_reaches_torch_inside_the_trial():
+    spec = SPEC.model_copy(update={"training": SPEC.training.model_copy(update={"deterministic": True})})
+
+    class Direct(FinetuneTrainable):
+        def setup(self, config: dict) -> None:
+            super().setup(config, spec=spec, data=DATA)
+
+    try:
+        trial = Direct(dict(CONFIG))
+        assert trial.loop.cfg.deterministic and torch.are_deterministic_algorithms_enabled()
+        assert trial.train()["mlflow_params"]["optim.deterministic"] is True
+        trial.stop()
+        plain = _direct(FinetuneTrainable)(dict(CONFIG))  # the spec's default: a reused actor is reset
+        assert not torch.are_deterministic_algorithms_enabled()
+        plain.stop()
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False

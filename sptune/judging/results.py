@@ -4,16 +4,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from sptune.judging import stats
+from sptune.judging.expected_max import table_budgets
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT
 
 DELTA_COLUMN = "delta_test_vs_baseline"
+EXPECTED_MAX_SCORE = ("best validation accuracy of each search trial (a trial stopped early by halving at the score "
+                      "it reached; trials without a score are left out)")
 COLUMNS = (
     "variant",
     "seed",
@@ -56,6 +60,10 @@ class ResultRow:
     # Failures Tune counted in the variant's search (crashed trial processes, lost nodes), each retried from
     # the trial's last checkpoint; a trial that ran out of retries is also in `failed`.
     failures: int = 0
+    # Where the test split was evaluated: the device ("cpu" if the trial's GPU is not on the driver) and the
+    # precision its trial trained with (sptune.training.test_scores).
+    test_device: str | None = None
+    test_precision: str | None = None
 
 
 def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:
@@ -82,18 +90,28 @@ def _by_variant(rows: list[ResultRow]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE,
-              pretrain_objective: str | None = None) -> dict[str, dict[str, Any]]:
+def _attempts(variant: str, test: dict[str, float], attempted: Mapping[str, Sequence[int]] | None) -> dict[str, Any]:
+    """How many seeds the variant was tested with (``n_attempted``: its re-runs, or its search's pick) and how
+    many gave a usable test accuracy (``n_used``); ``seeds_not_used``: those that diverged or failed."""
+    tried = [str(seed) for seed in attempted[variant]] if attempted and variant in attempted else list(test)
+    return {"n_attempted": len(tried), "n_used": len(test), "seeds_not_used": [s for s in tried if s not in test]}
+
+
+def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_objective: str | None = None,
+              attempted: Mapping[str, Sequence[int]] | None = None) -> dict[str, dict[str, Any]]:
     """Per variant: test accuracy over seeds (``test_acc_mean``, ``_std``, ``_ci95``, ``_ci_method``, ``_n``),
-    the mean validation accuracy, and, except for the baseline itself, Δ test (``delta_*``) vs its paired variant
-    (``delta_vs``; ``delta_like_for_like`` and ``delta_pairing`` say whether both train the same model)."""
+    the seeds tried and used (``attempted``: variant -> the seeds it was tested with; without it, those with a
+    row), the mean validation accuracy, and, except for the baseline itself, Δ test (``delta_*``, with the
+    seeds it pairs in ``delta_seeds``) vs its paired variant (``delta_vs``; ``delta_like_for_like`` and
+    ``delta_pairing`` say whether both train the same model)."""
     groups = _by_variant(rows)
     paired = _pairings(rows, baseline, pretrain_objective)
     summary: dict[str, dict[str, Any]] = {}
     for variant, mine in groups.items():
         test = stats.values_by_seed(mine, "test_acc")
         val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
-        entry = {"seeds": len(mine), **_fields("test_acc", stats.summarize(list(test.values()))),
+        entry = {"seeds": len(mine), **_attempts(variant, test, attempted),
+                 **_fields("test_acc", stats.summarize(list(test.values()))),
                  "val_acc_mean": val.mean if val else None}
         if variant in paired:
             pair = paired[variant]
@@ -131,15 +149,32 @@ def _against_cell(entry: dict[str, Any]) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> str:
     """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
     then the rules."""
-    lines = ["| variant | seeds | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
+    lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
              "|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
         interval = "-" if test is None else stats.interval_text(test, _fraction)
-        lines.append(f"| {variant} | {entry['seeds']} | {spread} | {interval} | "
+        lines.append(f"| {variant} | {_seeds_cell(entry)} | {spread} | {interval} | "
                      f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} |")
-    return "\n".join(lines + ["", stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE])
+    rules = [stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE]
+    return "\n".join(lines + ["", *_unused_seed_lines(summary), *rules])
+
+
+def _seeds_cell(entry: dict[str, Any]) -> str:
+    used, tried = entry.get("n_used", entry["seeds"]), entry.get("n_attempted", entry["seeds"])
+    return f"{used} / {tried}"
+
+
+def _unused_seed_lines(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """A line per variant some of whose seeds diverged or failed: its mean and Δ are over the others only."""
+    lines = []
+    for variant, entry in summary.items():
+        unused = entry.get("seeds_not_used") or []
+        if unused:
+            lines.append(f"{variant}: seed(s) {', '.join(unused)} diverged or failed and are not in its mean, "
+                         f"interval or Δ ({entry['n_used']} of {entry['n_attempted']} used).")
+    return lines + ([""] if lines else [])
 
 
 def _cell(key: str, value: Any) -> str:
@@ -178,6 +213,64 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+        *expected_max_lines(study.get("expected_max")),
+        *reread_lines(study.get("test_reads")),
+        *provenance_lines(study.get("provenance")),
     ]
     md_path.write_text("\n".join(md) + "\n")
     return json_path, md_path
+
+
+def reread_lines(reads: dict[str, int] | None) -> list[str]:
+    """results.md's account of the test reads (results.json's ``test_reads``): a checkpoint read more than
+    once (a resume after a kill inside the final evaluation reads it again) is named with its count."""
+    if not reads:
+        return []
+    again = {checkpoint: n for checkpoint, n in reads.items() if n > 1}
+    lines = ["", f"Test split reads: {sum(reads.values())} for {len(reads)} checkpoint(s)"
+                 + ("." if not again else "; read more than once:")]
+    lines += [f"- {checkpoint}: {n} reads (a resume re-read it after an interrupted final evaluation)"
+              for checkpoint, n in again.items()]
+    return lines
+
+
+def provenance_lines(provenance: dict[str, Any] | None) -> list[str]:
+    """One line of results.json's ``provenance``: commit, library versions, data fingerprints (short)."""
+    if not provenance:
+        return []
+    git = provenance.get("git") or {}
+    commit = f"commit {git['commit'][:12]}{' (uncommitted changes)' if git.get('dirty') else ''}" if git else \
+        "no git checkout"
+    versions = ", ".join(f"{k} {v}" for k, v in (provenance.get("versions") or {}).items())
+    data = provenance.get("data") or {}
+    prints = ", ".join(f"{split} {data[split][:12]}" for split in ("train", "val", "test") if data.get(split))
+    return ["", f"Provenance: {commit}; {versions}; data sha256 {prints} (full values in results.json)."]
+
+
+def expected_max_lines(doc: dict[str, Any] | None) -> list[str]:
+    """results.md's compact table of results.json's ``expected_max``: the expected best validation accuracy of
+    a search of n trials, at n = 1, 2, 4, ... and each variant's full budget, then where orders flip."""
+    variants = (doc or {}).get("variants") or {}
+    if not variants:
+        return []
+    names = list(variants)
+    budgets = sorted({n for v in variants.values() for n in table_budgets(v["n_trials"])})
+    lines = ["", "Expected best validation accuracy vs search budget (n of each variant's search trials; "
+             "Tang et al. 2020's unbiased estimator of Dodge et al. 2019's curve):", "",
+             "| trials | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for n in budgets:
+        cells = [_fraction(v["by_n"][n - 1]) if n <= v["n_trials"] else "-" for v in variants.values()]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return [*lines, "", *_flip_lines(doc)]
+
+
+def _flip_lines(doc: dict[str, Any]) -> list[str]:
+    order_vs, flips = doc.get("order_vs") or {}, doc.get("order_flips_at") or {}
+    lines = [f"{v} vs {order_vs[v]}: the order flips at n = {', '.join(map(str, at))} trials."
+             for v, at in flips.items() if at]
+    if order_vs and not lines:
+        lines.append("No variant's order vs the one its Δ is against flips within the trials run.")
+    without = {v: k for v, k in (doc.get("trials_without_score") or {}).items() if k}
+    if without:
+        lines.append("Left out, no validation score: " + ", ".join(f"{v} {k}" for v, k in without.items()) + ".")
+    return lines

@@ -6,11 +6,18 @@ The rules, stated once here and printed with every table (``INTERVAL_RULE``, ``d
   Why t and not a bootstrap: studies have 1 to ~10 seeds, and a percentile bootstrap of n values never leaves
   [min, max] (with 3 seeds its "95 %" covers the true mean at most 75 % of the time: 1 - 2·(1/2)³). The
   t-interval is exact for normal seed noise and approaches the bootstrap as n grows, so one method serves all n.
+- Bounds: an accuracy's interval is clipped to [0, 1], a Δ of accuracies to [-1, 1], and marked
+  (``CLIPPED_MARK``) where that changed it. Clipping keeps the t-interval's coverage exactly: the true mean
+  lies within the bounds, so it is inside the clipped interval whenever it was inside the unclipped one.
+  Why not Wilson / Clopper-Pearson: they model one run's test-set sampling (a binomial count), not the
+  spread of accuracies over seeds that this interval is about. Why not a t-interval on logits: it is an
+  interval for another quantity (the mean logit), and undefined for a seed at 0 or 1 accuracy.
 - Baseline: the variant named by the spec's ``baseline:`` (default ``scratch``). When no variant has that name
   there is no Δ at all (no guessing, e.g. "the first variant of kind scratch"). A variant that trains another
   model than the baseline (causal vs bidirectional) is paired with its like-for-like one: ``sptune.judging.pairing``.
-- Δ vs the baseline: paired by seed (t-interval of the per-seed differences) over the seeds both have; with no
-  seed in common, a Welch interval of the difference of means (none when either side has a single seed).
+- Δ vs the baseline: paired by seed (t-interval of the per-seed differences) over the seeds both have (its n
+  and those seeds are stated with it); with no seed in common, a Welch interval of the difference of means
+  (none when either side has a single seed).
 
 Pure numpy (and scipy's t quantile): no torch, no Ray, so the report and the study driver can both import it.
 """
@@ -27,8 +34,11 @@ import numpy as np
 CONFIDENCE = 0.95
 DEFAULT_BASELINE = "scratch"
 T_METHOD, WELCH_METHOD = "t", "welch"
+ACCURACY_BOUNDS, DELTA_BOUNDS = (0.0, 1.0), (-1.0, 1.0)
+CLIPPED_MARK = "‡"
 INTERVAL_RULE = ("95 % intervals: Student-t interval of the mean over seeds (mean ± t·s/√n); "
-                 "none with a single seed.")
+                 f"none with a single seed; {CLIPPED_MARK}: clipped to [0, 1] (a Δ to [-1, 1]), which keeps "
+                 "its coverage.")
 
 
 @dataclass(frozen=True)
@@ -42,13 +52,15 @@ class Summary:
     method: str | None  # T_METHOD, WELCH_METHOD, or None without an interval
     paired: bool | None = None  # Δ only: per-seed differences (True) or a difference of independent means
     n_base: int | None = None  # unpaired Δ only: the baseline's seeds
+    clipped: bool = False  # the interval was cut at a bound (ACCURACY_BOUNDS, DELTA_BOUNDS)
+    seeds: tuple[str, ...] | None = None  # paired Δ only: the seeds its differences are over
 
     def to_fields(self, prefix: str) -> dict[str, Any]:
         """Flat, JSON-ready fields (``{prefix}_mean`` …), as results.json stores them."""
         fields = {"mean": self.mean, "std": self.std, "ci95": list(self.interval) if self.interval else None,
-                  "ci_method": self.method, "n": self.n}
+                  "ci_method": self.method, "ci_clipped": self.clipped, "n": self.n}
         if self.paired is not None:
-            fields.update(paired=self.paired, n_base=self.n_base)
+            fields.update(paired=self.paired, n_base=self.n_base, seeds=list(self.seeds or ()))
         return {f"{prefix}_{k}": v for k, v in fields.items()}
 
     @classmethod
@@ -56,10 +68,11 @@ class Summary:
         """The inverse of ``to_fields``; None when the entry has no such summary."""
         if entry.get(f"{prefix}_mean") is None:
             return None
-        ci = entry.get(f"{prefix}_ci95")
+        ci, seeds = entry.get(f"{prefix}_ci95"), entry.get(f"{prefix}_seeds")
         return cls(entry[f"{prefix}_mean"], entry.get(f"{prefix}_std"), tuple(ci) if ci else None,
                    entry.get(f"{prefix}_n", 1), entry.get(f"{prefix}_ci_method"), entry.get(f"{prefix}_paired"),
-                   entry.get(f"{prefix}_n_base"))
+                   entry.get(f"{prefix}_n_base"), bool(entry.get(f"{prefix}_ci_clipped")),
+                   tuple(seeds) if entry.get(f"{prefix}_paired") else None)
 
 
 def finite_float(value: Any) -> float | None:
@@ -93,8 +106,17 @@ def _t_interval(mean: float, standard_error: float, df: float) -> tuple[float, f
     return mean - half, mean + half
 
 
-def summarize(values: Sequence[float]) -> Summary | None:
-    """Mean, sample std and 95 % t-interval of per-seed values (no std or interval for one); None for none."""
+def _bounded(s: Summary, bounds: tuple[float, float] | None) -> Summary:
+    """``s`` with its interval clipped to ``bounds`` (and marked when that changed it)."""
+    if s.interval is None or bounds is None:
+        return s
+    low, high = max(s.interval[0], bounds[0]), min(s.interval[1], bounds[1])
+    return replace(s, interval=(low, high), clipped=(low, high) != s.interval)
+
+
+def summarize(values: Sequence[float], bounds: tuple[float, float] | None = ACCURACY_BOUNDS) -> Summary | None:
+    """Mean, sample std and 95 % t-interval of per-seed values (no std or interval for one), the interval
+    clipped to ``bounds`` (an accuracy's by default; None: unbounded); None for no values."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return None
@@ -102,11 +124,14 @@ def summarize(values: Sequence[float]) -> Summary | None:
     if x.size == 1:
         return Summary(mean, None, None, 1, None)
     std = float(x.std(ddof=1))
-    return Summary(mean, std, _t_interval(mean, std / math.sqrt(x.size), x.size - 1), int(x.size), T_METHOD)
+    interval = _t_interval(mean, std / math.sqrt(x.size), x.size - 1)
+    return _bounded(Summary(mean, std, interval, int(x.size), T_METHOD), bounds)
 
 
-def welch_delta(values: Sequence[float], base: Sequence[float]) -> Summary:
-    """Difference of two independent means with a Welch 95 % interval (none if either side has one value)."""
+def welch_delta(values: Sequence[float], base: Sequence[float],
+                bounds: tuple[float, float] | None = DELTA_BOUNDS) -> Summary:
+    """Difference of two independent means with a Welch 95 % interval (none if either side has one value),
+    clipped to ``bounds``."""
     a, b = np.asarray(values, dtype=float), np.asarray(base, dtype=float)
     mean = float(a.mean() - b.mean())
     if a.size < 2 or b.size < 2:
@@ -116,18 +141,21 @@ def welch_delta(values: Sequence[float], base: Sequence[float]) -> Summary:
         return Summary(mean, None, (mean, mean), int(a.size), WELCH_METHOD, paired=False, n_base=int(b.size))
     df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     interval = _t_interval(mean, math.sqrt(va + vb), df)
-    return Summary(mean, None, interval, int(a.size), WELCH_METHOD, paired=False, n_base=int(b.size))
+    return _bounded(Summary(mean, None, interval, int(a.size), WELCH_METHOD, paired=False, n_base=int(b.size)),
+                    bounds)
 
 
-def paired_delta(values_by_seed: Mapping[str, float], base_by_seed: Mapping[str, float]) -> Summary | None:
-    """Δ vs the baseline: per-seed differences over the shared seeds, else Welch; None if a side is empty."""
+def paired_delta(values_by_seed: Mapping[str, float], base_by_seed: Mapping[str, float],
+                 bounds: tuple[float, float] | None = DELTA_BOUNDS) -> Summary | None:
+    """Δ vs the baseline: per-seed differences over the shared seeds (named in ``seeds``), else Welch; the
+    interval clipped to ``bounds``; None if a side is empty."""
     common = [seed for seed in values_by_seed if seed in base_by_seed]
     if common:
-        diffs = summarize([values_by_seed[s] - base_by_seed[s] for s in common])
-        return replace(diffs, paired=True)
+        diffs = summarize([values_by_seed[s] - base_by_seed[s] for s in common], bounds)
+        return replace(diffs, paired=True, seeds=tuple(common))
     if not values_by_seed or not base_by_seed:
         return None
-    return welch_delta(list(values_by_seed.values()), list(base_by_seed.values()))
+    return welch_delta(list(values_by_seed.values()), list(base_by_seed.values()), bounds)
 
 
 def baseline_variant(variants: Collection[str], baseline: str = DEFAULT_BASELINE) -> str | None:
@@ -145,17 +173,22 @@ def delta_rule(variants: Collection[str], baseline: str = DEFAULT_BASELINE) -> s
 
 
 def interval_label(s: Summary) -> str:
-    """What an interval is and what it rests on, e.g. '95 % t-interval, n = 3' or 'n = 1: no interval'."""
+    """What an interval is and what it rests on, e.g. '95 % t-interval, n = 3', 'n = 1: no interval', or for a
+    paired Δ '95 % t-interval, paired by seed, n = 2: seeds 1000, 1002'."""
     pairing = {True: "paired by seed, ", False: "unpaired, ", None: ""}[s.paired]
     sizes = f"n = {s.n} vs {s.n_base}" if s.paired is False else f"n = {s.n}"
+    if s.seeds:
+        sizes += (": seed " if len(s.seeds) == 1 else ": seeds ") + ", ".join(s.seeds)
     if s.interval is None:
-        return f"{pairing}{sizes}: no interval"
+        return f"{pairing}{sizes}; no interval" if s.seeds else f"{pairing}{sizes}: no interval"
     kind = "95 % Welch interval" if s.method == WELCH_METHOD else "95 % t-interval"
-    return f"{kind}, {pairing}{sizes}"
+    return f"{kind}{' clipped' if s.clipped else ''}, {pairing}{sizes}"
 
 
 def interval_text(s: Summary, fmt: Callable[[float], str]) -> str:
-    """'[low, high] (95 % t-interval, n = 3)' with values written by ``fmt``; '(n = 1: no interval)' without."""
+    """'[low, high] (95 % t-interval, n = 3)' with values written by ``fmt`` (``CLIPPED_MARK`` after a clipped
+    one); '(n = 1: no interval)' without."""
     if s.interval is None:
         return f"({interval_label(s)})"
-    return f"[{fmt(s.interval[0])}, {fmt(s.interval[1])}] ({interval_label(s)})"
+    mark = CLIPPED_MARK if s.clipped else ""
+    return f"[{fmt(s.interval[0])}, {fmt(s.interval[1])}]{mark} ({interval_label(s)})"

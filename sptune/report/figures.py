@@ -1,5 +1,6 @@
 """The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, early-stopping
-survival per rung and Δ vs the paired variant; plus Optuna's hyperparameter importances per variant.
+survival per rung, Δ vs the paired variant and expected best validation accuracy vs search budget; plus Optuna's
+hyperparameter importances per variant.
 
 Each figure is drawn with matplotlib (``sptune.report.plots``, imported here only when a report is built) and
 written to ``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sptune.judging.expected_max import expected_max, order_flips
 from sptune.report.cells import Cell
 from sptune.report.records import SEARCH, ReportData, as_float
 
@@ -32,6 +34,11 @@ SURVIVAL_CAPTION = ("Trials that trained at least that many epochs; a rung a var
 DELTA_CAPTION = ("Mean Δ test accuracy over seeds against the variant each is paired with (the baseline, or its "
                  "like-for-like kind), with its 95 % interval; an interval that crosses the zero line is no evidence "
                  "of a difference.")
+BUDGET_CAPTION = ("Expected best validation accuracy of a search that had run only n of the variant's search "
+                  "trials (Tang et al. 2020's unbiased estimator of Dodge et al. 2019's curve; trials stopped early "
+                  "or diverged count with the best score they reached). Rings: where a variant's order vs its "
+                  "paired variant flips; curves still rising at the right end say a bigger search could change "
+                  "the answer.")
 IMPORTANCES_CAPTION = ("Optuna's hyperparameter importances over the variant's search trials: the share of the "
                        "variation in validation accuracy each searched parameter explains.")
 
@@ -85,6 +92,35 @@ def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list
     return out
 
 
+def budget_curves(data: ReportData, task: str, variants: list[str],
+                  cells: dict[tuple[str, str], Cell]) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Per variant its expected-max curve over its search trials with a validation score, and the budgets at
+    which its order vs the variant its Δ is against flips (`sptune.judging.expected_max`)."""
+    curves = {}
+    for v in variants:
+        scores = [t.best_val_acc for t in data.phase_trials((SEARCH,), task, v) if t.best_val_acc is not None]
+        if scores:
+            curves[v] = expected_max(scores)
+    flips = {}
+    for v in curves:
+        cell = cells.get((task, v))
+        if cell is not None and cell.baseline in curves:
+            flips[v] = order_flips(curves[v], curves[cell.baseline])
+    return curves, flips
+
+
+def _budget_figure(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
+                   cells: dict[tuple[str, str], Cell], fig_dir: Path, stem: str) -> PageFigure | None:
+    from sptune.report.plots.budget import figure_budget
+
+    curves, flips = budget_curves(data, task, variants, cells)
+    details = [f"{v}: {c[0]:.4f} with 1 trial, {c[-1]:.4f} with {len(c)}" for v, c in curves.items()]
+    details += [f"{v} vs {cells[(task, v)].baseline}: order flips at n = {', '.join(map(str, at))}"
+                for v, at in flips.items() if at]
+    return _keep(figure_budget(curves, flips, colors), fig_dir, f"{stem}-budget",
+                 f"{task}: expected best validation accuracy vs search budget", BUDGET_CAPTION, details)
+
+
 def clear_figures(out_dir: Path) -> Path:
     """A fresh figures directory next to report.html: files of an earlier build must not be logged as this one's."""
     fig_dir = out_dir / FIGURES_DIR
@@ -129,6 +165,7 @@ def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[
         _survival_figure(data, task, variants, colors, fig_dir, stem),
         _keep(figure_delta([c for v in variants if (c := cells.get((task, v)))], colors), fig_dir,
               f"{stem}-delta", f"{task}: Δ test accuracy vs the paired variant", DELTA_CAPTION),
+        _budget_figure(data, task, variants, colors, cells, fig_dir, stem),
     ]
     return TaskFigures(task, [f for f in figs if f is not None])
 

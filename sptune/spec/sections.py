@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_validator
 
 from sptune.plan.seeds import MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
@@ -201,6 +201,9 @@ class TrainingSpec(Strict):
     warmup_fraction: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
     grad_clip: float = ranged(1.0, "use e.g. 1.0, or 0 for no clipping", ge=0)  # 0: no clipping
     compile: bool = False
+    # PyTorch's deterministic algorithms (and cuDNN's deterministic, non-benchmarked kernels) in every trial:
+    # GPU re-runs of a seed give the same numbers, at a cost in speed; an op without one raises.
+    deterministic: StrictBool = False
     # AdamW's moment decay rates and epsilon (PyTorch's defaults).
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = ranged(1e-8, "use e.g. 1e-8", gt=0)

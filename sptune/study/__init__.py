@@ -68,7 +68,7 @@ class Study:
             self.state_file.save()  # the test split has been read: recorded before anything else can fail
             self.mirror.push(TEST_READS)
         log_test_metrics(self.tracker, state.rows)
-        publish(self.plan, state, self.out, self.tracker, state.rows)
+        publish(self.plan, state, self.out, self.tracker, state.rows, self.data)
         self.mirror.push(*RESULT_FILES)
         state.published = True
         self.state_file.save()

@@ -11,7 +11,7 @@ from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
-from sptune.training.test_scores import accuracy_on_test
+from sptune.training.test_scores import HeldOutScore, accuracy_on_test
 
 TEST_READS = "test_reads.jsonl"
 
@@ -25,13 +25,13 @@ class Candidate:
     tested: SelectedTrial
 
 
-def _row(plan: StudyPlan, candidate: Candidate, test_loss: float, test_acc: float) -> ResultRow:
+def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore) -> ResultRow:
     sel, search = candidate.tested.selection, candidate.search_record.best.selection
     return ResultRow(
         variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
         seed=int(sel.config.get("seed", plan.spec.seed)), lr=float(sel.config["lr"]),
         batch_size=int(sel.config["batch_size"]), best_epoch=sel.epoch, val_acc=sel.score,
-        test_acc=test_acc, test_loss=test_loss,
+        test_acc=score.accuracy, test_loss=score.loss, test_device=score.device, test_precision=score.precision,
         trials=search.n_trials, diverged=search.n_diverged, failed=search.n_failed, trial_epochs=search.trial_epochs,
         failures=search.n_failures,
         trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
@@ -46,10 +46,11 @@ def evaluate_on_test(
     rows = []
     with holdout.final_evaluation(output_dir / TEST_READS):
         for candidate in candidates:
-            loss, acc = accuracy_on_test(
-                plan.spec, plan.info, candidate.tested.selection.checkpoint_path, data.test, candidate.search.variant
-            )
-            rows.append(_row(plan, candidate, loss, acc))
+            checkpoint = candidate.tested.selection.checkpoint_path
+            with holdout.reading_for(checkpoint):
+                test = data.test
+            score = accuracy_on_test(plan.spec, plan.info, checkpoint, test, candidate.search.variant)
+            rows.append(_row(plan, candidate, score))
     add_deltas(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return rows
 

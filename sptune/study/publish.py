@@ -7,9 +7,21 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sptune.judging.results import ResultRow, markdown_table, summarize, summary_table, write_results
+from sptune.judging.expected_max import budget_table
+from sptune.judging.results import (
+    EXPECTED_MAX_SCORE,
+    ResultRow,
+    expected_max_lines,
+    markdown_table,
+    summarize,
+    summary_table,
+    write_results,
+)
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study.final_evaluation import TEST_READS
+from sptune.study.data_provenance import count_test_reads, provenance_document
 from sptune.study.state import StudyState, TunerRun
+from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 
 # results.json is a contract (read by sptune.report, campaigns, benchmarks): its timeline entries and
@@ -44,6 +56,16 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
     return found
 
 
+def _attempted_seeds(plan: StudyPlan, rows: list[ResultRow]) -> dict[str, list[int]]:
+    """variant -> the seeds it was tested with: every re-run seed (a diverged or failed re-run has no row),
+    or without re-runs the one its search picked."""
+    reruns = plan.rerun_seeds()
+    picked: dict[str, list[int]] = {}
+    for r in rows:
+        picked.setdefault(r.variant, []).append(r.seed)
+    return {variant: list(reruns) if reruns else seeds for variant, seeds in picked.items()}
+
+
 def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, Any]:
     """results.json without its rows."""
     study = {
@@ -61,16 +83,40 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     # Which seeds the trainings used, and what the reported spread over seeds covers (seeds.SPREAD_TEXT).
     study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
     study["spread"] = plan.spread()
-    study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective)
+    study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
+                                 _attempted_seeds(plan, rows))
     return study
 
 
-def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow]) -> None:
-    study = results_document(plan, state, rows)
+def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:
+    """results.json's ``provenance`` and ``test_reads`` (`sptune.study.data_provenance`)."""
+    audit = output_dir / TEST_READS
+    return {"provenance": provenance_document(data, audit), "test_reads": count_test_reads(audit)}
+
+
+def expected_max_document(plan: StudyPlan, state: StudyState, summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """results.json's ``expected_max`` (`sptune.judging.expected_max`) over each variant's search trials that
+    have a validation score; the order of a variant vs the one its Δ is against (``delta_vs``)."""
+    scores, without = {}, {}
+    for search in plan.variant_searches():
+        record = state.searches.get(search.label)
+        if record is not None and record.trial_scores is not None:
+            scores[search.variant] = [x for x in record.trial_scores if x is not None]
+            without[search.variant] = len(record.trial_scores) - len(scores[search.variant])
+    baselines = {v: e["delta_vs"] for v, e in summary.items() if e.get("delta_vs") and v in scores}
+    return {"score": EXPECTED_MAX_SCORE, **budget_table(scores, baselines), "trials_without_score": without}
+
+
+def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow],
+            data: TaskSplits) -> None:
+    study = {**results_document(plan, state, rows), **audit_document(data, output_dir)}
+    study["expected_max"] = expected_max_document(plan, state, study["summary"])
     json_path, md_path = write_results(output_dir, study, rows, plan.spec.baseline)
     parent = tracker.parent_run_id
     for variant, stats in study["summary"].items():
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n", flush=True)
+    budget = "\n".join(expected_max_lines(study["expected_max"]))
+    print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
+          + "\n", flush=True)

@@ -34,6 +34,9 @@ class SearchRecord:
     """What one finished search selected: its best trial, or for re-runs one trial per seed."""
 
     selected: list[SelectedTrial]
+    # Each of its trials' best epoch score (the selection's metric; early-stopped trials at the epoch they
+    # reached; None for a trial with none, e.g. failed); None in state files that predate it.
+    trial_scores: list[float | None] | None = None
 
     @property
     def best(self) -> SelectedTrial:
@@ -41,7 +44,7 @@ class SearchRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchRecord:
-        return cls([SelectedTrial.from_json(s) for s in data["selected"]])
+        return cls([SelectedTrial.from_json(s) for s in data["selected"]], data.get("trial_scores"))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from ray import tune
 
 from sptune import storage as stored
 from sptune.errors import RuntimeFailure
+from sptune.judging.stats import finite_float
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
@@ -99,7 +100,8 @@ class StageRecorder(tune.Callback):
                 state.failed[label] = list(self.searcher.failed[label])
                 print(f"[sptune] {label}: nothing to select ({self.searcher.failed[label][1]})", flush=True)
                 continue
-            record = SearchRecord([SelectedTrial(s, runs.get(s.trial_id)) for s in self.searcher.selected[label]])
+            picked = [SelectedTrial(s, runs.get(s.trial_id)) for s in self.searcher.selected[label]]
+            record = SearchRecord(picked, self._trial_scores(label, stage.plan.epoch_score))
             for picked in record.selected:
                 mark_selected(self.tracker, picked)
             state.searches[label] = record
@@ -108,6 +110,11 @@ class StageRecorder(tune.Callback):
             state.timeline.append(TunerRun(label, [stage.plan.trial_variant], start, time.time(), trials))
             _print_selected(label, record, start)
         self.state_file.save()
+
+
+    def _trial_scores(self, label: str, score: str) -> list[float | None]:
+        """Each trial's best epoch score as it last reported it (`sptune.judging.expected_max` reads them)."""
+        return [finite_float((o.metrics or {}).get("best_" + score)) for o in self.searcher.outcomes[label].values()]
 
 
 class TunerRunner:

@@ -8,6 +8,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 LIBRARIES = ("torch", "ray", "mlflow", "optuna", "numpy", "pydantic", "scikit-learn")
 
@@ -22,16 +23,21 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def git_commit(start: Path | None = None) -> dict[str, str]:
-    """The commit of the sptune checkout that runs (and whether it has uncommitted changes);
-    empty when sptune is installed from a wheel rather than a git checkout."""
+def git_state(start: Path | None = None) -> dict[str, Any]:
+    """The commit of the sptune checkout that runs and whether it has uncommitted changes
+    (``{"commit": sha, "dirty": bool}``); empty when sptune is installed from a wheel, not a git checkout."""
     folder = start or Path(__file__).resolve().parent
     try:
         commit = _git(folder, "rev-parse", "HEAD")
         dirty = bool(_git(folder, "status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):
         return {}
-    return {"commit": commit, "dirty": str(dirty).lower()}
+    return {"commit": commit, "dirty": dirty}
+
+
+def git_commit(start: Path | None = None) -> dict[str, str]:
+    """`git_state` as MLflow parameters (text: "true"/"false" for dirty)."""
+    return {k: str(v).lower() if isinstance(v, bool) else v for k, v in git_state(start).items()}
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -55,3 +61,10 @@ def parent_run_params(spec_path: Path, overrides: tuple[str, ...]) -> dict[str, 
     params["command.spec"] = str(spec_path)
     params["command.overrides"] = " ".join(overrides) or "-"
     return params
+
+
+def study_provenance() -> dict[str, Any]:
+    """What results.json records of the code and machine that wrote it: the same facts as the parent
+    run's parameters (`parent_run_params`), typed: ``{"git": {...}, "versions": {...}, "driver_device": ...}``
+    (the driver's device: trials record theirs as ``optim.device_in_use``)."""
+    return {"git": git_state(), "versions": library_versions(), "driver_device": device_description()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from contextlib import AbstractContextManager
 
 import torch
@@ -25,3 +26,19 @@ def autocast(device: torch.device, precision: str = "auto") -> AbstractContextMa
     if precision_in_use(device, precision) == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+# cuBLAS needs a fixed workspace to be deterministic; read when the process first uses cuBLAS.
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def set_determinism(enabled: bool, device: torch.device) -> None:
+    """PyTorch's deterministic algorithms and cuDNN's deterministic, non-benchmarked kernels, on or off (their
+    defaults) for this process: set by every loop, so a Ray actor reused by the next trial never keeps another
+    setting. On a GPU also cuBLAS's fixed workspace, unless the environment already names one."""
+    torch.use_deterministic_algorithms(enabled)
+    torch.backends.cudnn.deterministic = enabled
+    if enabled:
+        torch.backends.cudnn.benchmark = False
+        if device.type == "cuda":
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)

@@ -24,7 +24,7 @@ from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
-from sptune.training.device import autocast, pick_device
+from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
 from sptune.training.device_data import on_device
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import INPUT_EMBEDDING, EncoderConfig
@@ -57,6 +57,7 @@ class OptimConfig:
     device: str = "auto"
     precision: str = "auto"
     compile: bool = False
+    deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
     eps: float = 1e-8  # AdamW's denominator guard
 
@@ -153,6 +154,7 @@ class EpochLoop:
         self.cfg = cfg
         self.info = info
         self.device = pick_device(cfg.device)
+        set_determinism(cfg.deterministic, self.device)  # before the model reaches the device (cuBLAS's workspace)
         torch.manual_seed(cfg.seed)
         self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)
@@ -171,6 +173,8 @@ class EpochLoop:
         self.last_lr = self.optimizer.param_groups[0]["lr"]
         self.epoch = 0
         self.tokens_seen = 0
+        # A paired task's example is two sequences (retrieval: two documents), each seq_len long.
+        self.tokens_per_example = self.info.seq_len * (train.x.shape[1] if train.x.ndim == 3 else 1)
 
     def _current_rng(self) -> dict[str, torch.Tensor]:
         """The process's torch RNG states this loop draws from (uint8 CPU tensors)."""
@@ -231,7 +235,7 @@ class EpochLoop:
                 with autocast(self.device, self.cfg.precision):
                     batch = self.train_batch(self.train_x[idx], self.train_y[idx])
                 sums.add(batch, self._step(batch.loss), len(idx))
-                self.tokens_seen += idx.numel() * self.info.seq_len
+                self.tokens_seen += idx.numel() * self.tokens_per_example
                 if step % DIVERGENCE_CHECK_STEPS == 0:
                     self._check_finite(sums.loss)
         self._check_finite(sums.loss)
@@ -263,6 +267,9 @@ class EpochLoop:
             **self.rng,
             "epoch": self.epoch,
             "tokens_seen": self.tokens_seen,
+            # What the trial trained on, so its one test evaluation runs the same way (training.test_scores).
+            "device_in_use": self.device.type,
+            "precision_in_use": precision_in_use(self.device, self.cfg.precision),
         }
 
     def load_state_dict(self, state: dict) -> None:

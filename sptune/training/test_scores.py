@@ -1,29 +1,53 @@
-"""The one test-split evaluation of a selected finetune checkpoint."""
+"""The one test-split evaluation of a selected finetune checkpoint, on the device and precision its trial
+trained with (not the driver's defaults: a driver on a GPU machine would otherwise test a CPU trial's
+checkpoint in bf16)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.checkpoint_files import load_state
-from sptune.training.device import pick_device
+from sptune.training.device import pick_device, precision_in_use
 from sptune.training.loops import evaluate
 from sptune.training.model_configs import variant_classifier_config
 from sptune.training.variants import build_for_evaluation
 
 
+class HeldOutScore(NamedTuple):
+    loss: float
+    accuracy: float
+    device: str  # where it was evaluated ("cpu" when the trial's GPU is not on the driver)
+    precision: str  # "fp32" or "bf16": the trial's
+
+
+def trial_device_and_precision(spec: SweepSpec, state: dict) -> tuple[str, str]:
+    """What the checkpoint's trial trained with (recorded in its state); for a checkpoint without the record,
+    the spec's settings resolved as a trial resolves them (Ray hides GPUs from a trial that asks for none)."""
+    if "device_in_use" in state and "precision_in_use" in state:
+        return str(state["device_in_use"]), str(state["precision_in_use"])
+    requested = spec.training.device
+    if requested == "auto" and spec.resources.gpu == 0:
+        requested = "cpu"
+    device = pick_device(requested)
+    return device.type, precision_in_use(device, spec.training.precision)
+
+
 def accuracy_on_test(
     spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit, variant: str
-) -> tuple[float, float]:
-    """(test loss, test accuracy) of the variant's classifier stored in ``checkpoint_dir``."""
-    device = pick_device(spec.training.device)
+) -> HeldOutScore:
+    """Test loss and accuracy of the variant's classifier stored in ``checkpoint_dir``, and how it was run."""
+    state = load_state(checkpoint_dir)
+    device_type, precision = trial_device_and_precision(spec, state)
+    device = torch.device("cuda" if device_type == "cuda" and torch.cuda.is_available() else "cpu")
     cfg = variant_classifier_config(spec, info, variant)
     lm = spec.language_model
     model = build_for_evaluation(spec.variant_kind(variant), cfg, lm.path if lm else None)
-    model.load_state_dict(load_state(checkpoint_dir)["model"])
+    model.load_state_dict(state["model"])
     model.to(device)
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
-    return evaluate(model, info, x, y, device, spec.training.precision)
-
-
+    loss, acc = evaluate(model, info, x, y, device, precision)
+    return HeldOutScore(loss, acc, device.type, precision)

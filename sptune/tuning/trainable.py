@@ -51,6 +51,7 @@ def _optim_config(config: dict, spec: SweepSpec, epochs: int, weight_decay: floa
         device=t.device,
         precision=t.precision,
         compile=t.compile,
+        deterministic=t.deterministic,
     )
 
 
