@@ -497,7 +497,7 @@ def test_a_search_whose_every_lr_scores_the_same_is_flagged_as_learning_nothing(
 
 
 def test_a_budget_figure_needs_a_variant_with_two_trials():
-    from sptune.report.plots.budget import figure_budget
+    from sptune.report.plots.expected_max_curve import figure_budget
 
     assert figure_budget({"spt": [0.5]}, {}, {"spt": "#000000"}) is None
     assert figure_budget({"spt": [0.5, 0.6], "scratch": [0.55, 0.58]}, {"spt": [2]},

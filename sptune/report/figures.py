@@ -111,7 +111,7 @@ def budget_curves(data: ReportData, task: str, variants: list[str],
 
 def _budget_figure(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
                    cells: dict[tuple[str, str], Cell], fig_dir: Path, stem: str) -> PageFigure | None:
-    from sptune.report.plots.budget import figure_budget
+    from sptune.report.plots.expected_max_curve import figure_budget
 
     curves, flips = budget_curves(data, task, variants, cells)
     details = [f"{v}: {c[0]:.4f} with 1 trial, {c[-1]:.4f} with {len(c)}" for v, c in curves.items()]
