@@ -16,6 +16,8 @@ from typing import Any
 
 from sptune.judging.ranking import TIE_RULE
 from sptune.plan import rungs, seeds
+from sptune.plan.budget_text import describe_budgets
+from sptune.plan.budgets import Budget
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
 
@@ -41,6 +43,7 @@ class SearchPlan:
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
     source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
+    budget: Budget | None = None  # one trial's budget (sptune.plan.budgets); `epochs` is its max_iterations
 
     @property
     def epoch_score(self) -> str:
@@ -176,7 +179,7 @@ def build_plan(
     train_rows: int = 0,
 ) -> StudyPlan:
     searches: list[SearchPlan] = []
-    p = spec.pretrain
+    p, pretrain_budget = spec.pretrain, spec.pretrain_budget()
     for source in spec.pretraining_sources():
         searches.append(
             SearchPlan(
@@ -185,13 +188,14 @@ def build_plan(
                 None,
                 p.search,
                 p.num_samples,
-                p.epochs,
+                pretrain_budget.max_iterations,
                 "best_val_loss",
                 "min",
                 _searcher(spec, p.search),
                 grid_repeats=p.grid_repeats,
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
                 source=source,
+                budget=pretrain_budget,
             )
         )
     for name, v in spec.variants.items():
@@ -209,6 +213,7 @@ def build_plan(
                 _searcher(spec, v.search),
                 grid_repeats=spec.variant_repeats(name),
                 init_from=source.stage_name if source else None,
+                budget=spec.variant_budget(name),
             )
         )
     return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {}, train_rows)
@@ -345,6 +350,7 @@ def describe(plan: StudyPlan) -> str:
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
+        *describe_budgets(s.budget, plan.searches, plan.train_rows),
         "Searches (ONE Tuner for the whole study: an SPT variant's search starts once its pretraining is selected, "
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
+from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget
 from sptune.plan.rungs import hyperband_brackets
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
@@ -43,6 +46,10 @@ class SweepSpec(Strict):
     variants: dict[str, VariantSpec]
     # The variant every other one's Δ is paired against (by seed); no Δ when no variant has this name.
     baseline: str = "scratch"
+    # finetune_matched (the papers' main tables): every variant the same finetuning budget, SPT's pretraining
+    # on top. total_matched: variants that do not start from SPT also train for the pretraining budget, so
+    # every model trains as long (sptune.plan.budgets, the one place this is decided).
+    budget: Literal[BUDGET_MODES] = "finetune_matched"
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -78,6 +85,7 @@ class SweepSpec(Strict):
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
+        self._check_budget_mode()
         return self
 
     def _check_model_family(self) -> None:
@@ -182,6 +190,20 @@ class SweepSpec(Strict):
             message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
             raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
 
+    def _check_budget_mode(self) -> None:
+        if self.budget != TOTAL_MATCHED or not self.needs_pretraining():
+            return
+        if self.pretrain.checkpoint is not None:
+            message = ("total_matched adds SPT's pretraining budget to the other variants; a given checkpoint's "
+                       "is unknown")
+            fix = "use budget: finetune_matched, or pretrain here (drop pretrain.checkpoint)"
+            raise problem(message, fix, "budget")
+        pre, fine = self.pretrain_budget(), self.finetune_budget()
+        if pre.amount and pre.unit != fine.unit:
+            message = (f"total_matched adds the pretraining budget ({pre.describe()}) to the finetuning one "
+                       f"({fine.describe()}): they must count the same unit")
+            raise problem(message, "give pretrain and finetune both steps, or both epochs", "budget")
+
     # ------------------------------------------------------------ reading the spec
 
     def _kinds(self) -> dict[str, VariantKind]:
@@ -203,8 +225,24 @@ class SweepSpec(Strict):
         """Whether the variant trains a causal model: its attention never looks ahead."""
         return self.variant_facts(name).architecture == "causal"
 
+    def pretrain_budget(self) -> Budget:
+        """One pretraining trial's budget (0 epochs without a pretrain section)."""
+        p = self.pretrain
+        return section_budget(p.epochs, None, None) if p is not None else section_budget(0, None, None)
+
+    def finetune_budget(self, name: str | None = None) -> Budget:
+        """The finetuning budget as written: the finetune section's, or a variant's own epochs."""
+        epochs = (self.variants[name].epochs if name else None) or self.finetune.epochs
+        return section_budget(epochs, None, None)
+
+    def variant_budget(self, name: str) -> Budget:
+        """A variant's budget under the study's mode (`budget`): what each of its trials trains."""
+        pretraining = self.pretrain_budget() if self.needs_pretraining() else None
+        return matched(self.finetune_budget(name), pretraining, self.budget, self.variant_objective(name) is not None)
+
     def variant_epochs(self, name: str) -> int:
-        return self.variants[name].epochs or self.finetune.epochs
+        """The most Tune iterations a variant's trial runs (epochs, or evaluation rounds of a steps budget)."""
+        return self.variant_budget(name).max_iterations
 
     def variant_samples(self, name: str) -> int:
         return self.variants[name].num_samples or self.finetune.num_samples
