@@ -32,7 +32,7 @@ def _conversion(budget: Budget, batches: list[int], rows: int) -> str:
 def _in_all(budget: Budget, pretraining: Budget | None) -> str:
     """What a variant's model trains in all: its finetuning, plus the pretraining it starts from."""
     if pretraining is None or not pretraining.amount:
-        return f"; {budget.amount} {budget.unit} in all" if budget.unit == "epochs" or not budget.added else ""
+        return f"; {budget.amount} {budget.unit} in all"
     if pretraining.unit != budget.unit:
         return f"; in all {pretraining.describe()} + {budget.describe()}"
     return f"; {pretraining.amount + budget.amount} {budget.unit} in all"

@@ -77,6 +77,8 @@ class SweepSpec(Strict):
     def _sections_agree(self) -> SweepSpec:
         self._check_model_family()
         self._check_pretraining_stage()
+        self._check_budget_mode()  # before any rule that reads a variant's budget
+        self._check_variant_units()
         self._check_language_model()
         self._check_pooling()
         self._check_grace_period()
@@ -85,7 +87,6 @@ class SweepSpec(Strict):
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
-        self._check_budget_mode()
         return self
 
     def _check_model_family(self) -> None:
@@ -117,11 +118,13 @@ class SweepSpec(Strict):
         s = self.scheduler
         if s.type == "fifo":
             return
-        # Halving stops trials after grace_period epochs at the earliest: no stage may be shorter.
-        pretrain_epochs = [self.pretrain.epochs] if self.pretrain and self.pretrain.epochs > 0 else []
-        shortest = min([self.variant_epochs(v) for v in self.variants] + pretrain_epochs)
-        if s.grace_period > shortest:
-            message = f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)"
+        # Halving stops trials after grace_period rounds (epochs, or a steps budget's evaluation rounds) at the
+        # earliest: no stage may be shorter.
+        budgets = [self.variant_budget(v) for v in self.variants]
+        budgets += [self.pretrain_budget()] if self.pretrain and self.pretrain_budget().rounds > 0 else []
+        shortest = min(budgets, key=lambda b: b.rounds)
+        if s.grace_period > shortest.rounds:
+            message = f"{s.grace_period} exceeds the shortest stage ({shortest.rounds} {shortest.round_word})"
             raise problem(message, "lower grace_period", "scheduler.grace_period")
 
     def _check_searcher_mode(self) -> None:
@@ -155,9 +158,9 @@ class SweepSpec(Strict):
             return f"{at}num_samples", samples, epochs
 
         found = []
-        p = self.pretrain
-        if p is not None and self.needs_pretraining() and p.epochs > 0 and p.checkpoint is None:
-            found.append(budget("pretrain.", p.search, p.num_samples, p.grid_repeats, p.epochs))
+        p, rounds = self.pretrain, self.pretrain_budget().max_iterations
+        if p is not None and self.needs_pretraining() and rounds > 0 and p.checkpoint is None:
+            found.append(budget("pretrain.", p.search, p.num_samples, p.grid_repeats, rounds))
         for name, v in self.variants.items():
             at = f"variants.{name}."
             found.append(budget(at, v.search, self.variant_samples(name), self.variant_repeats(name),
@@ -204,6 +207,15 @@ class SweepSpec(Strict):
                        f"({fine.describe()}): they must count the same unit")
             raise problem(message, "give pretrain and finetune both steps, or both epochs", "budget")
 
+    def _check_variant_units(self) -> None:
+        # A variant's own epochs would leave the steps budget every other variant trains with.
+        if self.finetune.steps is None:
+            return
+        for name, variant in self.variants.items():
+            if variant.epochs is not None:
+                message = f"the finetuning budget is {self.finetune.steps} optimizer steps (finetune.steps)"
+                raise problem(message, "drop the variant's epochs", f"variants.{name}.epochs")
+
     # ------------------------------------------------------------ reading the spec
 
     def _kinds(self) -> dict[str, VariantKind]:
@@ -228,12 +240,13 @@ class SweepSpec(Strict):
     def pretrain_budget(self) -> Budget:
         """One pretraining trial's budget (0 epochs without a pretrain section)."""
         p = self.pretrain
-        return section_budget(p.epochs, None, None) if p is not None else section_budget(0, None, None)
+        return section_budget(p.epochs, p.steps, p.eval_every) if p is not None else section_budget(0, None, None)
 
     def finetune_budget(self, name: str | None = None) -> Budget:
         """The finetuning budget as written: the finetune section's, or a variant's own epochs."""
-        epochs = (self.variants[name].epochs if name else None) or self.finetune.epochs
-        return section_budget(epochs, None, None)
+        f = self.finetune
+        epochs = (self.variants[name].epochs if name else None) or f.epochs
+        return section_budget(epochs, f.steps, f.eval_every)
 
     def variant_budget(self, name: str) -> Budget:
         """A variant's budget under the study's mode (`budget`): what each of its trials trains."""
