@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sptune.judging import stats
+from sptune.judging.budget_report import budget_table
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT
@@ -176,6 +177,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         summary_table(study["summary"], baseline),
         "",
+        *([budget_table(study["budget"]), ""] if "budget" in study else []),
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
     ]

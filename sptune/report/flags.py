@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sptune.report.cells import Cell
-from sptune.report.compute import compute_table, variant_objectives
+from sptune.report.compute import budget_note, compute_table, variant_objectives
 from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import BIN_DECADES, CurvePoint, describe_space, lr_binner, lr_curves, lr_space, sig, usable
 from sptune.report.records import RERUN, SEARCH, ReportData, as_float
@@ -277,8 +277,18 @@ def _compute_summary(data: ReportData) -> str:
     return summary + (" Tuners: " + "; ".join(timeline) + "." if timeline else "")
 
 
+def _model_items(data: ReportData) -> tuple[str, list[str]]:
+    """The budget mode and one tested model's compute per variant. Under total_matched, models that still differ by
+    COMPUTE_RATIO are an item (a variant's own epochs, until_converged); finetune_matched differs by design."""
+    note, ratio, pair = budget_note(data.budget, data.spec)
+    if ratio is None or ratio < COMPUTE_RATIO or data.budget.get("mode") != "total_matched":
+        return note, []
+    return note, [f"Under total_matched, one tested model of {pair} trained {ratio:.2f}× the other's compute."]
+
+
 def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds: dict[str, str]) -> Flag:
-    items, table = [], None
+    note, items = _model_items(data)
+    table = None
     objectives = variant_objectives(data.spec, kinds)
     for task in tasks:
         rows, totals = compute_table(data, task, variants, objectives)
@@ -288,8 +298,8 @@ def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds:
         if item := _compute_imbalance(task, totals):
             items.append(item)
     if items:
-        return Flag("compute", "Unequal compute per variant", "warn", _compute_summary(data), items, table)
-    return Flag("compute", "Compute per variant", "info", _compute_summary(data), [], table)
+        return Flag("compute", "Unequal compute per variant", "warn", f"{note} {_compute_summary(data)}", items, table)
+    return Flag("compute", "Compute per variant", "info", f"{note} {_compute_summary(data)}", [], table)
 
 
 def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[str], variants: list[str],

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sptune.judging.budget_report import budget_document
 from sptune.judging.results import ResultRow, markdown_table, summarize, summary_table, write_results
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import StudyState, TunerRun
@@ -17,6 +18,10 @@ from sptune.tracking.mlflow_tracker import Tracker
 # and "variant(s)" the trials' variant (a pretraining's objective).
 
 
+# A selection's fields kept out of the pretraining entries: its metrics, and its trial's totals (in `budget`).
+_NOT_IN_ENTRIES = ("metrics", "trial_totals")
+
+
 def _timeline_entry(run: TunerRun) -> dict[str, Any]:
     return {"stage": run.experiment, "variants": run.trial_variants, "start": run.start, "end": run.end,
             "trials": run.trials}
@@ -25,7 +30,7 @@ def _timeline_entry(run: TunerRun) -> dict[str, Any]:
 def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, Any]:
     record = state.searches.get(pretraining.label)
     if record is not None:
-        selection = {k: v for k, v in asdict(record.best.selection).items() if k != "metrics"}
+        selection = {k: v for k, v in asdict(record.best.selection).items() if k not in _NOT_IN_ENTRIES}
         return {"stage": pretraining.phase, "variant": pretraining.trial_variant, **selection}
     # No Tuner ran: 0 epochs, or a given or cached checkpoint replaced it.
     if pretraining.epochs == 0:
@@ -40,7 +45,8 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
         record = state.searches.get(pretraining.rerun_label)
         if record is not None:
             found[pretraining.rerun_label] = [
-                {k: v for k, v in asdict(picked.selection).items() if k != "metrics"} for picked in record.selected]
+                {k: v for k, v in asdict(picked.selection).items() if k not in _NOT_IN_ENTRIES}
+                for picked in record.selected]
     return found
 
 
@@ -62,7 +68,14 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
     study["spread"] = plan.spread()
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective)
+    study["budget"] = _budget(plan, state)
     return study
+
+
+def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
+    """results.json's `budget`: the mode and what each variant's tested models trained (judging.budget_report)."""
+    selected = {label: [picked.selection for picked in record.selected] for label, record in state.searches.items()}
+    return budget_document(plan, selected)
 
 
 def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Tracker, rows: list[ResultRow]) -> None:
