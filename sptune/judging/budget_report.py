@@ -11,6 +11,7 @@ from __future__ import annotations
 from statistics import mean
 from typing import Any
 
+from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.selection import Selection
 from sptune.plan.budgets import MODE_TEXT, Budget, steps_per_epoch
 from sptune.plan.study_plan import SearchPlan, StudyPlan
@@ -70,6 +71,12 @@ def _in_all(parts: list[dict[str, Any]]) -> dict[str, Any]:
             "trial_seconds": total("trial_seconds")}
 
 
+def _convergence(budget: Budget, tested: list[Selection]) -> dict[str, Any]:
+    """The tested checkpoints' epochs and whether any is in the last 10 % of the budget."""
+    epochs = [s.epoch for s in tested]
+    return {"selected_epochs": epochs, "may_be_unconverged": any(may_be_unconverged(e, budget) for e in epochs)}
+
+
 def _tested(selected: dict[str, list[Selection]], label: str, rerun_label: str) -> list[Selection]:
     return selected.get(rerun_label) or selected.get(label, [])[:1]
 
@@ -89,7 +96,8 @@ def budget_document(plan: StudyPlan, selected: dict[str, list[Selection]]) -> di
                                                                                   pre.rerun_label),
                                                               _rows_of(plan, pre))}
         variants[search.variant] = {"finetune": finetune, "pretraining": pretraining,
-                                    "in_all": _in_all([finetune] + ([pretraining] if pretraining else []))}
+                                    "in_all": _in_all([finetune] + ([pretraining] if pretraining else [])),
+                                    **_convergence(search.budget, tested)}
     return {"mode": plan.spec.budget, "mode_text": MODE_TEXT[plan.spec.budget], "trial_seconds_source": SECONDS_SOURCE,
             "variants": variants}
 
@@ -110,10 +118,16 @@ def _cell(stage: dict[str, Any] | None) -> str:
 def budget_table(budget: dict[str, Any]) -> str:
     """results.md's budget section: the mode, then per variant what one tested model trained."""
     lines = [f"Budget: {budget['mode']} ({budget['mode_text']}).", "",
-             "| variant | finetuning | SPT pretraining | in all | trial-seconds |", "|---|---|---|---|---|"]
+             "| variant | finetuning | SPT pretraining | in all | trial-seconds | selected epochs |",
+             "|---|---|---|---|---|---|"]
     for variant, entry in budget["variants"].items():
         whole = entry["in_all"]
         seconds = whole.get("trial_seconds")
         lines.append(f"| {variant} | {_cell(entry['finetune'])} | {_cell(entry['pretraining'])} | "
-                     f"{_cell(whole)} | {'-' if seconds is None else f'{seconds:.0f}'} |")
+                     f"{_cell(whole)} | {'-' if seconds is None else f'{seconds:.0f}'} | {_epochs_cell(entry)} |")
     return "\n".join(lines + ["", f"Trial-seconds: {budget['trial_seconds_source']}."])
+
+
+def _epochs_cell(entry: dict[str, Any]) -> str:
+    epochs = "/".join(str(e) for e in entry.get("selected_epochs") or []) or "-"
+    return epochs + (" ⚠ may be unconverged" if entry.get("may_be_unconverged") else "")

@@ -30,12 +30,13 @@ def _conversion(budget: Budget, batches: list[int], rows: int) -> str:
 
 
 def _in_all(budget: Budget, pretraining: Budget | None) -> str:
-    """What a variant's model trains in all: its finetuning, plus the pretraining it starts from."""
-    if pretraining is None or not pretraining.amount:
-        return f"; {budget.amount} {budget.unit} in all"
-    if pretraining.unit != budget.unit:
+    """What a variant's model trains in all: its finetuning (up to its cap with until_converged), plus the
+    pretraining it starts from."""
+    if pretraining is not None and pretraining.amount and pretraining.unit != budget.unit:
         return f"; in all {pretraining.describe()} + {budget.describe()}"
-    return f"; {pretraining.amount + budget.amount} {budget.unit} in all"
+    before = pretraining.amount if pretraining is not None else 0
+    most = f"–{before + budget.max_rounds}" if budget.max_rounds else ""
+    return f"; {before + budget.amount}{most} {budget.unit} in all"
 
 
 def _search_line(search: Any, by_label: dict[str, Any], rows: int) -> str:
@@ -55,4 +56,6 @@ def describe_budgets(mode: str, searches: Sequence[Any], train_rows: int) -> lis
     by_label = {s.label: s for s in trained if s.is_pretraining}
     rows = f" on {train_rows} training rows" if train_rows else ""
     lines = [f"Budget: {mode} ({MODE_TEXT[mode]}); per trial{rows}:"]
-    return lines + [_search_line(s, by_label, train_rows) for s in trained]
+    guard = ("  a tested checkpoint selected in the last 10 % of its budget is marked 'may be unconverged' "
+             "(results and report)")
+    return lines + [_search_line(s, by_label, train_rows) for s in trained] + [guard]

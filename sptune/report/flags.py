@@ -1,5 +1,6 @@
 """The fairness flags (DESIGN.md §1 "Fair sweeps"): best LR on the edge of its search, rankings that flip across
-LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, and compute per variant."""
+LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, selected epochs at the end
+of their budget, and compute per variant."""
 
 from __future__ import annotations
 
@@ -252,6 +253,29 @@ def flag_failures(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
                 "times; one that ran out of retries is counted as failed above). Counted by Ray Tune.", items)
 
 
+# ---------------------------------------------------------------- selected epochs at the end of the budget
+
+
+def flag_unconverged(data: ReportData, tasks: list[str], variants: list[str]) -> Flag:
+    """Rows whose selected epoch is in the last 10 % of its budget (results.json's may_be_unconverged)."""
+    marked = [r for r in data.rows if r.get("may_be_unconverged") and r["task"] in tasks and r["variant"] in variants]
+    if not any("may_be_unconverged" in r for r in data.rows):
+        return Flag("unconverged", "Convergence not recorded", "info",
+                    "results.json records no may_be_unconverged per row (an older study, or rows from MLflow).")
+    if not marked:
+        return Flag("unconverged", "Selected epochs before the end of their budgets", "ok",
+                    "Every tested checkpoint's epoch lies before the last 10 % of its variant's budget.")
+    by_variant: dict[tuple[str, str], list[str]] = {}
+    for r in marked:
+        where = f"seed {r.get('seed')}: epoch {r.get('best_epoch')}"
+        by_variant.setdefault((r["task"], r["variant"]), []).append(where)
+    items = [f"{v} on {t}: {', '.join(seeds)}." for (t, v), seeds in by_variant.items()]
+    return Flag("unconverged", "Variants that may be unconverged", "warn",
+                "These tested checkpoints were selected in the last 10 % of their budget: the variant may still have "
+                "been improving, so its accuracy may be an underestimate. Give it more epochs (or steps), or "
+                "finetune.until_converged.", items)
+
+
 # ---------------------------------------------------------------- compute per variant
 
 
@@ -307,5 +331,6 @@ def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[
     """Every flag, in the order the page shows them."""
     return [flag_lr_edge(data, cells), flag_rank_flip(data, tasks, variants),
             flag_completed(data, tasks, variants), flag_diverged(data, tasks, variants),
-            flag_learned_nothing(data, tasks, variants), flag_failures(data, tasks, variants),
+            flag_learned_nothing(data, tasks, variants), flag_unconverged(data, tasks, variants),
+            flag_failures(data, tasks, variants),
             flag_compute(data, tasks, variants, kinds)]

@@ -151,11 +151,21 @@ class PretrainSpec(Strict):
         return self
 
 
+class UntilConverged(Strict):
+    """Train past the nominal epochs until validation has not improved for `patience` epochs (at most max_epochs);
+    the LR schedule then spans max_epochs, so the rate is still above 0 past the nominal epochs."""
+
+    patience: int = ranged(..., "use e.g. 3", ge=1)
+    max_epochs: int = ranged(..., "use e.g. twice the finetuning epochs", ge=1)
+
+
 class FinetuneSpec(Strict):
     epochs: int = ranged(10, POSITIVE, ge=1)
     # As in pretrain: a budget in optimizer steps, evaluated every eval_every steps (default: 10 rounds).
     steps: int | None = ranged(None, STEPS, ge=1)
     eval_every: int | None = ranged(None, POSITIVE, ge=1)
+    # Opt-in: each trial trains on past `epochs` while validation improves (sptune.judging.convergence).
+    until_converged: UntilConverged | None = None
     # Defaults of every variant: trials of a search without a grid (Optuna/random draws) ...
     num_samples: int = ranged(4, POSITIVE, ge=1)
     # ... and how many times a grid search trains each grid point (repeat r with seed + r).
@@ -169,6 +179,9 @@ class FinetuneSpec(Strict):
         found = budget_unit_problem(self.model_fields_set, self.steps, self.eval_every)
         if found:
             raise found
+        if self.until_converged is not None and self.steps is not None:
+            message = "until_converged counts epochs; a steps budget is a fixed number of optimizer steps"
+            raise problem(message, "drop until_converged, or give finetune epochs instead of steps", "until_converged")
         return self
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget
+from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
@@ -79,6 +79,7 @@ class SweepSpec(Strict):
         self._check_pretraining_stage()
         self._check_budget_mode()  # before any rule that reads a variant's budget
         self._check_variant_units()
+        self._check_until_converged()
         self._check_language_model()
         self._check_pooling()
         self._check_grace_period()
@@ -207,6 +208,14 @@ class SweepSpec(Strict):
                        f"({fine.describe()}): they must count the same unit")
             raise problem(message, "give pretrain and finetune both steps, or both epochs", "budget")
 
+    def _check_until_converged(self) -> None:
+        u = self.finetune.until_converged
+        longest = max(self.finetune_budget(name).amount for name in self.variants)
+        if u is not None and u.max_epochs < longest:
+            message = f"max_epochs {u.max_epochs} is below the {longest} finetuning epochs a variant trains anyway"
+            fix = f"use max_epochs >= {longest}, e.g. {2 * longest}"
+            raise problem(message, fix, "finetune.until_converged.max_epochs")
+
     def _check_variant_units(self) -> None:
         # A variant's own epochs would leave the steps budget every other variant trains with.
         if self.finetune.steps is None:
@@ -246,7 +255,9 @@ class SweepSpec(Strict):
         """The finetuning budget as written: the finetune section's, or a variant's own epochs."""
         f = self.finetune
         epochs = (self.variants[name].epochs if name else None) or f.epochs
-        return section_budget(epochs, f.steps, f.eval_every)
+        budget = section_budget(epochs, f.steps, f.eval_every)
+        u = f.until_converged
+        return budget if u is None else until_converged(budget, u.patience, u.max_epochs)
 
     def variant_budget(self, name: str) -> Budget:
         """A variant's budget under the study's mode (`budget`): what each of its trials trains."""

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from ray import tune
 
+from sptune.judging.convergence import trial_done
 from sptune.judging.ranking import rank_key
 from sptune.plan.budgets import Budget
 from sptune.spec import ModelSpec, SweepSpec
@@ -129,8 +130,8 @@ class _EpochTrainable(tune.Trainable):
             # The checkpoint kept as the trial's best has the highest rank: the latest *improvement*, the
             # epoch logged as best_epoch (sptune.tuning.callbacks.checkpoint_pruning); epochs that do not improve rank 0.
             CHECKPOINT_RANK: self.improvements if improved else 0,
-            # Variants sharing a Tuner may train for different numbers of epochs.
-            "done": metrics["epoch"] >= self.max_epochs,
+            # Each trial's own budget (variants sharing a Tuner differ); with until_converged, on while improving.
+            "done": trial_done(metrics["epoch"], int(self.best["epoch"]), self.budget),
         }
 
     def _worst(self) -> float:
@@ -163,7 +164,7 @@ class PretrainTrainable(_EpochTrainable):
             self.data.val,
             _optim_config(config, self.spec, self.spec.pretrain_budget(), p.weight_decay),
         )
-        self.max_epochs = self.spec.pretrain_budget().max_iterations
+        self.budget = self.spec.pretrain_budget()
         self._start_tracking()
 
 
@@ -183,8 +184,7 @@ class FinetuneTrainable(_EpochTrainable):
         torch.manual_seed(int(config.get("seed", self.spec.seed)))
         model = build_model(kind, cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
-        budget = self.spec.variant_budget(variant)
-        self.max_epochs = budget.max_iterations
+        budget = self.budget = self.spec.variant_budget(variant)
         weight_decay = self.spec.finetune.weight_decay
         self.loop = FinetuneLoop(
             cfg,
