@@ -67,6 +67,7 @@ def test_a_steps_budget_states_the_epochs_its_steps_make_at_the_selected_batch()
     spt = budget["variants"]["spt"]
     assert spt["pretraining"]["epochs"] == 20 and spt["pretraining"]["optimizer_steps"] is None
     assert spt["in_all"]["trial_seconds"] is None
+    assert budget["variants"]["scratch"]["selected_in"] == "evaluation rounds"
 
 
 def test_results_md_has_the_budget_table(tmp_path):

@@ -74,7 +74,8 @@ def _in_all(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def _convergence(budget: Budget, tested: list[Selection]) -> dict[str, Any]:
     """The tested checkpoints' epochs and whether any is in the last 10 % of the budget."""
     epochs = [s.epoch for s in tested]
-    return {"selected_epochs": epochs, "may_be_unconverged": any(may_be_unconverged(e, budget) for e in epochs)}
+    return {"selected_epochs": epochs, "selected_in": budget.round_word,
+            "may_be_unconverged": any(may_be_unconverged(e, budget) for e in epochs)}
 
 
 def _tested(selected: dict[str, list[Selection]], label: str, rerun_label: str) -> list[Selection]:
@@ -130,4 +131,5 @@ def budget_table(budget: dict[str, Any]) -> str:
 
 def _epochs_cell(entry: dict[str, Any]) -> str:
     epochs = "/".join(str(e) for e in entry.get("selected_epochs") or []) or "-"
-    return epochs + (" ⚠ may be unconverged" if entry.get("may_be_unconverged") else "")
+    rounds = " (rounds)" if entry.get("selected_in") == "evaluation rounds" else ""
+    return epochs + rounds + (" ⚠ may be unconverged" if entry.get("may_be_unconverged") else "")

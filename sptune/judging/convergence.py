@@ -11,8 +11,7 @@ from sptune.plan.budgets import Budget
 # A selected epoch in the last tenth of its budget may still have been improving when the budget ran out.
 LAST_SHARE = 0.1
 
-UNCONVERGED_TEXT = ("may be unconverged: its selected epoch is in the last 10 % of its budget (with "
-                    "until_converged: it reached max_epochs still improving)")
+UNCONVERGED_TEXT = "may be unconverged (selected in the last 10 % of its budget; with until_converged: at max_epochs)"
 
 
 def trial_done(round_index: int, best_round: int, budget: Budget) -> bool:
