@@ -110,3 +110,14 @@ def test_every_trial_does_the_same_steps_whatever_its_batch_size(batch_size):
     assert [r["optimizer_steps"] for r in results] == [4, 8, 10]
     assert [r["done"] for r in results] == [False, False, True]
     assert trial.loop.cfg.steps == 10 and trial.loop.steps_per_epoch == 32 // batch_size
+
+
+def test_a_pretraining_steps_budget_has_a_spt_cache_key_of_its_own():
+    from sptune.study.spt_reuse import cache_key
+
+    def key(*overrides: str) -> str:
+        spec = _spec(*overrides)
+        plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+        return cache_key(spec, plan.pretrainings()[0])
+
+    assert key(*PRE_STEPS) != key() and key(*PRE_STEPS) != key("pretrain.epochs=null", "pretrain.steps=300")
