@@ -76,8 +76,24 @@ def test_axes_and_compute_matched_expand_into_studies(tmp_path):
     }]}, tmp_path / "campaign.yaml")
     assert [s.name for s in studies] == ["b-n_layers1-spt0-ft20", "b-n_layers1-spt5-ft15",
                                          "b-n_layers2-spt0-ft20", "b-n_layers2-spt5-ft15"]
-    assert studies[1].overrides == ("seed=3", "model.n_layers=1", "pretrain.epochs=5", "finetune.epochs=15")
+    assert studies[1].overrides == ("seed=3", "model.n_layers=1", "pretrain.epochs=5", "finetune.epochs=15",
+                                    "budget=total_matched")
     assert all(s.spec_path == tmp_path / "s.yaml" for s in studies)
+
+
+def test_compute_matched_gives_scratch_the_whole_budget(repo_root, tmp_path):
+    from sptune.spec import load_spec
+    from sptune.spec.campaign import expand
+
+    spec_path = f"{repo_root}/search_spaces/digits_quick.yaml"
+    studies = expand({"campaign": "c", "studies": [{
+        "spec": spec_path, "compute_matched": {"total_epochs": 20, "spt_fractions": [0, 0.25, 0.5]}}]},
+        tmp_path / "campaign.yaml")
+    for study, spt_epochs in zip(studies, (0, 5, 10), strict=True):
+        spec = load_spec(study.spec_path, list(study.overrides))
+        assert spec.variant_epochs("scratch") == 20  # every study: scratch trains all T epochs
+        assert spec.pretrain_budget().amount + spec.variant_epochs("spt") == 20
+        assert spec.pretrain_budget().amount == spt_epochs
 
 
 def test_data_fractions_are_nested():

@@ -72,3 +72,13 @@ def test_failures_tune_retried_are_summed_but_never_decide(search):
     best = select_best([retried, lost, _trial("c", [0.6])], search)
     assert (best.trial_id, best.n_failures, best.n_failed) == ("a", 5, 1)
     assert select_best([_trial("c", [0.6])], search).n_failures == 0  # a Tune Result carries no count
+
+
+def test_a_selection_carries_what_its_own_trial_trained(search):
+    # The budget tables count the tested trial's own iterations, steps and seconds, not the search's sum.
+    a, b = _trial("a", [0.5, 0.7, 0.6]), _trial("b", [0.65, 0.68])
+    a.metrics.update(time_total_s=12.5, optimizer_steps=120)
+    best = select_best([a, b], search)
+    assert best.trial_totals == {"iterations": 3, "seconds": 12.5, "optimizer_steps": 120}
+    assert best.trial_epochs == 5  # the search's trial-epochs, as before
+    assert [s.trial_totals["iterations"] for s in select_each([a, b], search)] == [3, 2]

@@ -21,7 +21,8 @@ from sptune.tasks.base import TaskInfo
 
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",
             "trials", "diverged", "failed", "trial_epochs", "trial_id", "mlflow_run_id", "checkpoint",
-            "delta_test_vs_baseline", "delta_baseline", "failures", "test_device", "test_precision"]
+            "delta_test_vs_baseline", "delta_baseline", "failures", "test_device", "test_precision",
+            "may_be_unconverged"]
 SELECTION_KEYS = ["trial_id", "config", "checkpoint_path", "metric", "score", "epoch", "n_trials", "n_diverged",
                   "n_failed", "trial_epochs", "n_failures"]
 
@@ -50,7 +51,7 @@ def test_the_document_keeps_its_keys(plan):
                                                                                         2.0, 3.0, 12)])
     rows = [_row("scratch", "scratch", 0, 0.8), _row("spt", "spt", 0, 0.85)]
     doc = results_document(plan, state, rows)
-    assert list(doc) == ["study", "task", "mlflow", "timeline", "pretrain", "seeds", "spread", "summary"]
+    assert list(doc) == ["study", "task", "mlflow", "timeline", "pretrain", "seeds", "spread", "summary", "budget"]
     # Re-runs use seeds no search trial used; the spread says what it covers.
     assert doc["seeds"] == {"search": [0], "rerun": [1000, 1001, 1002]} and doc["spread"] == "finetune"
     assert doc["mlflow"] == {"tracking_uri": "sqlite:///m.db", "experiment_id": "1", "parent_run_id": "parent"}

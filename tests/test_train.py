@@ -366,3 +366,51 @@ def test_a_deterministic_loop_turns_on_torchs_deterministic_algorithms_and_cudnn
     assert _pretrain(deterministic=True).train_epoch()["epoch"] == 1
     _finetune()  # the default turns them off again: a reused Ray actor keeps no earlier trial's setting
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+# ---------------------------------------------------------------- budgets in optimizer steps
+
+
+def _named_weights(loop) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in loop.model.state_dict().items()}
+
+
+@pytest.mark.parametrize("make_loop", [_finetune, _pretrain], ids=["finetune", "pretrain_masked"])
+def test_rounds_of_steps_continue_the_data_across_calls_like_whole_epochs(make_loop):
+    # 32 rows at batch 8: 4 steps per epoch. 12 steps in rounds of 5, 5 and 2 cut passes mid-way: the
+    # same batches, masks, dropout and schedule as 3 whole epochs, so the same weights.
+    epochs = make_loop(epochs=3)
+    for _ in range(3):
+        epochs.train_epoch()
+    steps = make_loop(epochs=3, steps=12, eval_every=5)
+    reported = [steps.train_round() for _ in range(3)]
+    assert [m["optimizer_steps"] for m in reported] == [5, 10, 12]
+    assert [m["epoch"] for m in reported] == [1, 2, 3]  # the round, the trial's Tune iteration
+    assert epochs.optimizer_steps == 12
+    for name, tensor in _named_weights(epochs).items():
+        assert torch.equal(steps.model.state_dict()[name], tensor), name
+
+
+def test_the_schedule_spans_the_steps_whatever_the_batch_size():
+    # The same 12 steps at batch 4 (8 steps per epoch) and batch 16 (2 per epoch): both end the cosine.
+    for batch_size in (4, 16):
+        loop = _finetune(batch_size=batch_size, epochs=4, steps=12, eval_every=4, warmup_fraction=0.0)
+        for _ in range(3):
+            last = loop.train_round()
+        assert last["optimizer_steps"] == 12
+        assert last["lr"] == pytest.approx(_expected_lr(loop.cfg, 11, 12))
+
+
+def test_a_loop_resumed_mid_pass_ends_with_the_same_weights():
+    straight = _finetune(steps=12, eval_every=5)
+    for _ in range(3):
+        straight.train_round()
+    first = _finetune(steps=12, eval_every=5)
+    first.train_round()  # 5 steps: one pass and a batch into the next
+    state = _through_a_file(first.state_dict())
+    assert state["data_cursor"] == 8 and state["optimizer_steps"] == 5
+    resumed = _finetune(steps=12, eval_every=5)
+    resumed.load_state_dict(state)
+    for _ in range(2):
+        resumed.train_round()
+    assert resumed.optimizer_steps == 12
+    for name, tensor in _named_weights(straight).items():
+        assert torch.equal(resumed.model.state_dict()[name], tensor), name

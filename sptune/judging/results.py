@@ -11,6 +11,8 @@ from typing import Any
 
 from sptune.judging import stats
 from sptune.judging.expected_max import table_budgets
+from sptune.judging.budget_report import budget_table
+from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT
@@ -64,6 +66,8 @@ class ResultRow:
     # precision its trial trained with (sptune.training.test_scores).
     test_device: str | None = None
     test_precision: str | None = None
+    # The selected epoch is in the last 10 % of its budget (sptune.judging.convergence.may_be_unconverged).
+    may_be_unconverged: bool = False
 
 
 def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:
@@ -189,11 +193,22 @@ def _cell(key: str, value: Any) -> str:
     return str(value)
 
 
+def _row_cell(row: ResultRow, key: str) -> str:
+    text = _cell(key, getattr(row, key))
+    return text + " ⚠" if key == "best_epoch" and row.may_be_unconverged else text
+
+
+def unconverged_note(rows: list[ResultRow]) -> list[str]:
+    """results.md's line under the rows when a selected epoch is in the last 10 % of its budget."""
+    marked = [f"{r.variant} seed {r.seed} (epoch {r.best_epoch})" for r in rows if r.may_be_unconverged]
+    return ["", f"⚠ {UNCONVERGED_TEXT}: {', '.join(marked)}."] if marked else []
+
+
 def markdown_table(rows: list[ResultRow]) -> str:
     head = "| " + " | ".join(COLUMNS) + " |"
     sep = "|" + "|".join("---" for _ in COLUMNS) + "|"
-    body = ["| " + " | ".join(_cell(c, getattr(r, c)) for c in COLUMNS) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
+    body = ["| " + " | ".join(_row_cell(r, c) for c in COLUMNS) + " |" for r in rows]
+    return "\n".join([head, sep, *body, *unconverged_note(rows)])
 
 
 def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow],
@@ -211,6 +226,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         "",
         summary_table(study["summary"], baseline),
         "",
+        *([budget_table(study["budget"]), ""] if "budget" in study else []),
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
         *expected_max_lines(study.get("expected_max")),

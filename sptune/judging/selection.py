@@ -35,6 +35,9 @@ class Selection:
     # Failures Tune counted across the search's trials (`Trial.num_failures`: a crashed process, a lost
     # node), each retried from the trial's last checkpoint until max_failures; 0 in older state files.
     n_failures: int = 0
+    # What the selected trial itself trained, from its last result (`trial_totals`): Tune iterations, Ray's
+    # time_total_s and optimizer steps; empty in older state files.
+    trial_totals: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,13 @@ def _best_checkpoint(result: Any, search: SearchPlan) -> tuple | None:
     return min(kept, key=lambda c: c[0]) if kept else None
 
 
+def trial_totals(metrics: dict[str, Any]) -> dict[str, float]:
+    """What a trial trained in all, from its last result: iterations, seconds (Ray's time_total_s: training,
+    validation and checkpoints, not time spent paused) and optimizer steps."""
+    return {"iterations": int(metrics.get("training_iteration", 0)), "seconds": float(metrics.get("time_total_s", 0.0)),
+            "optimizer_steps": int(metrics.get("optimizer_steps", 0))}
+
+
 def _selection(
     best: tuple, search: SearchPlan, n_trials: int, n_div: int, n_fail: int, epochs: int, failures: int
 ) -> Selection:
@@ -86,6 +96,7 @@ def _selection(
         n_failed=n_fail,
         trial_epochs=epochs,
         n_failures=failures,
+        trial_totals=trial_totals(result.metrics or {}),
     )
 
 

@@ -8,6 +8,7 @@ number of rows is scaled to the plan's.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from sptune.plan.study_plan import StudyPlan, search_epochs
+from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
 
 TABLE = Path(__file__).with_name("epoch_seconds.yaml")
 DEVICES = ("cpu", "gpu")
@@ -41,16 +42,27 @@ class Estimate:
     source: str = ""  # the measurement's name in epoch_seconds.yaml
 
 
+def epochs_per_round(plan: StudyPlan, search: SearchPlan) -> float:
+    """The epochs one of a search's iterations covers: 1 with an epochs budget; with a steps budget the passes
+    over the training rows its eval_every steps make at the largest searched batch size (an upper bound)."""
+    budget = search.budget
+    if budget is None or budget.unit == "epochs" or not plan.train_rows:
+        return 1.0
+    return budget.eval_every * max(search.space.batch_size.candidates()) / plan.train_rows
+
+
 def stage_epochs(plan: StudyPlan) -> StageEpochs:
-    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, then re-runs)."""
+    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, then re-runs);
+    a steps budget's evaluation rounds counted as the epochs they cover (`epochs_per_round`)."""
     s = plan.spec
-    pre = sum(search_epochs(plan, x) for x in plan.pretrainings())
-    fine = sum(search_epochs(plan, x) for x in plan.variant_searches())
-    if s.rerun_seeds >= 2:
-        fine += sum(s.rerun_seeds * x.epochs for x in plan.variant_searches())
-        if s.rerun_pretrain:
-            pre += sum(s.rerun_seeds * x.epochs for x in plan.pretrainings() if x.epochs > 0)
-    return StageEpochs(pre, fine)
+    reruns = s.rerun_seeds if s.rerun_seeds >= 2 else 0
+
+    def epochs(search: SearchPlan, again: int) -> float:
+        return (search_epochs(plan, search) + again * search.epochs) * epochs_per_round(plan, search)
+
+    pre = sum(epochs(x, reruns if s.rerun_pretrain and x.epochs > 0 else 0) for x in plan.pretrainings())
+    fine = sum(epochs(x, reruns) for x in plan.variant_searches())
+    return StageEpochs(math.ceil(pre), math.ceil(fine))
 
 
 @cache

@@ -90,22 +90,23 @@ def planned_epochs(kind: str, n_trials: int, grace_period: int, reduction_factor
     return n_trials * max_t
 
 
-def describe_bracket(n_trials: int, rungs: list[int], reduction_factor: float, max_t: int) -> str:
-    """e.g. "9 → 3 → 1 trials to epochs 2 → 6 → 8 (32 trial-epochs)"."""
+def describe_bracket(n_trials: int, rungs: list[int], reduction_factor: float, max_t: int, unit: str = "epoch") -> str:
+    """e.g. "9 → 3 → 1 trials to epochs 2 → 6 → 8 (32 trial-epochs)"; `unit`: what an iteration is (epoch, round)."""
     sizes = rung_sizes(n_trials, reduction_factor, len(rungs))
     epochs = halving_epochs(n_trials, rungs, reduction_factor, max_t)
     return (
-        f"{' → '.join(map(str, sizes))} trial{'s' if n_trials > 1 else ''} to epochs "
-        f"{' → '.join(map(str, [*rungs, max_t]))} ({epochs} trial-epochs)"
+        f"{' → '.join(map(str, sizes))} trial{'s' if n_trials > 1 else ''} to {unit}s "
+        f"{' → '.join(map(str, [*rungs, max_t]))} ({epochs} trial-{unit}s)"
     )
 
 
-def describe_rungs(kind: str, n_trials: int, grace_period: int, reduction_factor: float, max_t: int) -> str:
+def describe_rungs(kind: str, n_trials: int, grace_period: int, reduction_factor: float, max_t: int,
+                   unit: str = "epoch") -> str:
     """One line for the plan: the rung sizes of sha, or each bracket of hyperband."""
     if kind == "sha":
         rungs = rung_epochs(grace_period, reduction_factor, max_t)
-        return f"halving: {describe_bracket(n_trials, rungs, reduction_factor, max_t)}"
+        return f"halving: {describe_bracket(n_trials, rungs, reduction_factor, max_t, unit)}"
     plan = hyperband_plan(n_trials, grace_period, reduction_factor, max_t)
-    parts = [f"[{describe_bracket(n, rungs, reduction_factor, max_t)}]" for n, rungs in plan]
+    parts = [f"[{describe_bracket(n, rungs, reduction_factor, max_t, unit)}]" for n, rungs in plan]
     total = planned_epochs(kind, n_trials, grace_period, reduction_factor, max_t)
-    return f"hyperband, {len(plan)} brackets: {' '.join(parts)} = {total} trial-epochs"
+    return f"hyperband, {len(plan)} brackets: {' '.join(parts)} = {total} trial-{unit}s"

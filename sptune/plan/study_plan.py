@@ -16,6 +16,8 @@ from typing import Any
 
 from sptune.judging.ranking import TIE_RULE
 from sptune.plan import rungs, seeds
+from sptune.plan.budget_text import describe_budgets
+from sptune.plan.budgets import Budget
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
 
@@ -41,6 +43,7 @@ class SearchPlan:
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
     source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
+    budget: Budget | None = None  # one trial's budget (sptune.plan.budgets); `epochs` is its max_iterations
 
     @property
     def epoch_score(self) -> str:
@@ -176,7 +179,7 @@ def build_plan(
     train_rows: int = 0,
 ) -> StudyPlan:
     searches: list[SearchPlan] = []
-    p = spec.pretrain
+    p, pretrain_budget = spec.pretrain, spec.pretrain_budget()
     for source in spec.pretraining_sources():
         searches.append(
             SearchPlan(
@@ -185,13 +188,14 @@ def build_plan(
                 None,
                 p.search,
                 p.num_samples,
-                p.epochs,
+                pretrain_budget.max_iterations,
                 "best_val_loss",
                 "min",
                 _searcher(spec, p.search),
                 grid_repeats=p.grid_repeats,
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
                 source=source,
+                budget=pretrain_budget,
             )
         )
     for name, v in spec.variants.items():
@@ -209,6 +213,7 @@ def build_plan(
                 _searcher(spec, v.search),
                 grid_repeats=spec.variant_repeats(name),
                 init_from=source.stage_name if source else None,
+                budget=spec.variant_budget(name),
             )
         )
     return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {}, train_rows)
@@ -247,12 +252,12 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
         extra = f" init from {search.init_from}" if search.init_from else ""
     line = (
         f"{head} {what:<20} {search.searcher:<7} {_trial_count(search, plan.spec.seed)} x <= {search.epochs:>3} "
-        f"epochs  rank {search.metric} ({search.mode})  {space}{extra}"
+        f"{_search_unit(search)}s  rank {search.metric} ({search.mode})  {space}{extra}"
     )
     s = plan.spec.scheduler
     if s.type in ("sha", "hyperband"):  # synchronous: the rung sizes are known before anything runs
         line += "\n" + " " * 28 + rungs.describe_rungs(s.type, search.n_trials, s.grace_period,
-                                                         s.reduction_factor, search.epochs)
+                                                         s.reduction_factor, search.epochs, _search_unit(search))
     return line
 
 
@@ -295,16 +300,28 @@ def _warmup_note(plan: StudyPlan) -> list[str]:
     if not late:
         return []
     worst = max(late, key=lambda x: x.epochs)
-    return [f"Note: the first early-stopping rung (epoch {s.scheduler.grace_period}) comes before the LR warm-up ends "
-            f"(epoch {s.training.warmup_fraction * worst.epochs:g} of {worst.epochs} in {worst.label}); raise "
+    unit = _search_unit(worst)
+    return [f"Note: the first early-stopping rung ({unit} {s.scheduler.grace_period}) comes before the LR warm-up ends "
+            f"({unit} {s.training.warmup_fraction * worst.epochs:g} of {worst.epochs} in {worst.label}); raise "
             "scheduler.grace_period or lower training.warmup_fraction to rank trials after their LR peaks."]
+
+
+def round_unit(spec: SweepSpec) -> str:
+    """What the plan counts trials' iterations in: 'epoch', or 'round' where a budget is in steps (an evaluation
+    round of a steps budget, an epoch of the others: sptune.plan.budgets)."""
+    sections = [spec.finetune, *([spec.pretrain] if spec.pretrain is not None else [])]
+    return "round" if any(section.steps is not None for section in sections) else "epoch"
+
+
+def _search_unit(search: SearchPlan) -> str:
+    return "round" if search.budget is not None and search.budget.unit == "steps" else "epoch"
 
 
 def _describe_scheduler(spec: SweepSpec) -> str:
     s = spec.scheduler
     if s.type == "fifo":
         return "Scheduler: FIFO (no early stopping: every trial trains all its epochs)"
-    settings = f"grace {s.grace_period} epochs, η {s.reduction_factor:g}"
+    settings = f"grace {s.grace_period} {round_unit(spec)}s, η {s.reduction_factor:g}"
     if s.type == "sha":
         return (f"Scheduler: synchronous successive halving per variant ({settings}; each rung waits for all "
                 "of the variant's trials: order-independent)")
@@ -326,7 +343,8 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
     if spec.searcher.mode == "async":
         return [f"Searcher: Optuna ({tpe}) per variant, told results as trials finish (asynchronous: its proposals "
                 "depend on finish order)", kept]
-    where = "when it ends" if spec.scheduler.type == "fifo" else f"at epoch {spec.scheduler.grace_period} (first rung)"
+    first = f"at {round_unit(spec)} {spec.scheduler.grace_period} (first rung)"
+    where = "when it ends" if spec.scheduler.type == "fifo" else first
     return [f"Searcher: Optuna ({tpe}) per variant in batches of {plan.concurrency}, told each trial's result {where} "
             "in trial order once its batch is in: order-independent", kept]
 
@@ -345,6 +363,7 @@ def describe(plan: StudyPlan) -> str:
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         "concurrent trials",
+        *describe_budgets(s.budget, plan.searches, plan.train_rows),
         "Searches (ONE Tuner for the whole study: an SPT variant's search starts once its pretraining is selected, "
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),
@@ -357,7 +376,7 @@ def describe(plan: StudyPlan) -> str:
     early = " (early stopping ends weak search trials sooner)" if stops_early else ""
     lines.append(
         f"Total: {total_trials} trials = {total_trials} distinct trainings (no config trained twice with one seed), "
-        f"at most {total_epochs} trial-epochs{early}"
+        f"at most {total_epochs} trial-{round_unit(s)}s{early}"
     )
     lines += _warmup_note(plan)
     lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "

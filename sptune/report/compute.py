@@ -53,3 +53,35 @@ def _pretraining_rows(data: ReportData, task: str, variants: list[str], objectiv
         rows.append([f"SPT pretraining, {obj} (used by {users})", str(len(trials)), "", str(ep), f"{s:.0f}",
                      "", "", ""])
     return rows
+
+
+# ---------------------------------------------------------------- the budget mode and compute per tested model
+
+# What one tested model's compute is compared in: seconds where every variant has them, else optimizer steps,
+# else epochs (results.json's budget `in_all`).
+MODEL_MEASURES = (("trial_seconds", "trial-seconds"), ("optimizer_steps", "optimizer steps"), ("epochs", "epochs"))
+
+
+def model_compute(budget: dict[str, Any]) -> tuple[str, dict[str, float]] | None:
+    """(measure, variant -> compute of one tested model, pretraining included) from results.json's budget."""
+    whole = {v: entry.get("in_all") or {} for v, entry in (budget.get("variants") or {}).items()}
+    for key, name in MODEL_MEASURES:
+        values = {v: w.get(key) for v, w in whole.items()}
+        if values and all(isinstance(x, int | float) and x > 0 for x in values.values()):
+            return name, values
+    return None
+
+
+def budget_note(budget: dict[str, Any], spec: dict[str, Any]) -> tuple[str, float | None, str]:
+    """(sentence naming the mode and each tested model's compute, the largest / smallest ratio, which pair)."""
+    mode = budget.get("mode") or spec.get("budget") or "finetune_matched"
+    found = model_compute(budget)
+    if found is None:
+        return f"Budget mode: {mode}; per-model compute not recorded in results.json.", None, ""
+    measure, values = found
+    hi, lo = max(values, key=values.get), min(values, key=values.get)
+    ratio = values[hi] / values[lo]
+    each = ", ".join(f"{v} {x:g}" for v, x in values.items())
+    text = (f"Budget mode: {mode}. One tested model, its SPT pretraining included ({measure}): {each}; "
+            f"{hi} {ratio:.2f}× {lo}.")
+    return text, ratio, f"{hi} vs {lo} ({measure})"

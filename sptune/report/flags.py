@@ -1,5 +1,6 @@
 """The fairness flags (DESIGN.md §1 "Fair sweeps"): best LR on the edge of its search, rankings that flip across
-LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, and compute per variant."""
+LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, selected epochs at the end
+of their budget, and compute per variant."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sptune.report.cells import Cell
-from sptune.report.compute import compute_table, variant_objectives
+from sptune.report.compute import budget_note, compute_table, variant_objectives
 from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import BIN_DECADES, CurvePoint, describe_space, lr_binner, lr_curves, lr_space, sig, usable
 from sptune.report.records import RERUN, SEARCH, ReportData, as_float
@@ -252,6 +253,29 @@ def flag_failures(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
                 "times; one that ran out of retries is counted as failed above). Counted by Ray Tune.", items)
 
 
+# ---------------------------------------------------------------- selected epochs at the end of the budget
+
+
+def flag_unconverged(data: ReportData, tasks: list[str], variants: list[str]) -> Flag:
+    """Rows whose selected epoch is in the last 10 % of its budget (results.json's may_be_unconverged)."""
+    marked = [r for r in data.rows if r.get("may_be_unconverged") and r["task"] in tasks and r["variant"] in variants]
+    if not any("may_be_unconverged" in r for r in data.rows):
+        return Flag("unconverged", "Convergence not recorded", "info",
+                    "results.json records no may_be_unconverged per row (an older study, or rows from MLflow).")
+    if not marked:
+        return Flag("unconverged", "Selected epochs before the end of their budgets", "ok",
+                    "Every tested checkpoint's epoch lies before the last 10 % of its variant's budget.")
+    by_variant: dict[tuple[str, str], list[str]] = {}
+    for r in marked:
+        where = f"seed {r.get('seed')}: epoch {r.get('best_epoch')}"
+        by_variant.setdefault((r["task"], r["variant"]), []).append(where)
+    items = [f"{v} on {t}: {', '.join(seeds)}." for (t, v), seeds in by_variant.items()]
+    return Flag("unconverged", "Variants that may be unconverged", "warn",
+                "These tested checkpoints were selected in the last 10 % of their budget: the variant may still have "
+                "been improving, so its accuracy may be an underestimate. Give it more epochs (or steps), or "
+                "finetune.until_converged.", items)
+
+
 # ---------------------------------------------------------------- compute per variant
 
 
@@ -277,8 +301,18 @@ def _compute_summary(data: ReportData) -> str:
     return summary + (" Tuners: " + "; ".join(timeline) + "." if timeline else "")
 
 
+def _model_items(data: ReportData) -> tuple[str, list[str]]:
+    """The budget mode and one tested model's compute per variant. Under total_matched, models that still differ by
+    COMPUTE_RATIO are an item (a variant's own epochs, until_converged); finetune_matched differs by design."""
+    note, ratio, pair = budget_note(data.budget, data.spec)
+    if ratio is None or ratio < COMPUTE_RATIO or data.budget.get("mode") != "total_matched":
+        return note, []
+    return note, [f"Under total_matched, one tested model of {pair} trained {ratio:.2f}× the other's compute."]
+
+
 def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds: dict[str, str]) -> Flag:
-    items, table = [], None
+    note, items = _model_items(data)
+    table = None
     objectives = variant_objectives(data.spec, kinds)
     for task in tasks:
         rows, totals = compute_table(data, task, variants, objectives)
@@ -288,8 +322,8 @@ def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds:
         if item := _compute_imbalance(task, totals):
             items.append(item)
     if items:
-        return Flag("compute", "Unequal compute per variant", "warn", _compute_summary(data), items, table)
-    return Flag("compute", "Compute per variant", "info", _compute_summary(data), [], table)
+        return Flag("compute", "Unequal compute per variant", "warn", f"{note} {_compute_summary(data)}", items, table)
+    return Flag("compute", "Compute per variant", "info", f"{note} {_compute_summary(data)}", [], table)
 
 
 def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[str], variants: list[str],
@@ -297,5 +331,6 @@ def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[
     """Every flag, in the order the page shows them."""
     return [flag_lr_edge(data, cells), flag_rank_flip(data, tasks, variants),
             flag_completed(data, tasks, variants), flag_diverged(data, tasks, variants),
-            flag_learned_nothing(data, tasks, variants), flag_failures(data, tasks, variants),
+            flag_learned_nothing(data, tasks, variants), flag_unconverged(data, tasks, variants),
+            flag_failures(data, tasks, variants),
             flag_compute(data, tasks, variants, kinds)]

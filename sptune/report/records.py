@@ -70,6 +70,8 @@ class ReportData:
     # figures and page are logged.
     tracking_uri: str | None = None
     parent_run_id: str | None = None
+    # results.json's `budget` (sptune.judging.budget_report): the mode and what each tested model trained; {}: none.
+    budget: dict[str, Any] = field(default_factory=dict)
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from sptune.errors import SpecError
+from sptune.plan.budgets import TOTAL_MATCHED
 
 STUDY_KEYS = {"spec", "name", "set", "axes", "compute_matched"}
 
@@ -53,7 +54,8 @@ COMPUTE_KEY = "_compute_split"
 
 def _compute_matched(setting: Any, where: str) -> dict[str, list]:
     """{total_epochs: T, spt_fractions: [f, ...]} -> one study per split of T epochs into
-    round(f*T) SPT epochs and the rest finetuning (same total compute in every study)."""
+    round(f*T) SPT epochs and the rest finetuning, under budget: total_matched, so that variants
+    not starting from SPT (scratch) train all T epochs: the same total in every study and variant."""
     if setting is None:
         return {}
     if not isinstance(setting, dict) or set(setting) != {"total_epochs", "spt_fractions"}:
@@ -75,7 +77,7 @@ def _compute_matched(setting: Any, where: str) -> dict[str, list]:
 def _expand_combo(combo: dict[str, Any]) -> dict[str, Any]:
     split = combo.pop(COMPUTE_KEY, None)
     if split is not None:
-        combo = {**combo, "pretrain.epochs": split[0], "finetune.epochs": split[1]}
+        combo = {**combo, "pretrain.epochs": split[0], "finetune.epochs": split[1], "budget": TOTAL_MATCHED}
     return combo
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from sptune.plan.seeds import MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
@@ -13,8 +14,31 @@ from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
 
 RESOURCES = "e.g. cpu: 1, gpu: 0.25"
+STEPS = "use a positive number of optimizer steps, e.g. 2000"
 # Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.plan.seeds).
 REPEATS = f"use 1 (each grid point once) up to {MAX_GRID_REPEATS}"
+
+
+def budget_unit_problem(written: set[str], steps: int | None, eval_every: int | None) -> PydanticCustomError | None:
+    """A section's budget is its epochs or its steps (sptune.plan.budgets), never both; eval_every splits steps."""
+    if steps is not None and "epochs" in written:
+        message = f"both steps ({steps}) and epochs are set: a section's budget is one or the other"
+        fix = "drop epochs (on the command line: --set SECTION.epochs=null) or steps; eval_every sets the rounds"
+        return problem(message, fix, "epochs")
+    if eval_every is not None and steps is None:
+        message = "eval_every splits a steps budget into evaluation rounds; this section's budget is in epochs"
+        return problem(message, "add steps: N, or drop eval_every", "eval_every")
+    if eval_every is not None and eval_every > steps:
+        message = f"eval_every {eval_every} exceeds the budget of {steps} steps: no full evaluation round"
+        return problem(message, f"use eval_every <= {steps}, e.g. {max(1, steps // 10)}", "eval_every")
+    return None
+
+
+def without_null_epochs(data: Any) -> Any:
+    """`epochs: null` (e.g. --set finetune.epochs=null beside steps) counts as not written."""
+    if isinstance(data, dict) and "epochs" in data and data["epochs"] is None:
+        return {k: v for k, v in data.items() if k != "epochs"}
+    return data
 
 
 def repeats_field(default: int | None) -> int | None:
@@ -98,6 +122,10 @@ class PretrainSpec(Strict):
     loss: Literal["ce", "l1", "l2"] = "l2"
     # 0 is the budget axis' origin: SPT variants start from an untrained encoder.
     epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
+    # The budget in optimizer steps instead of epochs, evaluated every eval_every steps (default: 10 rounds);
+    # every trial then does the same steps whatever its batch size (sptune.plan.budgets).
+    steps: int | None = ranged(None, STEPS, ge=1)
+    eval_every: int | None = ranged(None, POSITIVE, ge=1)
     # Trials of a search without a grid (Optuna/random draws); a grid search ignores it.
     num_samples: int = ranged(4, POSITIVE, ge=1)
     # A grid search trains each grid point this many times, repeat r with seed + r (sptune.plan.seeds).
@@ -108,6 +136,8 @@ class PretrainSpec(Strict):
     # the `objective` stage instead of pretraining again.
     checkpoint: str | None = None
 
+    _null_epochs = model_validator(mode="before")(without_null_epochs)
+
     @model_validator(mode="after")
     def _budget_fits_search(self) -> PretrainSpec:
         written = self.model_fields_set
@@ -115,18 +145,44 @@ class PretrainSpec(Strict):
         repeats = self.grid_repeats if "grid_repeats" in written else None
         found = written_budget_problem(self.search, samples, repeats)
         found = found or repeated_choice_problem(self.search, self.num_samples)
+        found = found or budget_unit_problem(written, self.steps, self.eval_every)
         if found:
             raise found
         return self
 
 
+class UntilConverged(Strict):
+    """Train past the nominal epochs until validation has not improved for `patience` epochs (at most max_epochs);
+    the LR schedule then spans max_epochs, so the rate is still above 0 past the nominal epochs."""
+
+    patience: int = ranged(..., "use e.g. 3", ge=1)
+    max_epochs: int = ranged(..., "use e.g. twice the finetuning epochs", ge=1)
+
+
 class FinetuneSpec(Strict):
     epochs: int = ranged(10, POSITIVE, ge=1)
+    # As in pretrain: a budget in optimizer steps, evaluated every eval_every steps (default: 10 rounds).
+    steps: int | None = ranged(None, STEPS, ge=1)
+    eval_every: int | None = ranged(None, POSITIVE, ge=1)
+    # Opt-in: each trial trains on past `epochs` while validation improves (sptune.judging.convergence).
+    until_converged: UntilConverged | None = None
     # Defaults of every variant: trials of a search without a grid (Optuna/random draws) ...
     num_samples: int = ranged(4, POSITIVE, ge=1)
     # ... and how many times a grid search trains each grid point (repeat r with seed + r).
     grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
+
+    _null_epochs = model_validator(mode="before")(without_null_epochs)
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> FinetuneSpec:
+        found = budget_unit_problem(self.model_fields_set, self.steps, self.eval_every)
+        if found:
+            raise found
+        if self.until_converged is not None and self.steps is not None:
+            message = "until_converged counts epochs; a steps budget is a fixed number of optimizer steps"
+            raise problem(message, "drop until_converged, or give finetune epochs instead of steps", "until_converged")
+        return self
 
 
 class VariantSpec(Strict):

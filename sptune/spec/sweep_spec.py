@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator, model_validator
 
+from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
@@ -43,6 +46,10 @@ class SweepSpec(Strict):
     variants: dict[str, VariantSpec]
     # The variant every other one's Δ is paired against (by seed); no Δ when no variant has this name.
     baseline: str = "scratch"
+    # finetune_matched (the papers' main tables): every variant the same finetuning budget, SPT's pretraining
+    # on top. total_matched: variants that do not start from SPT also train for the pretraining budget, so
+    # every model trains as long (sptune.plan.budgets, the one place this is decided).
+    budget: Literal[BUDGET_MODES] = "finetune_matched"
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -70,6 +77,9 @@ class SweepSpec(Strict):
     def _sections_agree(self) -> SweepSpec:
         self._check_model_family()
         self._check_pretraining_stage()
+        self._check_budget_mode()  # before any rule that reads a variant's budget
+        self._check_variant_units()
+        self._check_until_converged()
         self._check_language_model()
         self._check_pooling()
         self._check_grace_period()
@@ -109,11 +119,13 @@ class SweepSpec(Strict):
         s = self.scheduler
         if s.type == "fifo":
             return
-        # Halving stops trials after grace_period epochs at the earliest: no stage may be shorter.
-        pretrain_epochs = [self.pretrain.epochs] if self.pretrain and self.pretrain.epochs > 0 else []
-        shortest = min([self.variant_epochs(v) for v in self.variants] + pretrain_epochs)
-        if s.grace_period > shortest:
-            message = f"{s.grace_period} exceeds the shortest stage ({shortest} epochs)"
+        # Halving stops trials after grace_period rounds (epochs, or a steps budget's evaluation rounds) at the
+        # earliest: no stage may be shorter.
+        budgets = [self.variant_budget(v) for v in self.variants]
+        budgets += [self.pretrain_budget()] if self.pretrain and self.pretrain_budget().rounds > 0 else []
+        shortest = min(budgets, key=lambda b: b.rounds)
+        if s.grace_period > shortest.rounds:
+            message = f"{s.grace_period} exceeds the shortest stage ({shortest.rounds} {shortest.round_word})"
             raise problem(message, "lower grace_period", "scheduler.grace_period")
 
     def _check_searcher_mode(self) -> None:
@@ -147,9 +159,9 @@ class SweepSpec(Strict):
             return f"{at}num_samples", samples, epochs
 
         found = []
-        p = self.pretrain
-        if p is not None and self.needs_pretraining() and p.epochs > 0 and p.checkpoint is None:
-            found.append(budget("pretrain.", p.search, p.num_samples, p.grid_repeats, p.epochs))
+        p, rounds = self.pretrain, self.pretrain_budget().max_iterations
+        if p is not None and self.needs_pretraining() and rounds > 0 and p.checkpoint is None:
+            found.append(budget("pretrain.", p.search, p.num_samples, p.grid_repeats, rounds))
         for name, v in self.variants.items():
             at = f"variants.{name}."
             found.append(budget(at, v.search, self.variant_samples(name), self.variant_repeats(name),
@@ -182,6 +194,37 @@ class SweepSpec(Strict):
             message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
             raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
 
+    def _check_budget_mode(self) -> None:
+        if self.budget != TOTAL_MATCHED or not self.needs_pretraining():
+            return
+        if self.pretrain.checkpoint is not None:
+            message = ("total_matched adds SPT's pretraining budget to the other variants; a given checkpoint's "
+                       "is unknown")
+            fix = "use budget: finetune_matched, or pretrain here (drop pretrain.checkpoint)"
+            raise problem(message, fix, "budget")
+        pre, fine = self.pretrain_budget(), self.finetune_budget()
+        if pre.amount and pre.unit != fine.unit:
+            message = (f"total_matched adds the pretraining budget ({pre.describe()}) to the finetuning one "
+                       f"({fine.describe()}): they must count the same unit")
+            raise problem(message, "give pretrain and finetune both steps, or both epochs", "budget")
+
+    def _check_until_converged(self) -> None:
+        u = self.finetune.until_converged
+        longest = max(self.finetune_budget(name).amount for name in self.variants)
+        if u is not None and u.max_epochs < longest:
+            message = f"max_epochs {u.max_epochs} is below the {longest} finetuning epochs a variant trains anyway"
+            fix = f"use max_epochs >= {longest}, e.g. {2 * longest}"
+            raise problem(message, fix, "finetune.until_converged.max_epochs")
+
+    def _check_variant_units(self) -> None:
+        # A variant's own epochs would leave the steps budget every other variant trains with.
+        if self.finetune.steps is None:
+            return
+        for name, variant in self.variants.items():
+            if variant.epochs is not None:
+                message = f"the finetuning budget is {self.finetune.steps} optimizer steps (finetune.steps)"
+                raise problem(message, "drop the variant's epochs", f"variants.{name}.epochs")
+
     # ------------------------------------------------------------ reading the spec
 
     def _kinds(self) -> dict[str, VariantKind]:
@@ -203,8 +246,27 @@ class SweepSpec(Strict):
         """Whether the variant trains a causal model: its attention never looks ahead."""
         return self.variant_facts(name).architecture == "causal"
 
+    def pretrain_budget(self) -> Budget:
+        """One pretraining trial's budget (0 epochs without a pretrain section)."""
+        p = self.pretrain
+        return section_budget(p.epochs, p.steps, p.eval_every) if p is not None else section_budget(0, None, None)
+
+    def finetune_budget(self, name: str | None = None) -> Budget:
+        """The finetuning budget as written: the finetune section's, or a variant's own epochs."""
+        f = self.finetune
+        epochs = (self.variants[name].epochs if name else None) or f.epochs
+        budget = section_budget(epochs, f.steps, f.eval_every)
+        u = f.until_converged
+        return budget if u is None else until_converged(budget, u.patience, u.max_epochs)
+
+    def variant_budget(self, name: str) -> Budget:
+        """A variant's budget under the study's mode (`budget`): what each of its trials trains."""
+        pretraining = self.pretrain_budget() if self.needs_pretraining() else None
+        return matched(self.finetune_budget(name), pretraining, self.budget, self.variant_objective(name) is not None)
+
     def variant_epochs(self, name: str) -> int:
-        return self.variants[name].epochs or self.finetune.epochs
+        """The most Tune iterations a variant's trial runs (epochs, or evaluation rounds of a steps budget)."""
+        return self.variant_budget(name).max_iterations
 
     def variant_samples(self, name: str) -> int:
         return self.variants[name].num_samples or self.finetune.num_samples

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sptune.judging import holdout
+from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.results import ResultRow, add_deltas
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
@@ -35,7 +36,14 @@ def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore) -> ResultRo
         trials=search.n_trials, diverged=search.n_diverged, failed=search.n_failed, trial_epochs=search.trial_epochs,
         failures=search.n_failures,
         trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
+        may_be_unconverged=_may_be_unconverged(candidate),
     )
+
+
+def _may_be_unconverged(candidate: Candidate) -> bool:
+    """The tested checkpoint's epoch in the last 10 % of the variant's budget (sptune.judging.convergence)."""
+    budget = candidate.search.budget
+    return budget is not None and may_be_unconverged(candidate.tested.selection.epoch, budget)
 
 
 def evaluate_on_test(

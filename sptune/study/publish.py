@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sptune.judging.budget_report import budget_document
 from sptune.judging.expected_max import budget_table
 from sptune.judging.results import (
     EXPECTED_MAX_SCORE,
@@ -29,6 +30,10 @@ from sptune.tracking.mlflow_tracker import Tracker
 # and "variant(s)" the trials' variant (a pretraining's objective).
 
 
+# A selection's fields kept out of the pretraining entries: its metrics, and its trial's totals (in `budget`).
+_NOT_IN_ENTRIES = ("metrics", "trial_totals")
+
+
 def _timeline_entry(run: TunerRun) -> dict[str, Any]:
     return {"stage": run.experiment, "variants": run.trial_variants, "start": run.start, "end": run.end,
             "trials": run.trials}
@@ -37,7 +42,7 @@ def _timeline_entry(run: TunerRun) -> dict[str, Any]:
 def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, Any]:
     record = state.searches.get(pretraining.label)
     if record is not None:
-        selection = {k: v for k, v in asdict(record.best.selection).items() if k != "metrics"}
+        selection = {k: v for k, v in asdict(record.best.selection).items() if k not in _NOT_IN_ENTRIES}
         return {"stage": pretraining.phase, "variant": pretraining.trial_variant, **selection}
     # No Tuner ran: 0 epochs, or a given or cached checkpoint replaced it.
     if pretraining.epochs == 0:
@@ -52,7 +57,8 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
         record = state.searches.get(pretraining.rerun_label)
         if record is not None:
             found[pretraining.rerun_label] = [
-                {k: v for k, v in asdict(picked.selection).items() if k != "metrics"} for picked in record.selected]
+                {k: v for k, v in asdict(picked.selection).items() if k not in _NOT_IN_ENTRIES}
+                for picked in record.selected]
     return found
 
 
@@ -85,7 +91,14 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     study["spread"] = plan.spread()
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
                                  _attempted_seeds(plan, rows))
+    study["budget"] = _budget(plan, state)
     return study
+
+
+def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
+    """results.json's `budget`: the mode and what each variant's tested models trained (judging.budget_report)."""
+    selected = {label: [picked.selection for picked in record.selected] for label, record in state.searches.items()}
+    return budget_document(plan, selected)
 
 
 def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:

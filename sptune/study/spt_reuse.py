@@ -17,7 +17,7 @@ from sptune.training.checkpoint_files import STATE_FILE
 def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
     """Hash of everything that shapes the selected SPT checkpoint (not finetuning settings)."""
     task = pretraining.source.task or spec.task
-    pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
+    pretrain = _pretrain_key(spec)
     parts = {
         "task": task.model_dump(mode="json"),
         "model": spec.model.model_dump(mode="json"),
@@ -29,6 +29,16 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
         "training": spec.training.model_dump(mode="json"),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _pretrain_key(spec: SweepSpec) -> dict:
+    """The pretrain section; a steps budget only when given, so the keys of caches written before steps budgets
+    existed (all in epochs) still match."""
+    pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
+    for name in ("steps", "eval_every"):
+        if pretrain.get(name) is None:
+            pretrain.pop(name, None)
+    return pretrain
 
 
 def _searcher_key(spec: SweepSpec) -> dict:

@@ -27,7 +27,8 @@ from sptune.training import objectives as obj
 from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
 from sptune.training.device_data import on_device
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
-from sptune.training.models.encoder import INPUT_EMBEDDING, EncoderConfig
+from sptune.training.models.encoder import EncoderConfig
+from sptune.training.optimizer import global_grad_norm, parameter_groups, warmup_cosine
 
 EVAL_BATCH = 256
 
@@ -49,7 +50,7 @@ class Diverged(RuntimeError):
 class OptimConfig:
     lr: float
     batch_size: int
-    epochs: int  # the schedule's horizon, even if the scheduler stops the trial earlier
+    epochs: int  # the schedule's horizon, even if the scheduler stops the trial earlier (with steps: the rounds)
     weight_decay: float = 0.0
     warmup_fraction: float = 0.1
     grad_clip: float = 1.0
@@ -60,58 +61,10 @@ class OptimConfig:
     deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
     eps: float = 1e-8  # AdamW's denominator guard
-
-
-def warmup_cosine(
-    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float
-) -> torch.optim.lr_scheduler.LambdaLR:
-    warmup = max(1, int(total_steps * warmup_fraction))
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def _decays(module: nn.Module, name: str, param: nn.Parameter) -> bool:
-    """Whether weight decay applies: only to the weight matrices of layers that mix features.
-
-    Decay is a prior that pulls a linear map toward zero. A matrix `weight` (nn.Linear inside
-    attention, feed-forward and heads; GPT-2's Conv1D) is such a map. Everything else has a
-    meaningful non-zero value that decay would only distort: biases and norm scales/shifts (1-D),
-    token and value embeddings (their rows are the input representations themselves; decay
-    shrinks rarely seen tokens most), and parameters a module owns directly under their own
-    names (learned positions, the cls token, the SSM's step sizes, A, C and D).
-    """
-    if name != "weight" or param.ndim < 2:
-        return False
-    return not isinstance(module, nn.Embedding) and not getattr(module, INPUT_EMBEDDING, False)
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: [decayed weight matrices, everything else with weight_decay 0].
-
-    Frozen parameters are left out; a parameter shared by several modules appears once.
-    Both groups always exist (possibly empty) so every optimizer state has the same layout.
-    """
-    decay: list[nn.Parameter] = []
-    no_decay: list[nn.Parameter] = []
-    seen: set[int] = set()
-    for module in model.modules():
-        for name, param in module.named_parameters(recurse=False):
-            if param.requires_grad and id(param) not in seen:
-                seen.add(id(param))
-                (decay if _decays(module, name, param) else no_decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def _global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
-    """The L2 norm of all gradients together (as clip_grad_norm_ computes it), on the device."""
-    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
-    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+    # A budget in optimizer steps (sptune.plan.budgets): the schedule's horizon, trained `eval_every` steps per
+    # `train_round` (the last round what is left). None: the budget is `epochs`, one epoch per round.
+    steps: int | None = None
+    eval_every: int | None = None
 
 
 class BatchResult(NamedTuple):
@@ -168,13 +121,19 @@ class EpochLoop:
         self.trainable = [p for group in groups for p in group["params"]]
         fused = self.device.type == "cuda" or (self.device.type == "cpu" and FUSED_ADAMW_ON_CPU)
         self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
-        steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
-        self.schedule = warmup_cosine(self.optimizer, steps_per_epoch * cfg.epochs, cfg.warmup_fraction)
+        self.steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
+        total_steps = cfg.steps if cfg.steps is not None else self.steps_per_epoch * cfg.epochs
+        self.schedule = warmup_cosine(self.optimizer, total_steps, cfg.warmup_fraction)
         self.last_lr = self.optimizer.param_groups[0]["lr"]
-        self.epoch = 0
+        self.epoch = 0  # rounds trained: epochs, or evaluation rounds of a steps budget
         self.tokens_seen = 0
         # A paired task's example is two sequences (retrieval: two documents), each seq_len long.
         self.tokens_per_example = self.info.seq_len * (train.x.shape[1] if train.x.ndim == 3 else 1)
+        self.optimizer_steps = 0
+        # The current pass over the training rows and how far into it training is: a steps budget's rounds
+        # continue it across calls; a new order is drawn when a pass ends.
+        self.order: torch.Tensor | None = None
+        self.cursor = 0
 
     def _current_rng(self) -> dict[str, torch.Tensor]:
         """The process's torch RNG states this loop draws from (uint8 CPU tensors)."""
@@ -204,9 +163,14 @@ class EpochLoop:
         # Read-only from here on: on a GPU these are the process's shared copies (device_data).
         return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
 
-    def _batches(self) -> list[torch.Tensor]:
-        order = torch.randperm(len(self.train_y), generator=self.generator)
-        return list(order.to(self.device).split(self.cfg.batch_size))
+    def _next_batch(self) -> torch.Tensor:
+        """The next batch of row indices; a pass's order is drawn when the previous pass is used up."""
+        if self.order is None or self.cursor >= len(self.order):
+            self.order = torch.randperm(len(self.train_y), generator=self.generator).to(self.device)
+            self.cursor = 0
+        idx = self.order[self.cursor:self.cursor + self.cfg.batch_size]
+        self.cursor += len(idx)
+        return idx
 
     def _step(self, loss: torch.Tensor) -> torch.Tensor:
         """One optimizer step; returns the global gradient norm before clipping (on the device)."""
@@ -215,23 +179,36 @@ class EpochLoop:
         if self.cfg.grad_clip > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
         else:
-            grad_norm = _global_grad_norm(self.trainable)
+            grad_norm = global_grad_norm(self.trainable)
         self.last_lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses
         self.optimizer.step()
         self.schedule.step()
         return grad_norm
 
     def train_epoch(self) -> dict[str, float]:
-        """One pass over the training split, then validation.
+        """One pass over the training split, then validation (see `train_steps`)."""
+        return self.train_steps(self.steps_per_epoch)
 
-        Reports the train loss, training accuracy (`train_accuracy_key`), the mean pre-clip
-        gradient norm over the epoch's steps, and `lr`, the rate of the epoch's last step.
+    def train_round(self) -> dict[str, float]:
+        """One Tune iteration: an epoch, or with a steps budget the next `eval_every` steps (the last round
+        what is left of `steps`)."""
+        if self.cfg.steps is None:
+            return self.train_epoch()
+        left = self.cfg.steps - self.optimizer_steps
+        return self.train_steps(max(1, min(self.cfg.eval_every, left)))
+
+    def train_steps(self, n_steps: int) -> dict[str, float]:
+        """`n_steps` optimizer steps, continuing the current pass over the data, then validation.
+
+        Reports the train loss, training accuracy (`train_accuracy_key`), the mean pre-clip gradient norm
+        over the steps, `lr` (the rate of the last step), `epoch` (rounds so far) and `optimizer_steps`.
         """
         self.model.train()
         start = time.perf_counter()
         sums = _EpochSums(self.device)
         with self._own_rng():
-            for step, idx in enumerate(self._batches(), start=1):
+            for step in range(1, n_steps + 1):
+                idx = self._next_batch()
                 with autocast(self.device, self.cfg.precision):
                     batch = self.train_batch(self.train_x[idx], self.train_y[idx])
                 sums.add(batch, self._step(batch.loss), len(idx))
@@ -240,7 +217,9 @@ class EpochLoop:
                     self._check_finite(sums.loss)
         self._check_finite(sums.loss)
         self.epoch += 1
-        metrics = {**sums.means(self.train_accuracy_key), "lr": self.last_lr, "epoch": self.epoch}
+        self.optimizer_steps += n_steps
+        metrics = {**sums.means(self.train_accuracy_key), "lr": self.last_lr, "epoch": self.epoch,
+                   "optimizer_steps": self.optimizer_steps}
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
@@ -270,7 +249,15 @@ class EpochLoop:
             # What the trial trained on, so its one test evaluation runs the same way (training.test_scores).
             "device_in_use": self.device.type,
             "precision_in_use": precision_in_use(self.device, self.cfg.precision),
+            **self._data_position(),
         }
+
+    def _data_position(self) -> dict:
+        """Steps so far and, mid-pass (a steps budget's round ended inside one), the pass's order and cursor."""
+        position = {"optimizer_steps": self.optimizer_steps}
+        if self.order is not None and self.cursor < len(self.order):
+            position.update(data_order=self.order.cpu(), data_cursor=self.cursor)
+        return position
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -282,6 +269,10 @@ class EpochLoop:
         self.rng.update({k: state[k] for k in self.rng if k in state})
         self.epoch = int(state["epoch"])
         self.tokens_seen = int(state["tokens_seen"])
+        self.optimizer_steps = int(state.get("optimizer_steps", self.epoch * self.steps_per_epoch))
+        order = state.get("data_order")
+        self.order = None if order is None else order.to(self.device)
+        self.cursor = int(state.get("data_cursor", 0))
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Thin Ray Tune wrappers around the pure-PyTorch loops in `sptune.training.loops`.
 
-One `step()` is one epoch, so ASHA's time unit is the epoch. Checkpoints hold the
+One `step()` is one round: an epoch, or an evaluation round of a steps budget (sptune.plan.budgets), so the
+schedulers' time unit is the same for every trial of a search. Checkpoints hold the
 loop's whole state (model, optimizer, schedule, and every RNG training draws from: the
 loop's shuffle/mask generator and its torch RNG stream for dropout, CPU and CUDA) so a
 resumed trial continues exactly as if never interrupted; they are plain tensors/numbers,
@@ -17,7 +18,9 @@ from typing import Any
 import torch
 from ray import tune
 
+from sptune.judging.convergence import trial_done
 from sptune.judging.ranking import rank_key
+from sptune.plan.budgets import Budget
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
@@ -35,13 +38,13 @@ def _set_threads(cpus: float) -> None:
     torch.set_num_threads(max(1, math.floor(cpus)))
 
 
-def _optim_config(config: dict, spec: SweepSpec, epochs: int, weight_decay: float) -> OptimConfig:
-    """The trial's optimiser settings: searched values from its config, the rest from the spec."""
+def _optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: float) -> OptimConfig:
+    """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec."""
     t = spec.training
     return OptimConfig(
         lr=float(config["lr"]),
         batch_size=int(config["batch_size"]),
-        epochs=epochs,
+        **budget.optim_fields(),
         weight_decay=float(config.get("weight_decay", weight_decay)),
         warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
         grad_clip=t.grad_clip,
@@ -104,7 +107,7 @@ class _EpochTrainable(tune.Trainable):
 
     def _train_one_epoch(self) -> dict:
         try:
-            metrics = self.loop.train_epoch()
+            metrics = self.loop.train_round()
         except Diverged as err:
             # Stop at once; mark it so selection never picks it and the report counts it.
             return {
@@ -128,8 +131,8 @@ class _EpochTrainable(tune.Trainable):
             # The checkpoint kept as the trial's best has the highest rank: the latest *improvement*, the
             # epoch logged as best_epoch (sptune.tuning.callbacks.checkpoint_pruning); epochs that do not improve rank 0.
             CHECKPOINT_RANK: self.improvements if improved else 0,
-            # Variants sharing a Tuner may train for different numbers of epochs.
-            "done": metrics["epoch"] >= self.max_epochs,
+            # Each trial's own budget (variants sharing a Tuner differ); with until_converged, on while improving.
+            "done": trial_done(metrics["epoch"], int(self.best["epoch"]), self.budget),
         }
 
     def _worst(self) -> float:
@@ -160,9 +163,9 @@ class PretrainTrainable(_EpochTrainable):
             self.data.info,
             self.data.train,
             self.data.val,
-            _optim_config(config, self.spec, p.epochs, p.weight_decay),
+            _optim_config(config, self.spec, self.spec.pretrain_budget(), p.weight_decay),
         )
-        self.max_epochs = p.epochs
+        self.budget = self.spec.pretrain_budget()
         self._start_tracking()
 
 
@@ -182,14 +185,14 @@ class FinetuneTrainable(_EpochTrainable):
         torch.manual_seed(int(config.get("seed", self.spec.seed)))
         model = build_model(kind, cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
-        epochs = self.max_epochs = self.spec.variant_epochs(variant)
+        budget = self.budget = self.spec.variant_budget(variant)
         weight_decay = self.spec.finetune.weight_decay
         self.loop = FinetuneLoop(
             cfg,
             self.data.info,
             self.data.train,
             self.data.val,
-            _optim_config(config, self.spec, epochs, weight_decay),
+            _optim_config(config, self.spec, budget, weight_decay),
             model=model,
         )
         self._start_tracking()

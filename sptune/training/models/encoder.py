@@ -19,7 +19,7 @@ INPUT_EMBEDDING = "is_input_embedding"
 
 
 def mark_input_embedding(module: nn.Module) -> nn.Module:
-    """Tag a model's input layer so the optimizer never decays it (`sptune.training.loops.parameter_groups`).
+    """Tag a model's input layer so the optimizer never decays it (`sptune.training.optimizer.parameter_groups`).
 
     A tag, not a type check: continuous values are embedded by an ordinary nn.Linear, which
     by type alone is indistinguishable from the linear maps inside the blocks."""

@@ -1,0 +1,62 @@
+"""The training loops' optimizer pieces: AdamW's parameter groups (which weights decay) and the LR schedule."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from sptune.training.models.encoder import INPUT_EMBEDDING
+
+
+def warmup_cosine(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    warmup = max(1, int(total_steps * warmup_fraction))
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _decays(module: nn.Module, name: str, param: nn.Parameter) -> bool:
+    """Whether weight decay applies: only to the weight matrices of layers that mix features.
+
+    Decay is a prior that pulls a linear map toward zero. A matrix `weight` (nn.Linear inside
+    attention, feed-forward and heads; GPT-2's Conv1D) is such a map. Everything else has a
+    meaningful non-zero value that decay would only distort: biases and norm scales/shifts (1-D),
+    token and value embeddings (their rows are the input representations themselves; decay
+    shrinks rarely seen tokens most), and parameters a module owns directly under their own
+    names (learned positions, the cls token, the SSM's step sizes, A, C and D).
+    """
+    if name != "weight" or param.ndim < 2:
+        return False
+    return not isinstance(module, nn.Embedding) and not getattr(module, INPUT_EMBEDDING, False)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: [decayed weight matrices, everything else with weight_decay 0].
+
+    Frozen parameters are left out; a parameter shared by several modules appears once.
+    Both groups always exist (possibly empty) so every optimizer state has the same layout.
+    """
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    seen: set[int] = set()
+    for module in model.modules():
+        for name, param in module.named_parameters(recurse=False):
+            if param.requires_grad and id(param) not in seen:
+                seen.add(id(param))
+                (decay if _decays(module, name, param) else no_decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
+    """The L2 norm of all gradients together (as clip_grad_norm_ computes it), on the device."""
+    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
