@@ -87,40 +87,6 @@ class SearchPlan:
 
 
 @dataclass(frozen=True)
-class TunerPlan:
-    """A Tuner of given searches (benchmarks, tests; a study runs its searches as stages of one Tuner):
-    its experiment directory under the storage path and the searches it runs together."""
-
-    experiment: str
-    searches: tuple[SearchPlan, ...]
-
-    @property
-    def phase(self) -> str:
-        return self.searches[0].phase
-
-    @property
-    def pretraining(self) -> bool:
-        """Pretraining trials (a pretraining's search or its re-runs): a Tuner never mixes them with finetuning."""
-        return self.searches[0].is_pretraining
-
-    @property
-    def metric(self) -> str:
-        return self.searches[0].metric
-
-    @property
-    def mode(self) -> str:
-        return self.searches[0].mode
-
-    @property
-    def epochs(self) -> int:
-        return max(s.epochs for s in self.searches)
-
-    @property
-    def n_trials(self) -> int:
-        return sum(s.n_trials for s in self.searches)
-
-
-@dataclass(frozen=True)
 class StudyPlan:
     spec: SweepSpec
     info: TaskInfo

@@ -1,6 +1,6 @@
-"""Ray Tune Tuners: the study's one Tuner of all its stages (`sptune.tuning.stages`: pretraining, every
-variant's search, the re-runs per seed), or a Tuner of given searches (benchmarks, tests); per-stage
-searchers and early stopping, checkpoints, callbacks."""
+"""The study's one Ray Tune Tuner of all its stages (`sptune.tuning.stages`: pretraining, every
+variant's search, the re-runs per seed): built or restored, with per-stage searchers and early
+stopping, checkpoints and callbacks."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from sptune.judging.selection import Selection
-from sptune.plan.study_plan import SearchPlan, StudyPlan, TunerPlan
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, open_storage
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.terminal import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.tuning.callbacks.tune_files import result_loggers
-from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
+from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, grid_configs
 from sptune.tuning.schedulers.halving import SuccessiveHalving, rung_epochs
 from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import BatchedSearcher
 from sptune.tuning.stages import Checkpoints, Stage, StagedSearcher
-from sptune.tuning.trainable import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable, StudyTrainable
+from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
 
 def _domain(name: str, p: ParamSpace) -> Any:
@@ -154,21 +154,6 @@ def _searcher(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None =
     return BatchedSearcher(optuna, plan.concurrency, search.n_trials, _settle_epoch(plan, search))
 
 
-def search_and_schedule(
-    plan: StudyPlan, tuner: TunerPlan, optuna: OptunaTarget | None = None
-) -> tuple[VariantSearcher, VariantScheduler]:
-    """Each variant its own searcher and its own scheduler, inside the one Tuner; each Optuna
-    search persisted in `optuna`'s database (None: in memory only)."""
-    searches = {s.trial_variant: s for s in tuner.searches}
-    searcher = VariantSearcher(
-        {v: _searcher(plan, s, optuna) for v, s in searches.items()},
-        {v: s.n_trials for v, s in searches.items()},
-        {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
-    )
-    schedulers = {v: _scheduler(plan, s) for v, s in searches.items()}
-    return searcher, VariantScheduler(schedulers, plan.concurrency)
-
-
 # id(data) -> (the data, the Ray session it was put in, its object): see trial_data.
 _SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
 
@@ -194,30 +179,6 @@ def trial_data(data: TaskSplits) -> Any:
     if hit is None or hit[0]() is not data or hit[1] != session:
         hit = _SHIPPED[id(data)] = (weakref.ref(data), session, ray.put(data.without_test()))
     return hit[2]
-
-
-def make_trainable(
-    plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
-) -> Any:
-    cls = PretrainTrainable if tuner.pretraining else FinetuneTrainable  # a pretraining's search or re-runs
-    extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
-    res = plan.spec.resources
-    return tune.with_resources(
-        tune.with_parameters(cls, spec=plan.spec, data=trial_data(data), **extra),
-        {"cpu": res.cpu, "gpu": res.gpu},
-    )
-
-
-def restore_tuner(
-    path: str, plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
-) -> tune.Tuner:
-    """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
-    last checkpoint, errored ones too; each variant's searcher continues from its saved
-    state. (Ray restores no scheduler's state: neither ASHA's rungs nor synchronous halving's.)"""
-    use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
-    return tune.Tuner.restore(
-        path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
-    )
 
 
 def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: dict[str, Any]) -> tune.Tuner:
@@ -252,7 +213,7 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
                 checkpoint_frequency=1,
             ),
             failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
-            # Tune's CLIReporter with a line per variant, every SPTUNE_PROGRESS_SECONDS (sptune.tuning.callbacks.terminal).
+            # Tune's CLIReporter with a line per stage (sptune.tuning.callbacks.terminal).
             **run_config_progress(run["name"], run["progress"], *run.get("shown", (run["metric"], run["mode"]))),
         ),
     )
@@ -263,27 +224,6 @@ def _with_pruner(callbacks: list) -> list:
     if any(isinstance(c, CheckpointPruner) for c in callbacks):
         return list(callbacks)
     return [*callbacks, CheckpointPruner()]
-
-
-def build_tuner(
-    plan: StudyPlan,
-    tuner: TunerPlan,
-    data: TaskSplits,
-    storage: str,
-    callbacks: list,
-    spt_checkpoints: dict[str, str] | None = None,
-    optuna: OptunaTarget | None = None,
-    trainable: Any = None,
-) -> tune.Tuner:
-    """One Tuner of the given searches (all pretraining or all finetuning). `trainable` replaces the
-    study's Trainable (benchmarks/driver_scale.py: a no-op trial that measures the driver alone,
-    through the same searcher, scheduler and callbacks)."""
-    searcher, scheduler = search_and_schedule(plan, tuner, optuna)
-    run = {"metric": tuner.metric, "mode": tuner.mode, "n_trials": tuner.n_trials, "name": tuner.experiment,
-           "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs,
-           "progress": [ProgressRow(s.trial_variant, s.n_trials, s.epochs) for s in tuner.searches]}
-    trainable = trainable if trainable is not None else make_trainable(plan, tuner, data, spt_checkpoints)
-    return _tuner(plan, trainable, searcher, scheduler, run)
 
 
 # ---------------------------------------------------------------- the study's one Tuner
