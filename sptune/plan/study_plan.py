@@ -58,9 +58,9 @@ class SearchPlan:
         return self.variant is None
 
     @property
-    def trial_variant(self) -> str:
-        """The `variant` its trials carry in their config and MLflow tags, by which a Tuner routes
-        them to their search: the variant, or for pretraining the objective."""
+    def variant_or_objective(self) -> str:
+        """The `variant` its trials carry in their config, MLflow params and the report: the variant,
+        or for pretraining the objective."""
         return self.variant or self.source.objective
 
     @property

@@ -15,6 +15,7 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from sptune.judging.selection import Selection
+from sptune.plan.rungs import rung_epochs
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.spec import ParamSpace
 from sptune.tasks.base import TaskSplits
@@ -22,11 +23,12 @@ from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, open_stora
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.terminal import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.tuning.callbacks.tune_files import result_loggers
-from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, grid_configs
-from sptune.tuning.schedulers.halving import SuccessiveHalving, rung_epochs
+from sptune.tuning.routing import FixedConfigs, RandomConfigs, grid_configs
+from sptune.tuning.schedulers.by_stage import StageScheduler
+from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import BatchedSearcher
-from sptune.tuning.stages import Checkpoints, Stage, StagedSearcher
+from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints
 from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
 
@@ -47,7 +49,7 @@ def _grids(search: SearchPlan) -> dict[str, list]:
 def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
     """What every trial of a search carries besides the searched values."""
     objective = {"objective": search.objective} if search.objective else {}
-    return {"phase": search.phase, "variant": search.trial_variant, "seed": seed, **objective}
+    return {"phase": search.phase, "variant": search.variant_or_objective, "seed": seed, **objective}
 
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
@@ -190,8 +192,8 @@ def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: 
             scheduler=scheduler,
             search_alg=searcher,
             num_samples=run["n_trials"],
-            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to
-            # VariantSearcher: it leaves out trials paused at a rung of synchronous halving.
+            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to the
+            # StagedSearcher: it leaves out trials paused at a rung of synchronous halving.
             max_concurrent_trials=plan.concurrency,
             # One actor per concurrent slot, reused by every trial of every variant in the Tuner.
             reuse_actors=True,
@@ -234,17 +236,17 @@ STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
 def staged_search(
     plan: StudyPlan,
     stages: list[Stage],
-    checkpoints: Checkpoints,
+    checkpoints: StartingCheckpoints,
     selections: dict[str, list[Selection]],
     optuna: OptunaTarget | None = None,
-) -> tuple[StagedSearcher, VariantScheduler]:
+) -> tuple[StagedSearcher, StageScheduler]:
     """Every stage its own searcher (re-runs get theirs when released; each Optuna search persisted in
     `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names."""
     searchers = {s.label: _searcher(plan, s.search, optuna) for s in stages if not s.is_rerun}
     fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
     searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections)
     schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
-    return searcher, VariantScheduler(schedulers, plan.concurrency, key="stage")
+    return searcher, StageScheduler(schedulers, plan.concurrency)
 
 
 def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
@@ -266,7 +268,7 @@ def build_study_tuner(
     plan: StudyPlan,
     data: TaskSplits,
     searcher: StagedSearcher,
-    scheduler: VariantScheduler,
+    scheduler: StageScheduler,
     storage: str,
     callbacks: list,
 ) -> tune.Tuner:

@@ -28,8 +28,6 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from sptune.judging.ranking import creation_index
 from sptune.plan.rungs import rung_epochs, rung_sizes
 
-__all__ = ["SuccessiveHalving", "rung_epochs", "trial_index"]  # rung_epochs: its old home
-
 
 def trial_index(trial: Any) -> int:
     return creation_index(getattr(trial, "experiment_tag", None))
