@@ -12,8 +12,8 @@ from ray.tune.search.optuna import OptunaSearch
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
-from sptune.tuning.routing import FixedConfigs, RandomConfigs, grid_configs
 from sptune.tuning.schedulers.by_stage import StageScheduler
+from sptune.tuning.searchers import FixedConfigs, RandomConfigs, grid_configs
 from sptune.tuning.stages import Stage, StagedSearcher
 
 SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}

@@ -23,7 +23,7 @@ from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.judging.selection import Selection, TrialOutcome, select_best, select_each
 from sptune.plan.study_plan import SearchPlan
-from sptune.tuning.routing import FixedConfigs
+from sptune.tuning.searchers import FixedConfigs
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
 # seed None: the one checkpoint every trial starts from.
