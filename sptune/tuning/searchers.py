@@ -70,7 +70,9 @@ def grid_configs(space: dict[str, Any], grids: dict[str, list], repeats: int, se
 
 
 class BatchedSearcher(Searcher):
-    """Wraps one variant's searcher (Optuna) so it proposes in batches of `batch_size`."""
+    """Wraps one stage's Optuna searcher so it proposes in batches of `batch_size`: then nothing until every
+    trial of the batch has settled (reached `settle_epoch`, or ended), whose results it then tells the inner
+    searcher in the order it proposed them, not the order they finished in (docs/design/tuning.md)."""
 
     def __init__(self, inner: Searcher, batch_size: int, n_trials: int, settle_epoch: int | None) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
@@ -92,7 +94,7 @@ class BatchedSearcher(Searcher):
         if self.proposed >= self.n_trials:
             return Searcher.FINISHED
         if self._batch_full():
-            return None  # waiting for this batch: the caller asks another variant, or later
+            return None  # waiting for this batch: the caller asks another stage, or later
         config = self.inner.suggest(trial_id)
         if config not in (None, Searcher.FINISHED):
             self.batch.append(trial_id)
@@ -119,8 +121,8 @@ class BatchedSearcher(Searcher):
 
 
 def tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
-    """TPE with a start-up phase sized to the sweep: Optuna's default of 10 random trials would
-    make every sweep of <= 10 trials a plain random search (benchmarks/asha_efficiency.py)."""
+    """TPE with a start-up phase sized to the search: Optuna's default of 10 random trials would
+    make every search of <= 10 trials a plain random search."""
     startup = max(2, min(10, n_trials // 3))
     with warnings.catch_warnings():  # Optuna marks multivariate TPE experimental; the spec asked for it
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -177,6 +179,7 @@ def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarg
 
 
 def _domain(name: str, p: ParamSpace) -> Any:
+    """A searched parameter as a Tune domain (grids are expanded by `grid_configs`)."""
     cast = int if name == "batch_size" else float
     if p.type == "loguniform":
         return tune.loguniform(p.low, p.high)
@@ -191,10 +194,8 @@ def _grids(search: SearchPlan) -> dict[str, list]:
 
 
 def settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
-    """Where a batched searcher takes a trial's result: the first rung of early stopping,
-    which every trial reaches (with hyperband too: each bracket's first rung is one of sha's
-    rungs, never before the first, and its last bracket trains to the end); None (when it
-    ends) without early stopping."""
+    """Where a batched searcher takes a trial's result: the first rung of early stopping, which every trial
+    reaches (with hyperband too: no bracket's first rung comes before it); None (when it ends) without."""
     s = plan.spec.scheduler
     if s.type == "fifo" or search.phase == "rerun":
         return None
@@ -203,6 +204,8 @@ def settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
 
 
 def searcher_for(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None = None) -> Searcher:
+    """The search's own searcher, as its spec section asks; an Optuna search is persisted in `target`'s
+    database (None: in memory only)."""
     seed = plan.spec.seed
     if search.fixed_configs is not None:
         return FixedConfigs(list(search.fixed_configs))

@@ -131,10 +131,7 @@ class StagedSearcher(Searcher):
     `selections` holds what was selected before (a resumed study's state), `checkpoints` what pretrainings
     give without trials (a given or cached checkpoint, 0 epochs). Among released stages, those with the
     longest chain of stages waiting on them go first (pretraining before the searches that need it).
-
-    It also limits how many trials run at once (Tune's ConcurrencyLimiter hands it that job through
-    `set_max_concurrency`), not counting a trial paused at a rung of synchronous halving (`on_pause`): that
-    trial waits for others, which could otherwise never start. A stage waiting for a selection holds no slot."""
+    It also limits how many trials run at once, leaving out trials paused at a rung (docs/design/tuning.md)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
-"""The study's one Ray Tune Tuner of all its stages (`sptune.tuning.stages`: pretraining, every
-variant's search, the re-runs per seed): built or restored, with per-stage searchers and early
-stopping, checkpoints and callbacks."""
+"""The study's one Ray Tune Tuner of all its stages (`sptune.tuning.stages`: pretraining, every variant's
+search, the re-runs per seed): built or restored, each stage with its own searcher and early stopping.
+Why one Tuner per study: docs/design/tuning.md."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
 
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
+    """The search's own early stopping, as the spec's `scheduler` section asks."""
     s = plan.spec.scheduler
     if s.type == "fifo" or search.phase == "rerun":  # re-runs train to the end
         return FIFOScheduler()
@@ -58,10 +59,9 @@ _SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
 def trial_data(data: TaskSplits) -> Any:
     """The (test-free) splits as one object in Ray's object store, put once per Ray session.
 
-    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them
-    plain ndarrays, which Ray shares instead of unpickling a copy per trial), so concurrent
-    trials on a node read one copy. Every Tuner of a study ships the same data; putting it per
-    Tuner would pin another copy each time (Tune's parameter registry never releases its objects).
+    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them plain
+    ndarrays, which Ray shares instead of unpickling a copy per trial). Once per session, not per Tuner:
+    Tune's parameter registry never releases its objects, so each put would pin another copy.
     """
     if not ray.is_initialized():  # tune.with_parameters puts it once Ray starts
         return data.without_test()

@@ -14,7 +14,7 @@ from ray.tune import CLIReporter
 
 # Seconds between two reports; 0 (or "off") prints nothing while Tuners run.
 PROGRESS_ENV = "SPTUNE_PROGRESS_SECONDS"
-DEFAULT_SECONDS = 20.0  # a 2-core terminal stays readable, and printing costs nothing measurable
+DEFAULT_SECONDS = 20.0  # often enough to follow a study, rarely enough to read it
 TABLE_ROWS = 8  # Tune's trial table, best first: the per-stage lines carry the totals
 
 

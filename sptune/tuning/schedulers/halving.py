@@ -1,19 +1,10 @@
-"""Synchronous successive halving for one variant: early stopping that ignores finish order.
+"""Synchronous successive halving for one stage: early stopping whose decisions ignore finish order.
 
-Ray's ASHA promotes a trial as soon as it is in the top 1/η of the trials that reached a rung
-*so far*, so which trials survive depends on which happened to finish first: under load,
-benchmarks/asha_efficiency.py selected a config 4.4 pt worse than on a quiet machine. Here a
-trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its variant
-has reached the rung or ended; then the top ⌈n/η⌉ by the search metric go on (n: the trials
-that entered the rung, so the rung sizes are n, ⌈n/η⌉, ... exactly, `sptune.plan.rungs`), ties broken
-by trial index, and the rest stop. The same trials with the same results give the same decisions,
-however their epochs interleave.
-
-One scheduler per variant (`variant_search.VariantScheduler` routes each trial to its own).
-It must know the variant's whole trial budget: the first rung is decided only when all of
-them exist. Its state lives in memory only: after `Tuner.restore` it starts afresh (a resumed
-trial counts as reaching each rung it is already past with its first result after the restore),
-so decisions after a resume may differ, as ASHA's do.
+A trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its stage has reached
+it or ended; then the top ⌈n/η⌉ by the stage's metric go on (n: the trials that entered the rung, so the
+rung sizes are those of `sptune.plan.rungs`), equal scores to the trial created first, and the rest stop.
+It must know the stage's whole trial budget: the first rung is decided only when all of them exist.
+Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.md.
 """
 
 from __future__ import annotations
@@ -44,7 +35,7 @@ class _Entry:
 
 
 class SuccessiveHalving(FIFOScheduler):
-    """One bracket of synchronous successive halving over one variant's `n_trials` trials."""
+    """One bracket of synchronous successive halving over one stage's `n_trials` trials."""
 
     _supports_buffered_results = False  # every epoch's result must be seen at its rung
 
@@ -62,9 +53,8 @@ class SuccessiveHalving(FIFOScheduler):
         self.n_trials, self.eta = n_trials, reduction_factor
         # `rungs` given: one bracket of Hyperband, which starts at a later rung of the same ladder.
         self.rungs = rung_epochs(grace_period, reduction_factor, max_t) if rungs is None else list(rungs)
-        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it (n, ⌈n/η⌉, ...),
-        # not of those that reached it, so a variant whose trials diverge on the way still trains as
-        # many trials as far as the plan says (sptune.plan.rungs), the same compute as any other variant.
+        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it, not of those that
+        # reached it, so a stage whose trials diverge still trains as many trials as far as the plan says.
         self.sizes = rung_sizes(n_trials, reduction_factor, len(self.rungs))
         self._metric, self.mode = metric, mode
         self.entries: dict[str, _Entry] = {}
@@ -97,7 +87,7 @@ class SuccessiveHalving(FIFOScheduler):
                 return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
             if self._decide_ready(tune_controller, current=trial):
                 return TrialScheduler.STOP
-            if entry.passed == step:  # the rung still waits for the variant's other trials
+            if entry.passed == step:  # the rung still waits for the stage's other trials
                 self._notify(tune_controller, "on_pause", trial)
                 return TrialScheduler.PAUSE
         return TrialScheduler.CONTINUE
@@ -164,7 +154,7 @@ class SuccessiveHalving(FIFOScheduler):
     def _decide(self, tune_controller: Any, step: int, current: Trial | None) -> bool:
         rung = self.rungs[step]
         reached = [e for e in self.entries.values() if e.passed == step and rung in e.values]
-        # Best first; equal scores go to the lower trial index.
+        # Best first; equal scores go to the trial created first (sptune.judging.ranking's last tie-break).
         ranked = sorted(reached, key=lambda e: (-e.values[rung], e.index))
         keep = min(self.sizes[step + 1], len(ranked))
         for entry in ranked[:keep]:
