@@ -9,14 +9,13 @@ Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sptune.judging.ranking import creation_index
+from sptune.judging.ranking import RankKey, creation_index, rank_key
 from sptune.plan.rungs import rung_epochs, rung_sizes
 
 
@@ -24,11 +23,18 @@ def trial_index(trial: Any) -> int:
     return creation_index(getattr(trial, "experiment_tag", None))
 
 
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None  # missing: ranks last
+
+
 @dataclass
 class _Entry:
     trial: Any
     index: int
-    values: dict[int, float] = field(default_factory=dict)  # rung epoch -> metric when it got there
+    values: dict[int, float | None] = field(default_factory=dict)  # rung epoch -> its metric when it got there
     passed: int = 0  # rungs this trial has been promoted past
     ended: bool = False  # completed, errored, or stopped
     resumable: bool = False  # promoted while paused: choose_trial_to_run may start it again
@@ -82,7 +88,7 @@ class SuccessiveHalving(FIFOScheduler):
         while (step := entry.passed) < len(self.rungs) and epoch >= self.rungs[step]:
             if step < self.decided:
                 return TrialScheduler.STOP  # a safeguard: its rung was decided without it
-            entry.values.setdefault(self.rungs[step], self._score(result))
+            entry.values.setdefault(self.rungs[step], _number(result.get(self._metric)))
             if result.get("done"):
                 return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
             if self._decide_ready(tune_controller, current=trial):
@@ -119,11 +125,11 @@ class SuccessiveHalving(FIFOScheduler):
 
     # ------------------------------------------------------------ decisions
 
-    def _score(self, result: dict) -> float:
-        value = result.get(self._metric)
-        if value is None or value != value:  # missing or NaN: ranks last
-            return -math.inf
-        return float(value) if self.mode == "max" else -float(value)
+    def _rank(self, entry: _Entry, rung: int) -> RankKey:
+        """sptune.judging.ranking's rule on what a rung knows of a trial: its score there (missing or NaN
+        last), then the trial created first."""
+        score = "val_acc" if self.mode == "max" else "val_loss"
+        return rank_key({score: entry.values[rung]}, score, entry.index)
 
     def _end(self, tune_controller: Any, trial: Trial) -> None:
         entry = self.entries.get(trial.trial_id)
@@ -154,8 +160,7 @@ class SuccessiveHalving(FIFOScheduler):
     def _decide(self, tune_controller: Any, step: int, current: Trial | None) -> bool:
         rung = self.rungs[step]
         reached = [e for e in self.entries.values() if e.passed == step and rung in e.values]
-        # Best first; equal scores go to the trial created first (sptune.judging.ranking's last tie-break).
-        ranked = sorted(reached, key=lambda e: (-e.values[rung], e.index))
+        ranked = sorted(reached, key=lambda e: self._rank(e, rung))  # best first
         keep = min(self.sizes[step + 1], len(ranked))
         for entry in ranked[:keep]:
             entry.passed += 1
