@@ -1,9 +1,10 @@
 """Exhaustive LR x batch grid vs random search, Optuna, Optuna+ASHA, Optuna+SHA and Optuna+Hyperband,
 all through sptune's real Tuners.
 
-One variant (scratch) of the spec, finetuning only. Every method is a real Ray Tune Tuner
-built by `sptune.tuning.tuner.build_tuner` from `sptune.plan.study_plan.build_plan`, and its pick is made by
-`sptune.judging.selection.select_best` (validation-best trial *and* epoch), exactly as in a study:
+One variant (scratch) of the spec, finetuning only. Every method runs the study's own Tuner
+(`sptune.tuning.tuner.staged_search` + `build_study_tuner`) over a one-stage plan from
+`sptune.plan.study_plan.build_plan`, and its pick is made by `sptune.judging.selection.select_best`
+(validation-best trial *and* epoch), exactly as in a study:
 
   grid              n_lrs log-spaced LRs over [lr_low, lr_high] x the batch list, FIFO, full epochs
                     (the reference: its best validation accuracy is the target to match)
@@ -90,13 +91,15 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
 
 def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, Any]:
     from sptune.judging.selection import select_best
-    from sptune.plan.study_plan import TunerPlan, build_plan
-    from sptune.tuning.tuner import build_tuner
+    from sptune.plan.study_plan import build_plan
+    from sptune.tuning.stages import Stage
+    from sptune.tuning.tuner import build_study_tuner, staged_search
 
     plan = build_plan(spec, task.info, cluster_cpus=2)
     search = plan.variant_searches()[0]
     recorder = EpochRecorder()
-    tuner = build_tuner(plan, TunerPlan(search.label, (search,)), task, storage / method.replace("+", "_"), [recorder])
+    searcher, scheduler = staged_search(plan, [Stage(search)], {}, {})
+    tuner = build_study_tuner(plan, task, searcher, scheduler, str(storage / method.replace("+", "_")), [recorder])
     print(f"[{method}] {search.n_trials} trials x <= {search.epochs} epochs ({search.searcher}, "
           f"{spec.scheduler.type}) ...", flush=True)
     start = time.perf_counter()

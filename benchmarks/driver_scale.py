@@ -1,12 +1,13 @@
 """The driver at scale: N no-op trials x E reported epochs through sptune's real Tuner path.
 
-Every arm is a real Ray Tune Tuner built by `sptune.tuning.tuner.build_tuner` from a plan
-(`sptune.plan.study_plan.build_plan`): sptune's VariantSearcher and VariantScheduler (each variant its own
-searcher and scheduler), its CheckpointConfig, reused actors and concurrency limit. Only the
-Trainable differs: `NoOpTrainable` reports E epochs of the metrics sptune's Trainables report
-(`sptune/tuning/trainable.py`) and does no work, so all that is measured is the driver: Tune's loop,
-the searcher/scheduler per result, checkpoint bookkeeping, and, in the MLflow arms, the
-driver-side `sptune.tracking.mlflow_tracker.TrialRunLogger` writing to a real MLflow store.
+Every arm is the study's own Tuner (`sptune.tuning.tuner.staged_search` + `build_study_tuner`) over a
+plan (`sptune.plan.study_plan.build_plan`) whose variant searches are its stages: sptune's staged searcher
+and stage scheduler (each stage its own searcher and scheduler), its CheckpointConfig, reused actors and
+concurrency limit. Only the Trainable differs (the benchmark patches `study_trainable`): `NoOpTrainable`
+reports E epochs of the metrics sptune's Trainable reports (`sptune/tuning/trainable.py`) and does no
+work, so all that is measured is the driver: Tune's loop, the searcher/scheduler per result, checkpoint
+bookkeeping, and, in the MLflow arms, the driver-side `sptune.tracking.mlflow_tracker.TrialRunLogger`
+writing to a real MLflow store.
 
 The same trials run once per arm, back to back in one process (ratios within one run):
 
@@ -15,8 +16,8 @@ The same trials run once per arm, back to back in one process (ratios within one
   sqlite-1   TrialRunLogger writing every result at once (flush_results=1: the behaviour before batching)
   http       TrialRunLogger as shipped to a real `mlflow server` on 127.0.0.1 (SQLite behind it)
   http-1     the same server, one write per result
-  none-keep1      the behaviour before sptune.tuning.callbacks.checkpoint_pruning: CheckpointConfig(num_to_keep=1), so Tune
-                  snapshots the whole experiment (and SnapshotBundle zips it) after every trial checkpoint
+  none-keep1      the behaviour before sptune.tuning.callbacks.checkpoint_pruning: CheckpointConfig(num_to_keep=1),
+                  so Tune snapshots the whole experiment (and SnapshotBundle zips it) after every trial checkpoint
   none-tuneloggers  the behaviour before sptune.tuning.callbacks.tune_files: Tune's three default loggers (JSON, CSV,
                   TensorBoardX) on every result (SPTUNE_TUNE_LOGGERS=all); sptune ships result.json only
 
@@ -69,7 +70,7 @@ MLFLOW_WRITES = ("create_run", "log_batch", "log_metric", "log_param", "set_tag"
 
 
 class NoOpTrainable(tune.Trainable):
-    """Reports what sptune's FinetuneTrainable reports per epoch, without training anything."""
+    """Reports what sptune's StudyTrainable reports per finetuning epoch, without training anything."""
 
     def setup(self, config: dict) -> None:
         self._start(config)
@@ -79,7 +80,7 @@ class NoOpTrainable(tune.Trainable):
         return True
 
     def _start(self, config: dict) -> None:
-        # The Tuner's stop={"training_iteration": epochs} (sptune's build_tuner) ends each trial.
+        # The Tuner's stop={"training_iteration": epochs} (sptune's build_study_tuner) ends each trial.
         self.epoch, self.lr = 0, float(config["lr"])
 
     def step(self) -> dict:
@@ -101,7 +102,7 @@ class NoOpTrainable(tune.Trainable):
             "best_epoch": e,
             "checkpoint_rank": e,
         }
-        if e == 1:  # once per trial, as _EpochTrainable.step and FinetuneTrainable.step do
+        if e == 1:  # once per trial, as sptune's StudyTrainable.step does when finetuning
             result["mlflow_params"] = {"optim.lr": self.lr, "optim.device_in_use": "cpu"}
             result.update(trainable_params=1000, total_params=1000)
         return result
@@ -236,25 +237,35 @@ def check_runs(client: Any, experiment_id: str, epochs: int, sample: int = 5) ->
     }
 
 
-def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profile: Path | None) -> dict[str, Any]:
-    from sptune.plan.study_plan import TunerPlan
-    from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
-    from sptune.tuning.tuner import build_tuner
+def study_tuner(plan: Any, task: Any, storage: str, callbacks: list) -> Any:
+    """The study's own Tuner of the plan's variant searches, each a stage, with NoOpTrainable as its trainable."""
+    from unittest import mock
 
-    searches = tuple(plan.variant_searches())
-    tuner_plan = TunerPlan(f"driver-{arm}", searches)
+    import sptune.tuning.tuner
+    from sptune.tuning.stages import Stage
+
+    searcher, scheduler = sptune.tuning.tuner.staged_search(plan, [Stage(s) for s in plan.variant_searches()], {}, {})
+    trainable = tune.with_resources(NoOpTrainable, {"cpu": plan.spec.resources.cpu, "gpu": 0})
+    with mock.patch.object(sptune.tuning.tuner, "study_trainable", lambda plan, data: trainable):
+        return sptune.tuning.tuner.build_study_tuner(plan, task, searcher, scheduler, storage, callbacks)
+
+
+def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profile: Path | None) -> dict[str, Any]:
+    from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
+    from sptune.tuning.tuner import STUDY_EXPERIMENT
+
+    searches = plan.variant_searches()
+    n_trials, epochs = sum(s.n_trials for s in searches), max(s.epochs for s in searches)
     counter, callbacks, counting = ResultCounter(), [], None
     if uri is not None:
-        params = {s.trial_variant: {"variant": s.trial_variant, "max_epochs": s.epochs} for s in searches}
+        params = {s.label: {"variant": s.variant, "max_epochs": s.epochs} for s in searches}
         logger, counting = tracking_callback(arm, uri, folder, params)
         callbacks.append(logger)
-    trainable = tune.with_resources(NoOpTrainable, {"cpu": plan.spec.resources.cpu, "gpu": 0})
     loggers_for(arm)
-    callbacks += checkpoint_callbacks(arm, str(folder / "ray_results" / tuner_plan.experiment))
-    tuner = build_tuner(plan, tuner_plan, task, str(folder / "ray_results"), [counter, *callbacks], trainable=trainable)
-    print(
-        f"[{arm}] {tuner_plan.n_trials} trials x {tuner_plan.epochs} epochs, {plan.concurrency} at once ...", flush=True
-    )
+    experiment_dir = folder / "ray_results" / STUDY_EXPERIMENT
+    callbacks += checkpoint_callbacks(arm, str(experiment_dir))
+    tuner = study_tuner(plan, task, str(folder / "ray_results"), [counter, *callbacks])
+    print(f"[{arm}] {n_trials} trials x {epochs} epochs, {plan.concurrency} at once ...", flush=True)
     diagnostic(arm, tuner)
     profiler = cProfile.Profile() if profile else None
     cpu0, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -268,7 +279,7 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     out = arm_numbers(counter, wall, cpu, len(grid), sum(r.error is not None for r in grid))
     # Disk the arm's retention leaves: checkpoint folders per trial once the Tuner is done.
-    kept = list((folder / "ray_results" / tuner_plan.experiment).glob("*/checkpoint_*"))
+    kept = list(experiment_dir.glob("*/checkpoint_*"))
     out["checkpoints_per_trial"] = len(kept) / max(len(grid), 1)
     if counting is not None:
         out.update(
@@ -278,7 +289,7 @@ def run_arm(arm: str, plan: Any, task: Any, folder: Path, uri: str | None, profi
             writes_per_s=counting.writes() / wall,
             writes_per_result=counting.writes() / max(counter.results, 1),
         )
-        out["check"] = check_runs(counting._client, logger.tracker.experiment_id, tuner_plan.epochs)
+        out["check"] = check_runs(counting._client, logger.tracker.experiment_id, epochs)
     if profiler:
         out["profile_top"] = profile_top(profiler, profile, arm)
     return out
@@ -306,7 +317,7 @@ def checkpoint_callbacks(arm: str, experiment_dir: str) -> list:
 
 def diagnostic(arm: str, tuner: Any) -> None:
     """The keep1 arm's change to sptune's Tuner (Tune reads it when fit() starts): the CheckpointConfig
-    before sptune.tuning.callbacks.checkpoint_pruning, and no pruner (build_tuner adds one to a Tuner that has none)."""
+    before sptune.tuning.callbacks.checkpoint_pruning, and no pruner (the Tuner adds one when it has none)."""
     import dataclasses
 
     from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner

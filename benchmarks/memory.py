@@ -1,8 +1,8 @@
 """Resident memory per extra concurrent trial: does every trial hold its own copy of the data?
 
-For each task, one real sptune Tuner (`sptune.tuning.tuner.build_tuner`, i.e. `make_trainable`:
-tune.with_parameters + FinetuneTrainable, FIFO, a grid of N learning rates) runs N = 1, 2, 4
-trials at once on this node. Each trial builds its loop exactly as a sweep does (setup ->
+For each task, the study's own Tuner (`sptune.tuning.tuner.staged_search` + `build_study_tuner`
+over a one-stage plan: tune.with_parameters + StudyTrainable, FIFO, a grid of N learning rates)
+runs N = 1, 2, 4 trials at once on this node. Each trial builds its loop exactly as a sweep does (setup ->
 FinetuneLoop over the shipped splits), takes a few optimiser steps with a tiny model, reads
 every row of its train/val tensors (as any epoch does; pages never read cost nothing either
 way), then waits at a file barrier while this driver reads /proc/<pid>/smaps_rollup of every
@@ -95,14 +95,14 @@ def dataset_bytes(data: Any) -> int:
 
 
 def probe_class(barrier: str) -> type:
-    """FinetuneTrainable that trains a few steps, reads all its data, then waits at the barrier.
+    """StudyTrainable that trains a few steps, reads all its data, then waits at the barrier.
 
     Made here and shipped by value (Ray's workers cannot import this script); the only thing it
     changes is step(), so the data reach the loop exactly as in a sweep.
     """
-    from sptune.tuning.trainable import FinetuneTrainable
+    from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
-    class MemoryProbe(FinetuneTrainable):
+    class MemoryProbe(StudyTrainable):
         def step(self) -> dict:
             loop = self.loop
             for idx in loop._batches()[:TRAIN_STEPS]:
@@ -122,6 +122,7 @@ def probe_class(barrier: str) -> type:
                 "best_epoch": 1,
                 "done": True,
                 "checksum": checksum,
+                CHECKPOINT_RANK: 1,  # the study Tuner's metric: every result carries it
             }
 
     return MemoryProbe
@@ -211,20 +212,23 @@ def spec_for(task: str, n: int) -> Any:
 
 
 def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
-    """N concurrent probe trials through build_tuner; their memory at the barrier."""
+    """N concurrent probe trials through the study's Tuner; their memory at the barrier."""
     import sptune.tuning.tuner
-    from sptune.plan.study_plan import TunerPlan, build_plan
+    from sptune.plan.study_plan import build_plan
+    from sptune.tuning.stages import Stage
 
     spec = spec_for(data.info.name, n)
     plan = build_plan(spec, data.info, cluster_cpus=2)
     search = plan.variant_searches()[0]
     barrier = Path(tempfile.mkdtemp(prefix="barrier-", dir=storage))
     out: dict[str, Any] = {"n": n}
-    original = sptune.tuning.tuner.FinetuneTrainable
-    sptune.tuning.tuner.FinetuneTrainable = probe_class(str(barrier))
+    original = sptune.tuning.tuner.StudyTrainable
+    sptune.tuning.tuner.StudyTrainable = probe_class(str(barrier))
     sampler = threading.Thread(target=sample_at_barrier, args=(barrier, n, out))
     try:
-        tuner = sptune.tuning.tuner.build_tuner(plan, TunerPlan(f"memory{n}", (search,)), data, storage, [])
+        searcher, scheduler = sptune.tuning.tuner.staged_search(plan, [Stage(search)], {}, {})
+        experiment = str(Path(storage) / f"memory{n}")  # each N its own Tuner folder
+        tuner = sptune.tuning.tuner.build_study_tuner(plan, data, searcher, scheduler, experiment, [])
         sampler.start()
         start = time.perf_counter()
         grid = tuner.fit()
@@ -234,7 +238,7 @@ def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
         (barrier / "release").write_text("")  # never leave a trial waiting
         if sampler.is_alive():
             sampler.join()
-        sptune.tuning.tuner.FinetuneTrainable = original
+        sptune.tuning.tuner.StudyTrainable = original
     return out
 
 

@@ -156,7 +156,7 @@ def _loop(job: Job, spt_state: dict | None) -> Any:
     import torch
 
     cfg = classifier_config(spec.model, data.info)
-    torch.manual_seed(job.seed)  # as FinetuneTrainable does: the same initial weights as the sweep's trial
+    torch.manual_seed(job.seed)  # as StudyTrainable does: the same initial weights as the sweep's trial
     model = build_model(spec.variant_kind(job.variant), cfg, spt_state)
     optim = _optim(job, spec, spec.finetune.weight_decay)
     return FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)

@@ -56,12 +56,12 @@ def plain_loop(spec, data, lr: float, batch: int, epochs: int, threads: int) -> 
 
 
 def sptune_trial(spec, data, lr: float, batch: int, epochs: int, storage: Path) -> tuple[float, float]:
-    """One FinetuneTrainable trial through a real Tuner; returns (in-trial seconds, fit() seconds)."""
+    """One finetuning trial of sptune's StudyTrainable through a real Tuner: (in-trial seconds, fit() seconds)."""
     from ray import tune
 
-    from sptune.tuning.trainable import FinetuneTrainable
+    from sptune.tuning.trainable import StudyTrainable
 
-    trainable = tune.with_resources(tune.with_parameters(FinetuneTrainable, spec=spec, data=data.without_test()),
+    trainable = tune.with_resources(tune.with_parameters(StudyTrainable, spec=spec, data=data.without_test()),
                                     {"cpu": spec.resources.cpu})
     tuner = tune.Tuner(
         trainable,

@@ -3,7 +3,7 @@
   imports    a fresh Python process (what each new Tune actor is): seconds to import torch,
              ray.tune and sptune's trainables, and to build the first AdamW (which imports
              torch._dynamo), median of --repeats processes
-  tuner      one real sptune Tuner (build_tuner, MLflow TrialRunLogger, FIFO) running a single
+  tuner      the study's own Tuner (one stage, MLflow TrialRunLogger, FIFO) running a single
              1-epoch digits trial: Tuner.fit wall minus the trial's own step() time = the fixed
              cost every Tuner pays (actor start, Tune setup/teardown, MLflow runs)
   per_step   Tune's cost per reported epoch with a no-op step: no checkpoint, a checkpoint per
@@ -53,10 +53,11 @@ def import_costs(repeats: int) -> dict[str, float]:
 
 def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     """A real sptune Tuner with one 1-epoch digits trial, repeated: fit wall vs in-trial time."""
-    from sptune.plan.study_plan import TunerPlan, build_plan
+    from sptune.plan.study_plan import build_plan
     from sptune.spec import from_dict
     from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
-    from sptune.tuning.tuner import build_tuner
+    from sptune.tuning.stages import Stage
+    from sptune.tuning.tuner import build_study_tuner, staged_search
 
     data = bc.spec_dict(bc.SPECS / "digits_quick.yaml")
     data.pop("pretrain", None)
@@ -67,12 +68,13 @@ def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     plan = build_plan(spec, task.info, cluster_cpus=2)
     search = plan.variant_searches()[0]
     out = []
-    for i in range(repeats):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             tracker = Tracker(f"sqlite:///{tmp}/mlflow.db", "fixed-costs", Path(tmp))
             tracker.start_parent("fixed-costs", {})
-            logger = TrialRunLogger(tracker, {"scratch": {}})
-            tuner = build_tuner(plan, TunerPlan(f"t{i}", (search,)), task, tmp, [logger])
+            logger = TrialRunLogger(tracker, {search.label: {}})
+            searcher, scheduler = staged_search(plan, [Stage(search)], {}, {})
+            tuner = build_study_tuner(plan, task, searcher, scheduler, tmp, [logger])
             start = time.perf_counter()
             grid = tuner.fit()
             wall = time.perf_counter() - start

@@ -57,7 +57,7 @@ class Bundle:
 
 def test_a_trial_keeps_its_best_and_its_latest_checkpoint_and_tune_lists_only_those(tmp_path):
     pruner, trial = CheckpointPruner(Bundle()), _trial()
-    # ranks as _EpochTrainable reports them: improvements count up, other epochs rank 0
+    # ranks as StudyTrainable reports them: improvements count up, other epochs rank 0
     for epoch, rank in enumerate([1, 2, 0, 3, 0, 0], start=1):
         _epoch(pruner, trial, tmp_path, epoch, rank)
     assert _on_disk(tmp_path) == [4, 6]  # epoch 4 (the last improvement) and the latest

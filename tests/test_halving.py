@@ -13,9 +13,9 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from sptune.judging.ranking import creation_index
-from sptune.plan.rungs import planned_epochs
-from sptune.tuning.routing import VariantScheduler
-from sptune.tuning.schedulers.halving import SuccessiveHalving, rung_epochs
+from sptune.plan.rungs import planned_epochs, rung_epochs
+from sptune.tuning.schedulers.by_stage import StageScheduler
+from sptune.tuning.schedulers.halving import SuccessiveHalving
 
 # Validation accuracy per epoch of six trials (index 1..6); trials 3 and 4 are identical.
 CURVES = [
@@ -68,8 +68,8 @@ class Controller:
             trial.set_status(Trial.RUNNING)
 
 
-def _trial(index: int, variant: str = "a") -> Trial:
-    return Trial("x", config={"variant": variant}, trial_id=f"t{index}", experiment_tag=f"{index}_lr=x", stub=True)
+def _trial(index: int, stage: str = "a") -> Trial:
+    return Trial("x", config={"stage": stage}, trial_id=f"t{index}", experiment_tag=f"{index}_lr=x", stub=True)
 
 
 def _report(controller: Controller, trial: Trial, epoch: int, curves: list[list[float]]) -> None:
@@ -186,9 +186,9 @@ def test_a_trial_retried_after_a_failure_is_still_waited_for():
     assert first.status == Trial.TERMINATED and scheduler.choose_trial_to_run(controller) is second
 
 
-def test_variant_scheduler_resumes_in_trial_order_within_the_concurrency_limit():
+def test_stage_scheduler_resumes_in_trial_order_within_the_concurrency_limit():
     schedulers = {v: SuccessiveHalving(2, MAX_T, 1, 2, "val_acc", "max") for v in ("a", "b")}
-    scheduler = VariantScheduler(schedulers, max_concurrent=1)
+    scheduler = StageScheduler(schedulers, max_concurrent=1)
     controller = Controller(scheduler)
     trials = [_trial(1, "a"), _trial(2, "b"), _trial(3, "a"), _trial(4, "b")]
     for trial in trials:
@@ -197,7 +197,7 @@ def test_variant_scheduler_resumes_in_trial_order_within_the_concurrency_limit()
     for trial in trials:
         trial.set_status(Trial.RUNNING)
         _report(controller, trial, 1, CURVES)
-    # Each variant decided its own rung: a keeps trial 3 (0.35 > 0.30), b keeps trial 2 (0.40 > 0.35).
+    # Each stage decided its own rung: a keeps trial 3 (0.35 > 0.30), b keeps trial 2 (0.40 > 0.35).
     assert [t.status for t in trials] == [Trial.TERMINATED, Trial.PAUSED, Trial.RUNNING, Trial.TERMINATED]
     assert scheduler.choose_trial_to_run(controller) is None  # trial 3 runs: the one slot is taken
     trials[2].set_status(Trial.PAUSED)

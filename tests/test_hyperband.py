@@ -81,11 +81,12 @@ def test_hyperband_plan_matches_the_scheduler():
 def test_a_real_tuner_spends_exactly_the_planned_epochs(ray_session, repo_root, tmp_path, scheduler):
     """Real Ray Tune, real trainings (digits, one tiny scratch variant, 2 slots, batched Optuna):
     every trial stops where its bracket's rung sizes say, so the trial-epochs are the plan's."""
-    from sptune.plan.study_plan import TunerPlan, build_plan, search_epochs
+    from sptune.plan.study_plan import build_plan, search_epochs
     from sptune.spec import load_spec
     from sptune.tasks import TaskRequest, load_task
     from sptune.tasks.registry import resolve_data_dir
-    from sptune.tuning.tuner import build_tuner
+    from sptune.tuning.stages import Stage
+    from sptune.tuning.tuner import build_study_tuner, staged_search
 
     overrides = [
         "variants={scratch: {search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "
@@ -103,7 +104,8 @@ def test_a_real_tuner_spends_exactly_the_planned_epochs(ray_session, repo_root, 
     data = load_task(TaskRequest("digits", {}, spec.seed, resolve_data_dir(None)))
     plan = build_plan(spec, data.info, cluster_cpus=2)
     [search] = plan.variant_searches()
-    grid = build_tuner(plan, TunerPlan(search.label, (search,)), data, str(tmp_path), []).fit()
+    searcher, stage_scheduler = staged_search(plan, [Stage(search)], {}, {})
+    grid = build_study_tuner(plan, data, searcher, stage_scheduler, str(tmp_path), []).fit()
     assert not grid.errors
     by_index = sorted((int(r.metrics["experiment_tag"].split("_")[0]), r.metrics["training_iteration"]) for r in grid)
     epochs = [e for _, e in by_index]

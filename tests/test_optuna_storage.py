@@ -27,7 +27,7 @@ import pytest
 from helpers_browser import headless
 from helpers_tiny import SHOWN_TRIALS
 
-from sptune.plan.study_plan import TunerPlan, build_plan
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.sweep import main
 from sptune.tasks.base import TaskInfo
@@ -143,11 +143,12 @@ def _feed(searcher, n: int, offset: int = 0) -> list[str]:
 
 
 def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
-    from sptune.tuning.tuner import search_and_schedule
+    from sptune.tuning.stages import Stage
+    from sptune.tuning.tuner import staged_search
 
     target = OptunaTarget(default_url(tmp_path), SPEC_NAME, "digits")
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
-    searcher, _ = search_and_schedule(plan, TunerPlan("search", (scratch,)), target)
+    searcher, _ = staged_search(plan, [Stage(scratch)], {}, {}, target)
     trials = _feed(searcher, plan.concurrency)
     study = optuna.load_study(study_name=f"{SPEC_NAME}/scratch", storage=default_url(tmp_path))
     attrs = study.user_attrs
@@ -168,11 +169,12 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
 def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, postgres):
     """Ray pickles each searcher into the experiment (tuner.pkl, searcher state): the storage goes
     with it, without its password; unpickled in a process that knows the URL, it continues."""
-    from sptune.tuning.tuner import search_and_schedule
+    from sptune.tuning.stages import Stage
+    from sptune.tuning.tuner import staged_search
 
     target = OptunaTarget(postgres, "pickled", "digits")
     spt = next(s for s in plan.variant_searches() if s.variant == "spt")
-    searcher, _ = search_and_schedule(plan, TunerPlan("search", (spt,)), target)
+    searcher, _ = staged_search(plan, [Stage(spt)], {}, {}, target)
     _feed(searcher, plan.concurrency)
     saved = pickle.dumps(searcher)
     assert PASSWORD.encode() not in saved

@@ -1,6 +1,6 @@
 """No two trainings of a study are the same config with the same seed: grid repeats get their own
 seeds, and re-runs use seeds no search trial used (the search winner is never replayed). Checked on
-the configs the real searchers hand out (tuners.search_and_schedule), without starting Ray."""
+the configs the study's staged searcher hands out (`sptune.tuning.tuner.staged_search`), without starting Ray."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from ray.tune.search import Searcher
 
 from sptune.judging.selection import Selection
 from sptune.plan import seeds
-from sptune.plan.study_plan import TunerPlan, build_plan
+from sptune.plan.study_plan import build_plan
 from sptune.spec import apply_override, from_dict, read_yaml
-from sptune.study.reruns import rerun_plan
 from sptune.tasks.base import TaskInfo
-from sptune.tuning.tuner import search_and_schedule
+from sptune.tuning.stages import Stage
+from sptune.tuning.tuner import staged_search
 
 BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
 LR_GRID = "{type: grid, values: [3.0e-4, 1.0e-3, 3.0e-3]}"
@@ -33,13 +33,13 @@ def _plan(*overrides: str):
     return build_plan(from_dict(data), TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
 
 
-def _handed_out(plan, tuner: TunerPlan) -> list[dict]:
-    """Every config the Tuner's VariantSearcher suggests, until it says it is finished."""
-    searcher, _ = search_and_schedule(plan, tuner)
+def _handed_out(plan, stages: list[Stage], selections: dict | None = None, checkpoints: dict | None = None) -> list:
+    """Every config the study's staged searcher suggests for `stages`, until it says it is finished."""
+    searcher, _ = staged_search(plan, stages, checkpoints or {}, selections or {})
     configs = []
     while (config := searcher.suggest(f"t{len(configs)}")) not in (Searcher.FINISHED, None):
         configs.append(config)
-    assert len(configs) == tuner.n_trials
+    assert len(configs) == sum(s.budget for s in stages)
     return configs
 
 
@@ -55,7 +55,7 @@ def _winner(config: dict) -> Selection:
 
 def test_grid_repeats_hand_out_no_identical_training():
     plan = _plan("finetune.grid_repeats=3")
-    configs = _handed_out(plan, TunerPlan("search", tuple(plan.variant_searches())))
+    configs = _handed_out(plan, [Stage(s) for s in plan.variant_searches()])
     trainings = [_training(c) for c in configs]
     assert len(trainings) == len(set(trainings)) == 2 * 3 * 3
     for variant in ("scratch", "drawn"):
@@ -67,10 +67,9 @@ def test_grid_repeats_hand_out_no_identical_training():
 def test_reruns_use_seeds_the_search_never_used():
     plan = _plan()
     searches = plan.variant_searches()
-    configs = _handed_out(plan, TunerPlan("search", tuple(searches)))
-    reruns = tuple(rerun_plan(s, _winner(next(c for c in configs if c["variant"] == s.variant)), plan.rerun_seeds())
-                   for s in searches)
-    rerun_configs = _handed_out(plan, TunerPlan("rerun", reruns))
+    configs = _handed_out(plan, [Stage(s) for s in searches])
+    winners = {s.label: [_winner(next(c for c in configs if c["variant"] == s.variant))] for s in searches}
+    rerun_configs = _handed_out(plan, [Stage(s, tuple(plan.rerun_seeds())) for s in searches], winners)
     assert not {_training(c) for c in rerun_configs} & {_training(c) for c in configs}  # the winner never replayed
     assert {c["seed"] for c in rerun_configs} == {1000, 1001, 1002}
     assert not {c["seed"] for c in rerun_configs} & {c["seed"] for c in configs}
@@ -81,8 +80,10 @@ def test_a_rerun_names_the_spt_checkpoint_of_its_own_seed():
     plan = _plan()
     search = plan.variant_searches()[0]
     per_seed = {1000: "/spt/a", 1001: "/spt/b", 1002: "/spt/c"}
-    rerun = rerun_plan(search, _winner({"lr": 1e-3, "batch_size": 32, "seed": 0}), plan.rerun_seeds(), per_seed)
-    assert [(c["seed"], c["spt_checkpoint"]) for c in rerun.fixed_configs] == sorted(per_seed.items())
+    winner = {search.label: [_winner({"lr": 1e-3, "batch_size": 32, "seed": 0})]}
+    rerun = Stage(search, tuple(plan.rerun_seeds()), spt_from="pretrain-rerun")
+    configs = _handed_out(plan, [rerun], winner, {"pretrain-rerun": per_seed})
+    assert [(c["seed"], c["spt_checkpoint"]) for c in configs] == sorted(per_seed.items())
 
 
 def test_rerun_seeds_stay_clear_of_every_possible_grid_repeat():

@@ -220,14 +220,14 @@ def test_zero_spt_epochs_need_no_pretraining_stage(repo_root, tmp_path):
 def test_each_search_gets_its_own_searchers_proposals_whatever_else_runs(repo_root):
     """Optuna (batched) inside the one Tuner proposes, for each variant, exactly what that variant's
     searcher proposes alone: other stages running beside it change nothing."""
-    from sptune.tuning.tuner import _searcher
+    from sptune.tuning.searchers import searcher_for
 
     plan = _plan(repo_root, "searcher.type=optuna", "variants.scratch.num_samples=7", "variants.spt.num_samples=6")
     searcher, _ = staged_search(plan, _stages(plan), {}, {})
     driver = Driver(searcher, _score)
     driver.run(concurrent=3)
     for search in plan.variant_searches():
-        alone, proposed = _searcher(plan, search), []
+        alone, proposed = searcher_for(plan, search), []
         while (config := alone.suggest(f"a{len(proposed)}")) not in (None, Searcher.FINISHED):
             proposed.append(config)
             if len(proposed) % plan.concurrency == 0 or len(proposed) == search.n_trials:

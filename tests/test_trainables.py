@@ -1,4 +1,4 @@
-"""The Ray Tune trainables, instantiated directly (no Tuner, no Ray cluster): resume and provenance."""
+"""The study's Ray Tune trainable, instantiated directly (no Tuner, no Ray cluster): resume and provenance."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ray.tune.trainable import trainable as ray_trainable
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.training.loops import OptimConfig
-from sptune.tuning.trainable import FinetuneTrainable, PretrainTrainable
+from sptune.tuning.trainable import StudyTrainable
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
 SEARCH = {"lr": {"type": "choice", "values": [1e-2]}, "batch_size": {"type": "choice", "values": [8]}}
@@ -28,6 +28,8 @@ SPEC = SweepSpec.model_validate(
     }
 )
 CONFIG = {"variant": "scratch", "lr": 1e-2, "batch_size": 8, "seed": 5}
+# A pretraining trial's config names its objective (what makes the trainable pretrain).
+PRETRAIN_CONFIG = {**CONFIG, "phase": "pretrain", "variant": "masked", "objective": "masked"}
 
 
 def _split(n: int, seed: int) -> ArraySplit:
@@ -42,12 +44,12 @@ def _no_test_split() -> ArraySplit:
 DATA = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
 
 
-def _direct(trainable_class: type) -> type:
+def _direct(spec: SweepSpec = SPEC) -> type:
     """The trainable with its Tuner-supplied arguments (tune.with_parameters) filled in."""
 
-    class Direct(trainable_class):
+    class Direct(StudyTrainable):
         def setup(self, config: dict) -> None:
-            super().setup(config, spec=SPEC, data=DATA)
+            super().setup(config, spec=spec, data=DATA)
 
     return Direct
 
@@ -62,7 +64,7 @@ def quiet_trainables(tmp_path, monkeypatch):
 
 
 def test_a_restored_trial_ends_with_the_same_weights_as_one_never_interrupted(tmp_path):
-    trainable = _direct(FinetuneTrainable)
+    trainable = _direct()
     straight = trainable(dict(CONFIG))
     results = [straight.train() for _ in range(4)]
     assert results[-1]["done"] and results[-1]["epoch"] == 4
@@ -84,9 +86,9 @@ def test_a_restored_trial_ends_with_the_same_weights_as_one_never_interrupted(tm
     straight.stop(), restored.stop()
 
 
-@pytest.mark.parametrize("trainable_class", [FinetuneTrainable, PretrainTrainable], ids=["finetune", "pretrain"])
-def test_the_first_epoch_reports_every_training_parameter(trainable_class):
-    trial = _direct(trainable_class)(dict(CONFIG))
+@pytest.mark.parametrize("config", [CONFIG, PRETRAIN_CONFIG], ids=["finetune", "pretrain"])
+def test_the_first_epoch_reports_every_training_parameter(config):
+    trial = _direct()(dict(config))
     first, second = trial.train(), trial.train()
     params = first["mlflow_params"]
     for field in dataclasses.fields(OptimConfig):
@@ -103,11 +105,7 @@ def test_the_first_epoch_reports_every_training_parameter(trainable_class):
 def test_searched_weight_decay_warmup_and_dropout_and_the_specs_betas_reach_the_trial():
     spec = SPEC.model_copy(update={"training": SPEC.training.model_copy(update={"betas": (0.8, 0.99), "eps": 1e-6})})
 
-    class Direct(FinetuneTrainable):
-        def setup(self, config: dict) -> None:
-            super().setup(config, spec=spec, data=DATA)
-
-    trial = Direct({**CONFIG, "weight_decay": 0.3, "warmup_fraction": 0.25, "dropout": 0.4})
+    trial = _direct(spec)({**CONFIG, "weight_decay": 0.3, "warmup_fraction": 0.25, "dropout": 0.4})
     cfg = trial.loop.cfg
     assert (cfg.weight_decay, cfg.warmup_fraction, cfg.betas, cfg.eps) == (0.3, 0.25, (0.8, 0.99), 1e-6)
     dropouts = {m.p for m in trial.loop.model.modules() if isinstance(m, torch.nn.Dropout)}

@@ -8,7 +8,7 @@ from ray.tune.trainable import trainable as ray_trainable
 
 from sptune.spec import load_spec
 from sptune.tasks import TaskRequest, load_task
-from sptune.tuning.trainable import FinetuneTrainable
+from sptune.tuning.trainable import StudyTrainable
 
 CONFIG = {"lr": 1e-3, "batch_size": 64, "variant": "scratch", "seed": 0, "phase": "search"}
 
@@ -18,7 +18,7 @@ def _trainable_class(repo_root: str) -> type:
     spec = load_spec(f"{repo_root}/search_spaces/digits_quick.yaml", overrides)
     data = load_task(TaskRequest("digits", {}, 0, None)).without_test()
 
-    class Local(FinetuneTrainable):  # what tune.with_parameters does, without Ray's object store
+    class Local(StudyTrainable):  # what tune.with_parameters does, without Ray's object store
         def setup(self, config: dict) -> None:
             super().setup(config, spec=spec, data=data)
 

@@ -11,11 +11,12 @@ import pytest
 from ray import cloudpickle
 
 import sptune.tuning.tuner
-from sptune.plan.study_plan import TunerPlan, build_plan
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.trainable import FinetuneTrainable
-from sptune.tuning.tuner import search_and_schedule
+from sptune.tuning.stages import Stage
+from sptune.tuning.trainable import StudyTrainable
+from sptune.tuning.tuner import build_study_tuner, staged_search
 
 
 def _optuna_study(searcher):
@@ -34,7 +35,7 @@ def plan(repo_root):
 def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
     assert scratch.searcher == "optuna"
-    searcher, _ = search_and_schedule(plan, TunerPlan("search", (scratch,)))
+    searcher, _ = staged_search(plan, [Stage(scratch)], {}, {})
     # A whole first batch (one per concurrent slot), each trial's last epoch worse than its best.
     trials = [f"t_{i:05d}" for i in range(plan.concurrency)]
     configs = [searcher.suggest(trial) for trial in trials]
@@ -44,7 +45,7 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
             result = {**config, "epoch": epoch, "training_iteration": epoch, "val_acc": acc, "best_val_acc": best}
             searcher.on_trial_result(trial, result)
         searcher.on_trial_complete(trial, result)
-    completed = [t for t in _optuna_study(searcher.searchers["scratch"]).trials if t.state.name == "COMPLETE"]
+    completed = [t for t in _optuna_study(searcher.searchers[scratch.label]).trials if t.state.name == "COMPLETE"]
     assert [t.value for t in completed] == [0.90] * len(trials)  # selection would pick epoch 2 at 0.90
 
 
@@ -55,8 +56,8 @@ def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, 
 
     spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", overrides)
     plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
-    searcher, _ = search_and_schedule(plan, TunerPlan("search", tuple(plan.variant_searches())))
-    samplers = [_optuna_study(s).sampler for s in searcher.searchers.values()]
+    searcher, _ = staged_search(plan, [Stage(s) for s in plan.variant_searches()], {}, {})
+    samplers = [_optuna_study(s).sampler for s in searcher.pending.values()]
     assert samplers and all(s._multivariate is joint for s in samplers)
     assert ("multivariate TPE" in describe(plan)) is joint
     # The SPT cache key changes only when the option is on: caches written before it existed still match.
@@ -82,7 +83,7 @@ def _mapping_of(address: int) -> str:
     return ""
 
 
-class WhereIsMyData(FinetuneTrainable):
+class WhereIsMyData(StudyTrainable):
     """A real trial that also reports where its loop's training/validation tensors live."""
 
     def step(self) -> dict:
@@ -117,14 +118,15 @@ def test_concurrent_trials_train_on_the_one_shared_copy_in_the_object_store(
     two = build_plan(spec, cached_splits.info, cluster_cpus=2)
     scratch = next(s for s in two.variant_searches() if s.variant == "scratch")
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray's workers cannot import this module
-    original, sptune.tuning.tuner.FinetuneTrainable = sptune.tuning.tuner.FinetuneTrainable, WhereIsMyData
+    original, sptune.tuning.tuner.StudyTrainable = sptune.tuning.tuner.StudyTrainable, WhereIsMyData
     try:
         # One object per study and Ray session, whichever Tuner asks (none pins a copy of its own).
         assert sptune.tuning.tuner.trial_data(cached_splits) is sptune.tuning.tuner.trial_data(cached_splits)
-        tuner = sptune.tuning.tuner.build_tuner(two, TunerPlan("shared", (scratch,)), cached_splits, str(tmp_path), [])
+        searcher, scheduler = staged_search(two, [Stage(scratch)], {}, {})
+        tuner = build_study_tuner(two, cached_splits, searcher, scheduler, str(tmp_path), [])
         results = [r.metrics for r in tuner.fit()]
     finally:
-        sptune.tuning.tuner.FinetuneTrainable = original
+        sptune.tuning.tuner.StudyTrainable = original
         cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert len(results) == scratch.n_trials >= 2
     for metrics in results:

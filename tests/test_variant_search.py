@@ -1,24 +1,46 @@
-"""Several variants in one Tuner: each keeps its own searcher, budget and early stopping."""
+"""Several stages in one Tuner: each keeps its own searcher, budget and early stopping."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
+from sptune.plan.study_plan import build_plan
+from sptune.spec import load_spec
+from sptune.tasks.base import TaskInfo
+from sptune.tuning.schedulers.by_stage import StageScheduler
+from sptune.tuning.searchers import FixedConfigs, RandomConfigs, grid_configs
+from sptune.tuning.stages import Stage, StagedSearcher
 
 SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}
+SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
+DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
 
 
-def _searcher(budgets: dict[str, int]) -> VariantSearcher:
+def _stages(budgets: dict[str, int]) -> list[Stage]:
+    """A search stage per variant with the given trial budgets (num_samples), released at once."""
+    edits = ["pretrain.epochs=0", *(f"variants.{v}.num_samples={n}" for v, n in budgets.items())]
+    plan = build_plan(load_spec(SPEC, edits), DIGITS, cluster_cpus=2)
+    return [Stage(s) for s in plan.variant_searches() if s.variant in budgets]
+
+
+def _staged(parts: dict[str, Searcher], budgets: dict[str, int]) -> StagedSearcher:
+    """A StagedSearcher over `_stages(budgets)`, each stage asking its variant's searcher in `parts`."""
+    stages = _stages(budgets)
+    fixed = {s.label: {"phase": "search", "variant": s.search.variant, "seed": 0, "stage": s.label} for s in stages}
+    return StagedSearcher(stages, {s.label: parts[s.search.variant] for s in stages}, fixed, {}, {})
+
+
+def _searcher(budgets: dict[str, int]) -> StagedSearcher:
     parts = {
         "scratch": OptunaSearch(OptunaSearch.convert_search_space(SPACE), metric="val_acc", mode="max", seed=0),
         "spt": FixedConfigs([{"lr": 1e-3}, {"lr": 2e-3}, {"lr": 3e-3}]),
     }
-    fixed = {name: {"phase": "search", "variant": name, "seed": 0} for name in parts}
-    return VariantSearcher({n: parts[n] for n in budgets}, budgets, fixed)
+    return _staged(parts, budgets)
 
 
 def test_round_robin_within_each_variants_own_budget():
@@ -35,7 +57,7 @@ def test_results_reach_only_the_searcher_that_proposed_the_trial():
     first = searcher.suggest("a")
     searcher.suggest("b")  # spt
     searcher.on_trial_complete("a", {"val_acc": 0.9, **first})
-    optuna = searcher.searchers["scratch"]
+    optuna = searcher.searchers["search-scratch"]
     completed = [t for t in optuna._ot_study.trials if t.state.name == "COMPLETE"]
     assert [t.value for t in completed] == [0.9]
 
@@ -68,8 +90,7 @@ def test_random_configs_draw_the_same_stream_whatever_the_results():
 
 
 def test_a_given_config_keeps_its_own_seed():
-    searcher = VariantSearcher({"spt": FixedConfigs([{"lr": 1e-3, "seed": 7}])}, {"spt": 1},
-                               {"spt": {"phase": "rerun", "variant": "spt", "seed": 0}})
+    searcher = _staged({"spt": FixedConfigs([{"lr": 1e-3, "seed": 7}])}, {"spt": 1})
     assert searcher.suggest("x")["seed"] == 7
 
 
@@ -79,7 +100,7 @@ def test_state_survives_save_and_restore(tmp_path):
     searcher.save(str(tmp_path / "state.pkl"))
     restored = _searcher({"scratch": 2, "spt": 3})
     restored.restore(str(tmp_path / "state.pkl"))
-    assert restored.suggested == {"scratch": 2, "spt": 1} and restored.owner == searcher.owner
+    assert restored.suggested == {"search-scratch": 2, "search-spt": 1} and restored.owner == searcher.owner
     rest = [restored.suggest(f"u{i}") for i in range(3)]
     assert [c["lr"] for c in rest[:2]] == [2e-3, 3e-3] and rest[2] == Searcher.FINISHED
     assert before[0]["variant"] == "scratch"
@@ -98,13 +119,13 @@ def test_random_configs_are_seeded():
 
 
 class _Trial:
-    def __init__(self, trial_id: str, variant: str) -> None:
-        self.trial_id, self.config = trial_id, {"variant": variant}
+    def __init__(self, trial_id: str, stage: str) -> None:
+        self.trial_id, self.config = trial_id, {"stage": stage}
 
 
-def test_scheduler_routes_each_trial_to_its_variants_asha():
+def test_scheduler_routes_each_trial_to_its_stages_asha():
     schedulers = {v: ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1) for v in ("a", "b")}
-    scheduler = VariantScheduler(schedulers)
+    scheduler = StageScheduler(schedulers)
     assert scheduler.set_search_properties("val_acc", "max")
     trials = [_Trial("a1", "a"), _Trial("b1", "b")]
     for t in trials:
@@ -113,15 +134,15 @@ def test_scheduler_routes_each_trial_to_its_variants_asha():
 
 
 def _asha_decisions(with_other_variant: bool) -> list[str]:
-    """Replay one variant's results through VariantScheduler, optionally interleaved with a far
-    better second variant's, and return the first variant's decisions."""
+    """Replay one stage's results through StageScheduler, optionally interleaved with a far
+    better second stage's, and return the first stage's decisions."""
     from ray.tune.experiment import Trial
 
     variants = ["scratch", "spt"] if with_other_variant else ["scratch"]
-    scheduler = VariantScheduler({v: ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
-                                                   reduction_factor=2) for v in variants})
+    scheduler = StageScheduler({v: ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
+                                                 reduction_factor=2) for v in variants})
     scheduler.set_search_properties("best_val_acc", "max")
-    trials = {(v, i): Trial("FinetuneTrainable", config={"variant": v}, trial_id=f"x_{v}{i}", stub=True)
+    trials = {(v, i): Trial("StudyTrainable", config={"stage": v}, trial_id=f"x_{v}{i}", stub=True)
               for v in variants for i in range(4)}
     for trial in trials.values():
         scheduler.on_trial_add(None, trial)
@@ -135,7 +156,7 @@ def _asha_decisions(with_other_variant: bool) -> list[str]:
     return decisions
 
 
-def test_asha_decides_for_a_variant_as_if_it_were_alone():
+def test_asha_decides_for_a_stage_as_if_it_were_alone():
     alone, shared = _asha_decisions(with_other_variant=False), _asha_decisions(with_other_variant=True)
     assert "STOP" in "".join(alone)  # the replay exercises stopping, not only continuing
     assert shared == alone
@@ -155,9 +176,9 @@ def test_a_trial_paused_at_a_rung_frees_its_slot():
     assert searcher.suggest("d") is not None
 
 
-def test_each_variants_view_follows_the_trial_list_across_tunes_per_step_wrappers():
-    """Tune passes schedulers a new wrapper of its controller every step; VariantScheduler's view of a
-    variant keeps up with the one trial list (new trials appended, ended ones dropped) instead of
+def test_each_stages_view_follows_the_trial_list_across_tunes_per_step_wrappers():
+    """Tune passes schedulers a new wrapper of its controller every step; StageScheduler's view of a
+    stage keeps up with the one trial list (new trials appended, ended ones dropped) instead of
     rescanning every trial of the study per step, and starts over for another controller's list."""
     from types import SimpleNamespace
 
@@ -166,21 +187,21 @@ def test_each_variants_view_follows_the_trial_list_across_tunes_per_step_wrapper
     reads = []
 
     class FakeTrial:  # what the view reads of a Trial: its config (counted) and status
-        def __init__(self, variant: str, status: str) -> None:
-            self._config, self.status = {"variant": variant}, status
+        def __init__(self, stage: str, status: str) -> None:
+            self._config, self.status = {"stage": stage}, status
 
         @property
         def config(self) -> dict:
             reads.append(self)
             return self._config
 
-    def trial(variant: str, status: str = Trial.PENDING) -> FakeTrial:
-        return FakeTrial(variant, status)
+    def trial(stage: str, status: str = Trial.PENDING) -> FakeTrial:
+        return FakeTrial(stage, status)
 
     def wrapper(trials: list) -> SimpleNamespace:  # a new object every step, as Tune's TrialRunnerWrapper
         return SimpleNamespace(get_trials=lambda: trials)
 
-    scheduler = VariantScheduler({"a": FIFOScheduler(), "b": FIFOScheduler()})
+    scheduler = StageScheduler({"a": FIFOScheduler(), "b": FIFOScheduler()})
     trials = [trial("a"), trial("b"), trial("a")]
     assert scheduler._view(wrapper(trials), "a").get_trials() == [trials[0], trials[2]]
     trials[0].status = Trial.TERMINATED

@@ -61,9 +61,9 @@ class SearchPlan:
         return self.variant is None
 
     @property
-    def trial_variant(self) -> str:
-        """The `variant` its trials carry in their config and MLflow tags, by which a Tuner routes
-        them to their search: the variant, or for pretraining the objective."""
+    def variant_or_objective(self) -> str:
+        """The `variant` its trials carry in their config, MLflow params and the report: the variant,
+        or for pretraining the objective."""
         return self.variant or self.source.objective
 
     @property
@@ -87,40 +87,6 @@ class SearchPlan:
     def rerun_label(self) -> str:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
         return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
-
-
-@dataclass(frozen=True)
-class TunerPlan:
-    """A Tuner of given searches (benchmarks, tests; a study runs its searches as stages of one Tuner):
-    its experiment directory under the storage path and the searches it runs together."""
-
-    experiment: str
-    searches: tuple[SearchPlan, ...]
-
-    @property
-    def phase(self) -> str:
-        return self.searches[0].phase
-
-    @property
-    def pretraining(self) -> bool:
-        """Pretraining trials (a pretraining's search or its re-runs): a Tuner never mixes them with finetuning."""
-        return self.searches[0].is_pretraining
-
-    @property
-    def metric(self) -> str:
-        return self.searches[0].metric
-
-    @property
-    def mode(self) -> str:
-        return self.searches[0].mode
-
-    @property
-    def epochs(self) -> int:
-        return max(s.epochs for s in self.searches)
-
-    @property
-    def n_trials(self) -> int:
-        return sum(s.n_trials for s in self.searches)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 from sptune.tracking.optuna_studies import OptunaTarget, follow_move
-from sptune.tuning.stages import Checkpoints, Stage
+from sptune.tuning.stages import Stage, StartingCheckpoints
 
 __all__ = ["Study", "StudyState", "read_state"]
 
@@ -87,7 +87,7 @@ class Study:
         tested = {s.label: state.searches[s.rerun_label if rerun else s.label] for s in searches}
         return [Candidate(s, found[s.label], picked) for s in searches for picked in tested[s.label].selected]
 
-    def _stages(self) -> tuple[list[Stage], Checkpoints]:
+    def _stages(self) -> tuple[list[Stage], StartingCheckpoints]:
         """Every search still to select, as a stage with what it waits for; the SPT checkpoints known
         without trials. Each pretraining objective runs once; every variant and seed needing it reuses it."""
         seeds, done = tuple(self.plan.rerun_seeds()), self.state_file.state.searches

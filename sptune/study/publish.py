@@ -43,7 +43,7 @@ def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, 
     record = state.searches.get(pretraining.label)
     if record is not None:
         selection = {k: v for k, v in asdict(record.best.selection).items() if k not in _NOT_IN_ENTRIES}
-        return {"stage": pretraining.phase, "variant": pretraining.trial_variant, **selection}
+        return {"stage": pretraining.phase, "variant": pretraining.variant_or_objective, **selection}
     # No Tuner ran: 0 epochs, or a given or cached checkpoint replaced it.
     if pretraining.epochs == 0:
         return {"epochs": 0}

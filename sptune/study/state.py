@@ -53,7 +53,7 @@ class TunerRun:
     release to its selection)."""
 
     experiment: str
-    trial_variants: list[str]  # each search's SearchPlan.trial_variant
+    trial_variants: list[str]  # each search's SearchPlan.variant_or_objective
     start: float
     end: float
     trials: int

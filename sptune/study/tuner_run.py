@@ -26,7 +26,7 @@ from sptune.tracking.optuna_studies import DB_FILE, OptunaTarget, default_url
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
-from sptune.tuning.stages import Checkpoints, Stage, StagedSearcher, outcome_of
+from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints, outcome_of
 from sptune.tuning.tuner import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
@@ -107,7 +107,7 @@ class StageRecorder(tune.Callback):
             state.searches[label] = record
             start = self.searcher.released_at.get(label, time.time())
             trials = len(self.searcher.outcomes[label])
-            state.timeline.append(TunerRun(label, [stage.plan.trial_variant], start, time.time(), trials))
+            state.timeline.append(TunerRun(label, [stage.plan.variant_or_objective], start, time.time(), trials))
             _print_selected(label, record, start)
         self.state_file.save()
 
@@ -129,7 +129,7 @@ class TunerRunner:
         self.storage, self.resume = storage, resume
         self.optuna = optuna  # where each Optuna search is kept (None: in memory)
 
-    def run(self, stages: list[Stage], checkpoints: Checkpoints) -> None:
+    def run(self, stages: list[Stage], checkpoints: StartingCheckpoints) -> None:
         """Run (or restore) the Tuner of `stages`; on return each has its SearchRecord in the state."""
         if not stages:
             return
@@ -158,7 +158,7 @@ class TunerRunner:
                 "see the errors above, fix the cause and rerun with --resume --output DIR",
             )
 
-    def _tuner(self, stages: list[Stage], checkpoints: Checkpoints) -> Any:
+    def _tuner(self, stages: list[Stage], checkpoints: StartingCheckpoints) -> Any:
         experiment_dir = stored.join(self.storage, STUDY_EXPERIMENT)
         if self.resume and stored.exists(stored.join(experiment_dir, "tuner.pkl")):
             session = restore_consistent(experiment_dir)
@@ -173,7 +173,7 @@ class TunerRunner:
         logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
         recorder = StageRecorder(searcher, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
-        states = TrialStateMetrics(self.plan.spec.name, [(s.plan.trial_variant, s.plan.phase) for s in stages])
+        states = TrialStateMetrics(self.plan.spec.name, [(s.plan.variant_or_objective, s.plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
         callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle)]
@@ -211,7 +211,7 @@ class TunerRunner:
         params = {
             "task": self.plan.training_data(search, self.data).info.name,
             "phase": search.phase,
-            "variant": search.trial_variant,
+            "variant": search.variant_or_objective,
             "kind": search.kind or search.objective,  # pretraining has no variant kind: name its objective
             "max_epochs": search.epochs,
             **{f"model.{k}": v for k, v in spec.model.model_dump().items()},

@@ -1,28 +1,78 @@
-"""Optuna in batches: one variant's proposals that do not depend on which trial finished first.
+"""Every per-stage searcher of the study's one Tuner, and how a search picks its own.
 
-TPE proposes from the results it has been told. Told as trials finish (Ray's OptunaSearch, the
-`async` mode), its history, and so every later proposal, depends on the machine's load. Here
-the variant's searcher proposes `batch_size` configs, then nothing until every trial of that
-batch has *settled*, then tells the inner searcher all of their results in trial order (the
-order it proposed them) and proposes the next batch. TPE with a fixed seed then sees the same
-asks and tells in the same order, so it proposes the same configs, however loaded the machine.
-
-A trial settles at the first rung of early stopping (every trial of the variant trains that
-far, and the results there are at one common budget), or when it ends if it ends earlier or
-there is no early stopping. Settling at the first rung is what lets synchronous halving
-(`sptune.tuning.schedulers.halving`) work at all: its first rung waits for every trial of the variant, so a
-batch that waited for its trials to *finish* would wait forever.
+A stage's searcher proposes its trials' searched values: a given list (`FixedConfigs`: grids, re-runs per
+seed), independent seeded draws (`RandomConfigs`), or Optuna's TPE (`RecordedOptunaSearch`), by default in
+batches (`BatchedSearcher`) so that its proposals do not depend on the order trials finish in.
 """
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from typing import Any
 
+import numpy as np
+import optuna
+from ray import tune
 from ray.tune.search import Searcher
+from ray.tune.search.optuna import OptunaSearch
+
+from sptune.plan.rungs import rung_epochs
+from sptune.plan.seeds import search_seeds
+from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.spec import ParamSpace
+from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, open_storage
+
+
+class FixedConfigs(Searcher):
+    """Hands out a given list of configs in order (grids, re-runs per seed)."""
+
+    def __init__(self, configs: list[dict[str, Any]]) -> None:
+        super().__init__()
+        self.configs, self.next = [dict(c) for c in configs], 0
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str:
+        if self.next >= len(self.configs):
+            return Searcher.FINISHED
+        self.next += 1
+        return dict(self.configs[self.next - 1])
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass  # the list does not learn from results
+
+
+class RandomConfigs(Searcher):
+    """Independent draws from Tune domains with a seeded stream (the `random` searcher)."""
+
+    def __init__(self, space: dict[str, Any], seed: int) -> None:
+        super().__init__()
+        self.space, self.rng = space, np.random.RandomState(seed)
+
+    def suggest(self, trial_id: str) -> dict[str, Any]:
+        return {name: domain.sample(random_state=self.rng) for name, domain in self.space.items()}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass  # independent draws do not learn from results
+
+
+def grid_configs(space: dict[str, Any], grids: dict[str, list], repeats: int, seed: int) -> list[dict[str, Any]]:
+    """Every grid combination, `repeats` times, non-grid parameters drawn per config (as Ray's
+    BasicVariantGenerator does for a grid_search with num_samples). Repeat r carries its own
+    `seed` (seed + r): repeats of a grid point are distinct trainings, never replays."""
+    rng = np.random.RandomState(seed)
+    names = list(grids)
+    configs = []
+    for repeat_seed in search_seeds(seed, repeats):
+        for values in itertools.product(*(grids[n] for n in names)):
+            drawn = {name: d.sample(random_state=rng) for name, d in space.items()}
+            configs.append({**drawn, **dict(zip(names, values, strict=True)), "seed": repeat_seed})
+    return configs
 
 
 class BatchedSearcher(Searcher):
-    """Wraps one variant's searcher (Optuna) so it proposes in batches of `batch_size`."""
+    """Wraps one stage's Optuna searcher so it proposes in batches of `batch_size`: then nothing until every
+    trial of the batch has settled (reached `settle_epoch`, or ended), whose results it then tells the inner
+    searcher in the order it proposed them, not the order they finished in (docs/design/tuning.md)."""
 
     def __init__(self, inner: Searcher, batch_size: int, n_trials: int, settle_epoch: int | None) -> None:
         super().__init__(metric=inner.metric, mode=inner.mode)
@@ -44,7 +94,7 @@ class BatchedSearcher(Searcher):
         if self.proposed >= self.n_trials:
             return Searcher.FINISHED
         if self._batch_full():
-            return None  # waiting for this batch: the caller asks another variant, or later
+            return None  # waiting for this batch: the caller asks another stage, or later
         config = self.inner.suggest(trial_id)
         if config not in (None, Searcher.FINISHED):
             self.batch.append(trial_id)
@@ -68,3 +118,103 @@ class BatchedSearcher(Searcher):
                 result, error = self.settled[done]
                 self.inner.on_trial_complete(done, result=result, error=error)
             self.batch, self.settled = [], {}
+
+
+def tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
+    """TPE with a start-up phase sized to the search: Optuna's default of 10 random trials would
+    make every search of <= 10 trials a plain random search."""
+    startup = max(2, min(10, n_trials // 3))
+    with warnings.catch_warnings():  # Optuna marks multivariate TPE experimental; the spec asked for it
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=multivariate)
+
+
+class RecordedOptunaSearch(OptunaSearch):
+    """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
+    exactly the search Tune restores), mirrored trial by trial into the search's persisted study
+    (`StudyMirror`) for optuna-dashboard and the report. Its trials also name their Ray trial and the
+    epoch their value was told at (the first rung of early stopping, with batches)."""
+
+    def __init__(self, *args: Any, mirror: StudyMirror | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mirror = mirror
+
+    def _frozen(self, trial_id: str) -> Any:
+        return self._ot_study.get_trials(deepcopy=False)[self._ot_trials[trial_id].number]
+
+    def suggest(self, trial_id: str) -> dict | None:
+        config = super().suggest(trial_id)
+        self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
+        if self.mirror is not None:
+            self.mirror.asked(self._frozen(trial_id))
+        return config
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        super().on_trial_result(trial_id, result)
+        if self.mirror is not None and trial_id not in self._completed_trials:
+            self.mirror.reported(self._ot_trials[trial_id].number, result["training_iteration"], result[self.metric])
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if result and trial_id not in self._completed_trials:
+            self._ot_trials[trial_id].set_user_attr("told_at_epoch", result.get("training_iteration"))
+        super().on_trial_complete(trial_id, result=result, error=error)
+        frozen = self._frozen(trial_id)
+        if self.mirror is not None and frozen.state.is_finished():
+            self.mirror.told(frozen)
+
+
+def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
+    """The search's own Optuna study, in memory; mirrored into the target's database when there is one."""
+    mirror = None
+    if target is not None:
+        target.create(search)  # named and described
+        mirror = StudyMirror(open_storage(target.url), target.study_name(search))
+    return RecordedOptunaSearch(
+        OptunaSearch.convert_search_space(space),
+        metric=search.metric,
+        mode=search.mode,
+        sampler=tpe_sampler(plan.spec.seed, search.n_trials, plan.spec.searcher.multivariate),
+        mirror=mirror,
+    )
+
+
+def _domain(name: str, p: ParamSpace) -> Any:
+    """A searched parameter as a Tune domain (grids are expanded by `grid_configs`)."""
+    cast = int if name == "batch_size" else float
+    if p.type == "loguniform":
+        return tune.loguniform(p.low, p.high)
+    if p.type == "uniform":
+        return tune.uniform(p.low, p.high)
+    return tune.choice([cast(v) for v in p.values])
+
+
+def _grids(search: SearchPlan) -> dict[str, list]:
+    cast = {"batch_size": int}
+    return {n: [cast.get(n, float)(v) for v in p.values] for n, p in search.space.items() if p.type == "grid"}
+
+
+def settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
+    """Where a batched searcher takes a trial's result: the first rung of early stopping, which every trial
+    reaches (with hyperband too: no bracket's first rung comes before it); None (when it ends) without."""
+    s = plan.spec.scheduler
+    if s.type == "fifo" or search.phase == "rerun":
+        return None
+    rungs = rung_epochs(s.grace_period, s.reduction_factor, search.epochs)
+    return rungs[0] if rungs else None
+
+
+def searcher_for(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None = None) -> Searcher:
+    """The search's own searcher, as its spec section asks; an Optuna search is persisted in `target`'s
+    database (None: in memory only)."""
+    seed = plan.spec.seed
+    if search.fixed_configs is not None:
+        return FixedConfigs(list(search.fixed_configs))
+    space = {name: _domain(name, p) for name, p in search.space.items() if p.type != "grid"}
+    if search.searcher == "grid":
+        return FixedConfigs(grid_configs(space, _grids(search), search.grid_repeats, seed))
+    if search.searcher == "random":
+        return RandomConfigs(space, seed)
+    tpe = _optuna(plan, search, space, target)
+    if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
+        return tpe
+    return BatchedSearcher(tpe, plan.concurrency, search.n_trials, settle_epoch(plan, search))

@@ -1,20 +1,17 @@
-"""One Tuner per study: every search of the study is a *stage* of one staged searcher.
+"""The study's stages: every search of the study is a *stage* of its one Tuner, run by one staged searcher.
 
-Starting Tune actors (importing torch, Ray Tune and torch._dynamo) cost ~4 s per Tuner, and a
-study ran up to three Tuners in a row (pretraining, the variants' searches, their re-runs). Here
-all of them run in ONE Tuner, so its reused actors are started once per study. A stage is one
-`SearchPlan`'s trials: a pretraining search, a variant's search, or the re-runs per seed of a
-selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs
-another's selection (an SPT variant's search needs its pretraining's checkpoint; re-runs need
-their search's config) suggests nothing until that selection is made; then it is *released*: its
-own searcher starts proposing, its trials carry what the selection gave them (`spt_checkpoint`,
-the selected config). Each stage keeps its own searcher, trial budget and early stopping
-(`variant_search.VariantScheduler`), and is selected by the same rule as a finished Tuner
-(`selection.py`: validation-best trial and epoch), from what the driver saw of its ended trials.
+A stage is one `SearchPlan`'s trials: a pretraining search, a variant's search, or the re-runs per seed of a
+selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs another's
+selection (an SPT variant's search needs its pretraining's checkpoint; re-runs need their search's config)
+suggests nothing until that selection is made; then it is *released*: its own searcher starts proposing,
+and its trials carry what the selection gave them (`spt_checkpoint`, the selected config). Each stage keeps
+its own searcher, trial budget and early stopping (`sptune.tuning.schedulers.by_stage`), and is selected by
+the rule a finished search is (`sptune.judging.selection`), from what the driver saw of its ended trials.
 """
 
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -26,10 +23,11 @@ from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.judging.selection import Selection, TrialOutcome, select_best, select_each
 from sptune.plan.study_plan import SearchPlan
-from sptune.tuning.routing import FixedConfigs, VariantSearcher
+from sptune.tuning.searchers import FixedConfigs
 
-# label -> seed -> SPT checkpoint; seed None: the one checkpoint every trial starts from
-Checkpoints = dict[str, dict[int | None, str]]
+# label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
+# seed None: the one checkpoint every trial starts from.
+StartingCheckpoints = dict[str, dict[int | None, str]]
 
 
 @dataclass(frozen=True)
@@ -126,26 +124,36 @@ def _located(checkpoint: Any, storage: str | None) -> Any:
     return StoredCheckpoint(stored.checkpoint_uri(storage, checkpoint.path))
 
 
-class StagedSearcher(VariantSearcher):
-    """Every stage's searcher in one Tune searcher: a stage suggests only once released, and is
-    selected as soon as its last trial has ended. `selections` holds what was selected before (a
-    resumed study's state), `checkpoints` what the pretrainings give without trials (a given or
-    cached checkpoint, 0 epochs). The concurrency limit (VariantSearcher's) covers all stages; a
-    stage waiting for a selection holds no slot. Among released stages, those with the longest chain
-    of stages waiting on them go first (pretraining before the searches that need it)."""
+class StagedSearcher(Searcher):
+    """Every stage's own searcher in one Tune searcher. A stage suggests only once released (what it needs is
+    selected or given), round-robin with the other released stages within its own budget, and is selected as
+    soon as its last trial has ended; each result goes back to the searcher that proposed the trial.
+    `selections` holds what was selected before (a resumed study's state), `checkpoints` what pretrainings
+    give without trials (a given or cached checkpoint, 0 epochs). Among released stages, those with the
+    longest chain of stages waiting on them go first (pretraining before the searches that need it).
+    It also limits how many trials run at once, leaving out trials paused at a rung (docs/design/tuning.md)."""
 
     def __init__(
         self,
         stages: list[Stage],
         searchers: dict[str, Searcher],
         fixed: dict[str, dict[str, Any]],
-        checkpoints: Checkpoints,
+        checkpoints: StartingCheckpoints,
         selections: dict[str, list[Selection]],
     ) -> None:
-        super().__init__({}, {}, {})
+        super().__init__()
         self.stages = {s.label: s for s in stages}
         self.pending = dict(searchers)  # built up front (not re-runs), not released yet
-        self.stage_fixed = fixed
+        self.searchers: dict[str, Searcher] = {}  # the released stages' searchers, in the order released
+        self.stage_fixed = fixed  # what each stage's trials carry besides their searched values
+        self.fixed: dict[str, dict[str, Any]] = {}  # ... and once released, its SPT checkpoint too
+        self.budgets: dict[str, int] = {}
+        self.suggested: dict[str, int] = {}
+        self.owner: dict[str, str] = {}  # trial -> its stage
+        self.turn = 0  # round-robin: the released stage after the last one to suggest
+        self.max_concurrent: int | None = None
+        self.live: set[str] = set()  # suggested, not yet ended
+        self.paused: set[str] = set()  # live, but waiting at a rung without a slot
         self.checkpoints = {label: dict(c) for label, c in checkpoints.items()}
         self.selected = {label: list(s) for label, s in selections.items()}
         self.failed: dict[str, tuple[str, str, str]] = {}  # label -> RuntimeFailure's (where, problem, fix)
@@ -191,20 +199,63 @@ class StagedSearcher(VariantSearcher):
 
     # ------------------------------------------------------------ Tune's calls
 
-    def _order(self) -> list[str]:
-        return sorted(super()._order(), key=lambda label: -self.depth[label])  # stable: round-robin per tier
+    def set_max_concurrency(self, max_concurrent: int) -> bool:
+        self.max_concurrent = max_concurrent
+        return True  # we limit, so Ray's ConcurrencyLimiter around us does not
+
+    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
+        return True  # every stage's searcher was built with its own space, metric and mode
+
+    def on_pause(self, trial_id: str) -> None:
+        self.paused.add(trial_id)
+
+    def on_unpause(self, trial_id: str) -> None:
+        self.paused.discard(trial_id)
+
+    def _at_limit(self) -> bool:
+        return self.max_concurrent is not None and len(self.live - self.paused) >= self.max_concurrent
 
     def _open(self) -> list[str]:
+        """Stages with trials still to suggest: released ones within their budget, and those that will be."""
+        released = [label for label in self.searchers if self.suggested[label] < self.budgets[label]]
         waiting = [label for label in self.stages if label not in self.searchers and self._can_run(label)]
-        return super()._open() + waiting
+        return released + waiting
+
+    def _order(self) -> list[str]:
+        """The released stages in the order they are asked: deepest first, round-robin within a depth."""
+        names = list(self.searchers)
+        turn = names[self.turn :] + names[: self.turn]
+        return sorted(turn, key=lambda label: -self.depth[label])  # stable
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         self._release_ready()
         self._select_ready()  # a stage whose searcher ran out before its budget may be complete now
-        config = super().suggest(trial_id)
-        if config is None and not self.live:
-            return self._stalled()
-        return config
+        if self._at_limit():
+            return None if self._open() else Searcher.FINISHED
+        for label in self._order():
+            config = self._suggest_from(label, trial_id)
+            if config is not None:
+                return config
+        if self._open():
+            return None if self.live else self._stalled()
+        return Searcher.FINISHED
+
+    def _suggest_from(self, label: str, trial_id: str) -> dict[str, Any] | None:
+        """The stage's next config, with what its trials carry; None if it has none to give now."""
+        if self.suggested[label] >= self.budgets[label]:
+            return None
+        config = self.searchers[label].suggest(trial_id)
+        if config == Searcher.FINISHED:  # ran out before its budget (e.g. a short grid)
+            self.budgets[label] = self.suggested[label]
+            return None
+        if config is None:  # it waits for results (its batch)
+            return None
+        names = list(self.searchers)
+        self.turn = (names.index(label) + 1) % len(names)
+        self.suggested[label] += 1
+        self.owner[trial_id] = label
+        self.live.add(trial_id)
+        return {**self.fixed[label], **config}  # a given config (a re-run, a grid repeat) names its own seed
 
     def _stalled(self) -> str:
         """Waiting with no trial of ours live: nothing can ever end, select or release a stage, and Tune
@@ -218,14 +269,35 @@ class StagedSearcher(VariantSearcher):
                 self.news.append(label)
         return Searcher.FINISHED
 
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        if trial_id in self.owner:
+            self.searchers[self.owner[trial_id]].on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.live.discard(trial_id)
+        self.paused.discard(trial_id)
+        if trial_id in self.owner:
+            self.searchers[self.owner[trial_id]].on_trial_complete(trial_id, result=result, error=error)
+
+    # Tune saves the searcher with the experiment, so Tuner.restore continues each stage's search
+    # (Optuna's history included) and keeps what was released and selected.
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.__dict__, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.__dict__.update(pickle.load(f))  # our own file, written by save() above
+        self.paused = set()  # Tuner.restore queues every unfinished trial to run again
+
+    # ------------------------------------------------------------ selection
+
     def trial_ended(self, trial_id: str, outcome: TrialOutcome) -> None:
         """The driver saw a trial end (a Tune callback): select its stage once all its trials have."""
         label = self.owner.get(trial_id)
         if label is not None:
             self.outcomes[label][trial_id] = outcome
             self._select_ready()
-
-    # ------------------------------------------------------------ selection
 
     def _select_ready(self) -> None:
         for label in list(self.searchers):

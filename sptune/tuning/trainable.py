@@ -1,11 +1,9 @@
-"""Thin Ray Tune wrappers around the pure-PyTorch loops in `sptune.training.loops`.
+"""The study's one Ray Tune Trainable: a thin wrapper around the pure-PyTorch loops of `sptune.training.loops`.
 
-One `step()` is one round: an epoch, or an evaluation round of a steps budget (sptune.plan.budgets), so the
-schedulers' time unit is the same for every trial of a search. Checkpoints hold the
-loop's whole state (model, optimizer, schedule, and every RNG training draws from: the
-loop's shuffle/mask generator and its torch RNG stream for dropout, CPU and CUDA) so a
-resumed trial continues exactly as if never interrupted; they are plain tensors/numbers,
-loaded with ``weights_only=True``.
+One `step()` is one round: an epoch, or an evaluation round of a steps budget (`sptune.plan.budgets`), so the
+schedulers' time unit is the same for every trial of a search. Each trial's config picks what it trains (`Pretraining` or `Finetuning`), so a
+reused actor takes trials of any stage. Checkpoints hold the loop's whole state (model, optimizer, schedule
+and every RNG training draws from), so a resumed trial continues exactly as if never interrupted.
 """
 
 from __future__ import annotations
@@ -25,17 +23,13 @@ from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
 from sptune.training.device import precision_in_use
-from sptune.training.loops import Diverged, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training.loops import Diverged, EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.training.model_configs import encoder_config, variant_classifier_config
 from sptune.training.variants import build_model, trainable_summary
 from sptune.tuning.callbacks.live_metrics import export_epoch
 
-CHECKPOINT_RANK = "checkpoint_rank"  # the CheckpointConfig score attribute: see _EpochTrainable.step
-
-
-def _set_threads(cpus: float) -> None:
-    # Each trial gets its CPU share; more threads than that oversubscribes the cores.
-    torch.set_num_threads(max(1, math.floor(cpus)))
+# The CheckpointConfig score attribute: the trial's best epoch gets its highest value (see StudyTrainable.step).
+CHECKPOINT_RANK = "checkpoint_rank"
 
 
 def _optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: float) -> OptimConfig:
@@ -65,27 +59,91 @@ def _model_spec(config: dict, spec: SweepSpec) -> ModelSpec:
     return spec.model.model_copy(update={"dropout": float(config["dropout"])})
 
 
-class _EpochTrainable(tune.Trainable):
-    """Shared step/checkpoint logic; subclasses build `self.loop` in `_build`."""
+class Pretraining:
+    """A pretraining trial: masked (or causal) self-pretraining on its task's own training split."""
 
-    score_key = "val_acc"  # the per-epoch score ranked by sptune.judging.ranking ("val_loss" when pretraining)
+    score_key = "val_loss"  # the per-epoch score sptune.judging.ranking ranks epochs by
 
-    def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, **kwargs) -> None:
-        self.spec, self.data, self.extra = spec, data, kwargs
-        _set_threads(spec.resources.cpu)
-        self._build(config)
+    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict) -> None:
+        p = spec.pretrain
+        self.loop: EpochLoop = PretrainLoop(
+            encoder_config(_model_spec(config, spec), data.info),
+            PretrainObjective(config.get("objective", p.objective), p.mask_ratio, p.loss),
+            data.info,
+            data.train,
+            data.val,
+            _optim_config(config, spec, spec.pretrain_budget(), p.weight_decay),
+        )
+        self.budget = spec.pretrain_budget()
+
+    def first_epoch_metrics(self) -> dict[str, Any]:
+        return {}
+
+    def run_params(self) -> dict[str, Any]:
+        return {}
+
+
+class Finetuning:
+    """A finetuning trial: classification with labels, from random init or its SPT checkpoint."""
+
+    score_key = "val_acc"
+
+    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict) -> None:
+        variant = config["variant"]
+        # An SPT variant's trial names its checkpoint (a re-run with rerun_pretrain: its own seed's).
+        spt_dir = config.get("spt_checkpoint")
+        spt_state = load_state(spt_dir)["model"] if spt_dir else None
+        cfg = variant_classifier_config(spec, data.info, variant, _model_spec(config, spec))
+        lm = spec.language_model
+        # Seed before building: a reused actor must not carry RNG state into the next trial's init.
+        torch.manual_seed(int(config.get("seed", spec.seed)))
+        model = build_model(spec.variant_kind(variant), cfg, spt_state, lm.path if lm else None)
+        self.trainable = trainable_summary(model)
+        self.budget = spec.variant_budget(variant)
+        optim = _optim_config(config, spec, self.budget, spec.finetune.weight_decay)
+        self.loop: EpochLoop = FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
+
+    def first_epoch_metrics(self) -> dict[str, Any]:
+        # Which parameters train is part of the variant's definition: logged once.
+        return {k: self.trainable[k] for k in ("trainable_params", "total_params")}
+
+    def run_params(self) -> dict[str, Any]:
+        params = {"trainable_names": ",".join(self.trainable["trainable_names"])}
+        mapping = getattr(self.loop.model, "init_mapping", None)
+        if mapping:  # spt_cross: which weights came from the other task's SPT
+            params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
+        return params
+
+
+class StudyTrainable(tune.Trainable):
+    """Every stage of a study in one Tuner: a config that names an `objective` pretrains, any other finetunes.
+    `stage_data` (stage label -> data) holds the stages that train on other data (spt_cross pretrains on its
+    source task); every other stage trains on `data`."""
+
+    def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, stage_data: dict | None = None) -> None:
+        self.spec, self.study_data, self.stage_data = spec, data, stage_data or {}
+        # Each trial gets its CPU share; more threads than that oversubscribes the cores.
+        torch.set_num_threads(max(1, math.floor(spec.resources.cpu)))
+        self._start(config)
 
     def reset_config(self, new_config: dict) -> bool:
-        # Lets Ray reuse this actor for the next trial instead of starting a new process.
-        self._build(new_config)
+        self._start(new_config)  # lets Ray reuse this actor for the next trial
         return True
 
-    def _build(self, config: dict) -> None:
-        raise NotImplementedError
-
-    def _start_tracking(self) -> None:
-        self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.judging.ranking's rule)
+    def _start(self, config: dict) -> None:
+        self.data = self.stage_data.get(config.get("stage"), self.study_data)
+        kind = Pretraining if "objective" in config else Finetuning
+        self.job: Pretraining | Finetuning = kind(self.spec, self.data, config)
+        self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.judging.ranking)
         self.improvements = 0
+
+    @property
+    def loop(self) -> EpochLoop:
+        return self.job.loop
+
+    @property
+    def score_key(self) -> str:
+        return self.job.score_key
 
     def step(self) -> dict:
         tokens_before = self.loop.tokens_seen  # cumulative: the epoch's own tokens give its tokens/s
@@ -94,10 +152,11 @@ class _EpochTrainable(tune.Trainable):
         export_epoch(self.spec.name, self.trial_id, self.config, result, tokens_before)
         if result.get("epoch") == 1:
             # Once per trial (diverged ones too): facts MLflow logs as the child run's params.
-            result["mlflow_params"] = self._run_params()
+            result["mlflow_params"] = {**self._optim_params(), **self.job.run_params()}
+            result.update(self.job.first_epoch_metrics())
         return result
 
-    def _run_params(self) -> dict[str, Any]:
+    def _optim_params(self) -> dict[str, Any]:
         """Every training setting the loop runs with, and what "auto" resolved to."""
         cfg = self.loop.cfg
         params = {f"optim.{f.name}": getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
@@ -106,37 +165,29 @@ class _EpochTrainable(tune.Trainable):
         return params
 
     def _train_one_epoch(self) -> dict:
+        key = self.score_key
         try:
             metrics = self.loop.train_round()
         except Diverged as err:
             # Stop at once; mark it so selection never picks it and the report counts it.
-            return {
-                "diverged": 1,
-                "error": str(err),
-                "done": True,
-                self.score_key: self._worst(),
-                "epoch": self.loop.epoch + 1,
-                "best_" + self.score_key: self.best.get(self.score_key, self._worst()),
-                CHECKPOINT_RANK: 0,
-            }
-        improved = not self.best or rank_key(metrics, self.score_key) < rank_key(self.best, self.score_key)
+            worst = -math.inf if key == "val_acc" else math.inf
+            return {"diverged": 1, "error": str(err), "done": True, key: worst, "epoch": self.loop.epoch + 1,
+                    "best_" + key: self.best.get(key, worst), CHECKPOINT_RANK: 0}
+        improved = not self.best or rank_key(metrics, key) < rank_key(self.best, key)
         if improved:
             self.best = {k: float(metrics[k]) for k in ("val_acc", "val_loss", "epoch") if k in metrics}
             self.improvements += 1
         return {
             **metrics,
             "diverged": 0,
-            "best_" + self.score_key: self.best[self.score_key],
+            "best_" + key: self.best[key],
             "best_epoch": int(self.best["epoch"]),
-            # The checkpoint kept as the trial's best has the highest rank: the latest *improvement*, the
-            # epoch logged as best_epoch (sptune.tuning.callbacks.checkpoint_pruning); epochs that do not improve rank 0.
+            # The kept best checkpoint has the highest rank: the latest improvement, the epoch logged as
+            # best_epoch (sptune.tuning.callbacks.checkpoint_pruning); epochs that do not improve rank 0.
             CHECKPOINT_RANK: self.improvements if improved else 0,
-            # Each trial's own budget (variants sharing a Tuner differ); with until_converged, on while improving.
-            "done": trial_done(metrics["epoch"], int(self.best["epoch"]), self.budget),
+            # Each trial's own budget (stages sharing the Tuner differ); with until_converged, on while improving.
+            "done": trial_done(metrics["epoch"], int(self.best["epoch"]), self.job.budget),
         }
-
-    def _worst(self) -> float:
-        return -math.inf if self.score_key == "val_acc" else math.inf
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
         state = {**self.loop.state_dict(), "best": self.best, "improvements": self.improvements}
@@ -148,93 +199,3 @@ class _EpochTrainable(tune.Trainable):
         self.loop.load_state_dict(state)
         self.best = {k: float(v) for k, v in state["best"].items()}
         self.improvements = int(state["improvements"])
-
-
-class PretrainTrainable(_EpochTrainable):
-    """Masked (or causal) self-pretraining on the task's own training split."""
-
-    score_key = "val_loss"
-
-    def _build(self, config: dict) -> None:
-        p = self.spec.pretrain
-        self.loop = PretrainLoop(
-            encoder_config(_model_spec(config, self.spec), self.data.info),
-            PretrainObjective(config.get("objective", p.objective), p.mask_ratio, p.loss),
-            self.data.info,
-            self.data.train,
-            self.data.val,
-            _optim_config(config, self.spec, self.spec.pretrain_budget(), p.weight_decay),
-        )
-        self.budget = self.spec.pretrain_budget()
-        self._start_tracking()
-
-
-class FinetuneTrainable(_EpochTrainable):
-    """Classification with labels, from random init or the selected SPT checkpoint."""
-
-    def _build(self, config: dict) -> None:
-        variant = config["variant"]
-        kind = self.spec.variant_kind(variant)
-        # One Tuner trains every variant: each finds its own SPT checkpoint (spt_cross: another task's);
-        # a re-run names its own in its config (with rerun_pretrain: the one pretrained with its seed).
-        spt_dir = config.get("spt_checkpoint") or self.extra.get("spt_checkpoints", {}).get(variant)
-        spt_state = load_state(spt_dir)["model"] if spt_dir else None
-        cfg = variant_classifier_config(self.spec, self.data.info, variant, _model_spec(config, self.spec))
-        lm = self.spec.language_model
-        # Seed before building: a reused actor must not carry RNG state into the next trial's init.
-        torch.manual_seed(int(config.get("seed", self.spec.seed)))
-        model = build_model(kind, cfg, spt_state, lm.path if lm else None)
-        self.trainable = trainable_summary(model)
-        budget = self.budget = self.spec.variant_budget(variant)
-        weight_decay = self.spec.finetune.weight_decay
-        self.loop = FinetuneLoop(
-            cfg,
-            self.data.info,
-            self.data.train,
-            self.data.val,
-            _optim_config(config, self.spec, budget, weight_decay),
-            model=model,
-        )
-        self._start_tracking()
-
-    def step(self) -> dict:
-        metrics = super().step()
-        if metrics.get("epoch") == 1:
-            # Which parameters train is part of the variant's definition: log it once.
-            metrics["trainable_params"] = self.trainable["trainable_params"]
-            metrics["total_params"] = self.trainable["total_params"]
-        return metrics
-
-    def _run_params(self) -> dict[str, Any]:
-        params = {**super()._run_params(), "trainable_names": ",".join(self.trainable["trainable_names"])}
-        mapping = getattr(self.loop.model, "init_mapping", None)
-        if mapping:  # spt_cross: which weights came from the other task's SPT
-            params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
-        return params
-
-
-class StudyTrainable(FinetuneTrainable):
-    """Every stage of a study in one Tuner: a pretraining config (it names its `objective`) trains as
-    `PretrainTrainable` does, any other as `FinetuneTrainable`, so a reused actor takes trials of any
-    stage. `stage_data` (stage label -> data) holds the stages that train on other data (spt_cross
-    pretrains on its source task); every other stage trains on `data`."""
-
-    def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, **kwargs) -> None:
-        self.study_data = data
-        super().setup(config, spec, data, **kwargs)
-
-    def _build(self, config: dict) -> None:
-        self.data = self.extra.get("stage_data", {}).get(config.get("stage"), self.study_data)
-        self.pretraining = "objective" in config
-        # The score each epoch is ranked by (sptune.judging.ranking) follows the trial's phase, not the class.
-        self.score_key = "val_loss" if self.pretraining else "val_acc"
-        if self.pretraining:
-            PretrainTrainable._build(self, config)
-        else:
-            FinetuneTrainable._build(self, config)
-
-    def step(self) -> dict:
-        return _EpochTrainable.step(self) if self.pretraining else super().step()
-
-    def _run_params(self) -> dict[str, Any]:
-        return _EpochTrainable._run_params(self) if self.pretraining else super()._run_params()

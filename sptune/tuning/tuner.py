@@ -1,56 +1,41 @@
-"""Ray Tune Tuners: the study's one Tuner of all its stages (`sptune.tuning.stages`: pretraining, every
-variant's search, the re-runs per seed), or a Tuner of given searches (benchmarks, tests); per-stage
-searchers and early stopping, checkpoints, callbacks."""
+"""The study's one Ray Tune Tuner of all its stages (`sptune.tuning.stages`: pretraining, every variant's
+search, the re-runs per seed): built or restored, each stage with its own searcher and early stopping.
+Why one Tuner per study: docs/design/tuning.md."""
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from typing import Any
 
 import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-from ray.tune.search import Searcher
-from ray.tune.search.optuna import OptunaSearch
 
 from sptune.judging.selection import Selection
-from sptune.plan.study_plan import SearchPlan, StudyPlan, TunerPlan
-from sptune.spec import ParamSpace
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.tasks.base import TaskSplits
-from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, open_storage
+from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.terminal import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.tuning.callbacks.tune_files import result_loggers
-from sptune.tuning.routing import FixedConfigs, RandomConfigs, VariantScheduler, VariantSearcher, grid_configs
-from sptune.tuning.schedulers.halving import SuccessiveHalving, rung_epochs
+from sptune.tuning.schedulers.by_stage import StageScheduler
+from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
-from sptune.tuning.searchers import BatchedSearcher
-from sptune.tuning.stages import Checkpoints, Stage, StagedSearcher
-from sptune.tuning.trainable import CHECKPOINT_RANK, FinetuneTrainable, PretrainTrainable, StudyTrainable
+from sptune.tuning.searchers import searcher_for
+from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints
+from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
-
-def _domain(name: str, p: ParamSpace) -> Any:
-    cast = int if name == "batch_size" else float
-    if p.type == "loguniform":
-        return tune.loguniform(p.low, p.high)
-    if p.type == "uniform":
-        return tune.uniform(p.low, p.high)
-    return tune.choice([cast(v) for v in p.values])
-
-
-def _grids(search: SearchPlan) -> dict[str, list]:
-    cast = {"batch_size": int}
-    return {n: [cast.get(n, float)(v) for v in p.values] for n, p in search.space.items() if p.type == "grid"}
+STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
 
 
 def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
     """What every trial of a search carries besides the searched values."""
     objective = {"objective": search.objective} if search.objective else {}
-    return {"phase": search.phase, "variant": search.trial_variant, "seed": seed, **objective}
+    return {"phase": search.phase, "variant": search.variant_or_objective, "seed": seed, **objective}
 
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
+    """The search's own early stopping, as the spec's `scheduler` section asks."""
     s = plan.spec.scheduler
     if s.type == "fifo" or search.phase == "rerun":  # re-runs train to the end
         return FIFOScheduler()
@@ -67,108 +52,6 @@ def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
     return halving(search.n_trials, search.epochs, s.grace_period, s.reduction_factor, search.metric, search.mode)
 
 
-def _settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
-    """Where a batched searcher takes a trial's result: the first rung of early stopping,
-    which every trial reaches (with hyperband too: each bracket's first rung is one of sha's
-    rungs, never before the first, and its last bracket trains to the end); None (when it
-    ends) without early stopping."""
-    s = plan.spec.scheduler
-    if s.type == "fifo" or search.phase == "rerun":
-        return None
-    rungs = rung_epochs(s.grace_period, s.reduction_factor, search.epochs)
-    return rungs[0] if rungs else None
-
-
-def _tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
-    """TPE with a start-up phase sized to the sweep: Optuna's default of 10 random trials would
-    make every sweep of <= 10 trials a plain random search (benchmarks/asha_efficiency.py)."""
-    import optuna
-
-    startup = max(2, min(10, n_trials // 3))
-    with warnings.catch_warnings():  # Optuna marks multivariate TPE experimental; the spec asked for it
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=multivariate)
-
-
-class RecordedOptunaSearch(OptunaSearch):
-    """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
-    exactly the search Tune restores), mirrored trial by trial into the search's persisted study
-    (`StudyMirror`) for optuna-dashboard and the report. Its trials also name their Ray trial and the
-    epoch their value was told at (the first rung of early stopping, with batches)."""
-
-    def __init__(self, *args: Any, mirror: StudyMirror | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.mirror = mirror
-
-    def _frozen(self, trial_id: str) -> Any:
-        return self._ot_study.get_trials(deepcopy=False)[self._ot_trials[trial_id].number]
-
-    def suggest(self, trial_id: str) -> dict | None:
-        config = super().suggest(trial_id)
-        self._ot_trials[trial_id].set_user_attr("ray_trial_id", trial_id)
-        if self.mirror is not None:
-            self.mirror.asked(self._frozen(trial_id))
-        return config
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        super().on_trial_result(trial_id, result)
-        if self.mirror is not None and trial_id not in self._completed_trials:
-            self.mirror.reported(self._ot_trials[trial_id].number, result["training_iteration"], result[self.metric])
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        if result and trial_id not in self._completed_trials:
-            self._ot_trials[trial_id].set_user_attr("told_at_epoch", result.get("training_iteration"))
-        super().on_trial_complete(trial_id, result=result, error=error)
-        frozen = self._frozen(trial_id)
-        if self.mirror is not None and frozen.state.is_finished():
-            self.mirror.told(frozen)
-
-
-def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
-    """The search's own Optuna study, in memory; mirrored into the target's database when there is one."""
-    mirror = None
-    if target is not None:
-        target.create(search)  # named and described
-        mirror = StudyMirror(open_storage(target.url), target.study_name(search))
-    return RecordedOptunaSearch(
-        OptunaSearch.convert_search_space(space),
-        metric=search.metric,
-        mode=search.mode,
-        sampler=_tpe_sampler(plan.spec.seed, search.n_trials, plan.spec.searcher.multivariate),
-        mirror=mirror,
-    )
-
-
-def _searcher(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | None = None) -> Searcher:
-    seed = plan.spec.seed
-    if search.fixed_configs is not None:
-        return FixedConfigs(list(search.fixed_configs))
-    space = {name: _domain(name, p) for name, p in search.space.items() if p.type != "grid"}
-    if search.searcher == "grid":
-        return FixedConfigs(grid_configs(space, _grids(search), search.grid_repeats, seed))
-    if search.searcher == "random":
-        return RandomConfigs(space, seed)
-    optuna = _optuna(plan, search, space, target)
-    if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
-        return optuna
-    return BatchedSearcher(optuna, plan.concurrency, search.n_trials, _settle_epoch(plan, search))
-
-
-def search_and_schedule(
-    plan: StudyPlan, tuner: TunerPlan, optuna: OptunaTarget | None = None
-) -> tuple[VariantSearcher, VariantScheduler]:
-    """Each variant its own searcher and its own scheduler, inside the one Tuner; each Optuna
-    search persisted in `optuna`'s database (None: in memory only)."""
-    searches = {s.trial_variant: s for s in tuner.searches}
-    searcher = VariantSearcher(
-        {v: _searcher(plan, s, optuna) for v, s in searches.items()},
-        {v: s.n_trials for v, s in searches.items()},
-        {v: fixed_params(s, plan.spec.seed) for v, s in searches.items()},
-    )
-    schedulers = {v: _scheduler(plan, s) for v, s in searches.items()}
-    return searcher, VariantScheduler(schedulers, plan.concurrency)
-
-
 # id(data) -> (the data, the Ray session it was put in, its object): see trial_data.
 _SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
 
@@ -176,10 +59,9 @@ _SHIPPED: dict[int, tuple[weakref.ref, str, Any]] = {}
 def trial_data(data: TaskSplits) -> Any:
     """The (test-free) splits as one object in Ray's object store, put once per Ray session.
 
-    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them
-    plain ndarrays, which Ray shares instead of unpickling a copy per trial), so concurrent
-    trials on a node read one copy. Every Tuner of a study ships the same data; putting it per
-    Tuner would pin another copy each time (Tune's parameter registry never releases its objects).
+    Trials get its arrays as zero-copy read-only views (`TaskSplits.without_test` makes them plain
+    ndarrays, which Ray shares instead of unpickling a copy per trial). Once per session, not per Tuner:
+    Tune's parameter registry never releases its objects, so each put would pin another copy.
     """
     if not ray.is_initialized():  # tune.with_parameters puts it once Ray starts
         return data.without_test()
@@ -196,115 +78,20 @@ def trial_data(data: TaskSplits) -> Any:
     return hit[2]
 
 
-def make_trainable(
-    plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
-) -> Any:
-    cls = PretrainTrainable if tuner.pretraining else FinetuneTrainable  # a pretraining's search or re-runs
-    extra = {"spt_checkpoints": spt_checkpoints} if spt_checkpoints else {}
-    res = plan.spec.resources
-    return tune.with_resources(
-        tune.with_parameters(cls, spec=plan.spec, data=trial_data(data), **extra),
-        {"cpu": res.cpu, "gpu": res.gpu},
-    )
-
-
-def restore_tuner(
-    path: str, plan: StudyPlan, tuner: TunerPlan, data: TaskSplits, spt_checkpoints: dict[str, str] | None = None
-) -> tune.Tuner:
-    """Continue an interrupted Tuner: finished trials stay, unfinished ones resume from their
-    last checkpoint, errored ones too; each variant's searcher continues from its saved
-    state. (Ray restores no scheduler's state: neither ASHA's rungs nor synchronous halving's.)"""
-    use_tune_reporter()  # the saved RunConfig's progress reporter prints only with Tune's classic output
-    return tune.Tuner.restore(
-        path, trainable=make_trainable(plan, tuner, data, spt_checkpoints), resume_unfinished=True, resume_errored=True
-    )
-
-
-def _tuner(plan: StudyPlan, trainable: Any, searcher: Any, scheduler: Any, run: dict[str, Any]) -> tune.Tuner:
-    return tune.Tuner(
-        trainable,
-        tune_config=tune.TuneConfig(
-            metric=run["metric"],
-            mode=run["mode"],
-            scheduler=scheduler,
-            search_alg=searcher,
-            num_samples=run["n_trials"],
-            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to
-            # VariantSearcher: it leaves out trials paused at a rung of synchronous halving.
-            max_concurrent_trials=plan.concurrency,
-            # One actor per concurrent slot, reused by every trial of every variant in the Tuner.
-            reuse_actors=True,
-        ),
-        run_config=tune.RunConfig(
-            name=run["name"],
-            storage_path=run["storage"],
-            callbacks=[*_with_pruner(run["callbacks"]), *result_loggers()],
-            stop={"training_iteration": run["epochs"]},  # each trial also stops at its variant's own epochs
-            checkpoint_config=tune.CheckpointConfig(
-                # Every epoch is checkpointed and CheckpointPruner deletes what no trial needs (its best
-                # epoch by sptune.judging.ranking's rule, its latest, the one a resume's snapshot names): Tune's
-                # num_to_keep would force a snapshot of the whole experiment per checkpoint.
-                num_to_keep=None,
-                # Tune's order of a trial's checkpoints: ranking by val_acc itself would put the *latest*
-                # of tied epochs first, not the logged best.
-                checkpoint_score_attribute=CHECKPOINT_RANK,
-                checkpoint_score_order="max",
-                checkpoint_frequency=1,
-            ),
-            failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
-            # Tune's CLIReporter with a line per variant, every SPTUNE_PROGRESS_SECONDS (sptune.tuning.callbacks.terminal).
-            **run_config_progress(run["name"], run["progress"], *run.get("shown", (run["metric"], run["mode"]))),
-        ),
-    )
-
-
-def _with_pruner(callbacks: list) -> list:
-    """The Tuner's callbacks with a CheckpointPruner last (after any SnapshotBundle it watches)."""
-    if any(isinstance(c, CheckpointPruner) for c in callbacks):
-        return list(callbacks)
-    return [*callbacks, CheckpointPruner()]
-
-
-def build_tuner(
-    plan: StudyPlan,
-    tuner: TunerPlan,
-    data: TaskSplits,
-    storage: str,
-    callbacks: list,
-    spt_checkpoints: dict[str, str] | None = None,
-    optuna: OptunaTarget | None = None,
-    trainable: Any = None,
-) -> tune.Tuner:
-    """One Tuner of the given searches (all pretraining or all finetuning). `trainable` replaces the
-    study's Trainable (benchmarks/driver_scale.py: a no-op trial that measures the driver alone,
-    through the same searcher, scheduler and callbacks)."""
-    searcher, scheduler = search_and_schedule(plan, tuner, optuna)
-    run = {"metric": tuner.metric, "mode": tuner.mode, "n_trials": tuner.n_trials, "name": tuner.experiment,
-           "storage": storage, "callbacks": callbacks, "epochs": tuner.epochs,
-           "progress": [ProgressRow(s.trial_variant, s.n_trials, s.epochs) for s in tuner.searches]}
-    trainable = trainable if trainable is not None else make_trainable(plan, tuner, data, spt_checkpoints)
-    return _tuner(plan, trainable, searcher, scheduler, run)
-
-
-# ---------------------------------------------------------------- the study's one Tuner
-
-STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
-
-
 def staged_search(
     plan: StudyPlan,
     stages: list[Stage],
-    checkpoints: Checkpoints,
+    checkpoints: StartingCheckpoints,
     selections: dict[str, list[Selection]],
     optuna: OptunaTarget | None = None,
-) -> tuple[StagedSearcher, VariantScheduler]:
+) -> tuple[StagedSearcher, StageScheduler]:
     """Every stage its own searcher (re-runs get theirs when released; each Optuna search persisted in
     `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names."""
-    searchers = {s.label: _searcher(plan, s.search, optuna) for s in stages if not s.is_rerun}
+    searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if not s.is_rerun}
     fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
     searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections)
     schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
-    return searcher, VariantScheduler(schedulers, plan.concurrency, key="stage")
+    return searcher, StageScheduler(schedulers, plan.concurrency)
 
 
 def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
@@ -326,20 +113,57 @@ def build_study_tuner(
     plan: StudyPlan,
     data: TaskSplits,
     searcher: StagedSearcher,
-    scheduler: VariantScheduler,
+    scheduler: StageScheduler,
     storage: str,
     callbacks: list,
 ) -> tune.Tuner:
-    """The study's one Tuner. Its metric is bookkeeping only (every trial reports it): each stage's
-    searcher, scheduler and selection rank by the stage's own metric."""
+    """The study's one Tuner, of the stages `searcher` holds (`staged_search`)."""
     stages = list(searcher.stages.values())
-    # The terminal shows a line per stage, each ranked by its own metric.
-    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.plan.metric, s.plan.mode, "stage") for s in stages]
-    run = {"metric": CHECKPOINT_RANK, "mode": "max", "n_trials": sum(s.budget for s in stages),
-           "name": STUDY_EXPERIMENT, "storage": storage, "callbacks": callbacks,
-           "epochs": max(s.search.epochs for s in stages), "progress": rows,
-           "shown": ("best_val_acc", "max")}  # the trial table's columns; each row names its own metric
-    return _tuner(plan, study_trainable(plan, data), searcher, scheduler, run)
+    return tune.Tuner(
+        study_trainable(plan, data),
+        tune_config=tune.TuneConfig(
+            # Bookkeeping only (every trial reports it): each stage's searcher, scheduler and selection
+            # rank by the stage's own metric.
+            metric=CHECKPOINT_RANK,
+            mode="max",
+            scheduler=scheduler,
+            search_alg=searcher,
+            num_samples=sum(s.budget for s in stages),
+            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to the
+            # StagedSearcher: it leaves out trials paused at a rung of synchronous halving.
+            max_concurrent_trials=plan.concurrency,
+            reuse_actors=True,  # one actor per concurrent slot, for trials of every stage
+        ),
+        run_config=_run_config(plan, stages, storage, callbacks),
+    )
+
+
+def _run_config(plan: StudyPlan, stages: list[Stage], storage: str, callbacks: list) -> tune.RunConfig:
+    # The terminal shows a line per stage, each ranked by its own metric (sptune.tuning.callbacks.terminal).
+    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.plan.metric, s.plan.mode) for s in stages]
+    return tune.RunConfig(
+        name=STUDY_EXPERIMENT,
+        storage_path=storage,
+        callbacks=[*_with_pruner(callbacks), *result_loggers()],
+        stop={"training_iteration": max(s.search.epochs for s in stages)},  # and each at its own stage's epochs
+        checkpoint_config=tune.CheckpointConfig(
+            # Every epoch is checkpointed; CheckpointPruner deletes what no trial needs (docs/design/tuning.md).
+            num_to_keep=None,
+            # Ranking by val_acc itself would put the *latest* of tied epochs first, not the logged best.
+            checkpoint_score_attribute=CHECKPOINT_RANK,
+            checkpoint_score_order="max",
+            checkpoint_frequency=1,
+        ),
+        failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
+        **run_config_progress(STUDY_EXPERIMENT, rows, "best_val_acc", "max"),  # the trial table's columns
+    )
+
+
+def _with_pruner(callbacks: list) -> list:
+    """The Tuner's callbacks with a CheckpointPruner last (after any SnapshotBundle it watches)."""
+    if any(isinstance(c, CheckpointPruner) for c in callbacks):
+        return list(callbacks)
+    return [*callbacks, CheckpointPruner()]
 
 
 def restore_study_tuner(path: str, plan: StudyPlan, data: TaskSplits) -> tune.Tuner:

@@ -1,25 +1,17 @@
-"""Which trial checkpoints a study keeps, decided by sptune instead of Tune's `num_to_keep`.
-
-Why not `CheckpointConfig(num_to_keep=K)`: Tune then forces a snapshot of the whole experiment every K
-checkpoints of any trial (`experiment_state.py`, `on_trial_checkpoint`), so that the "latest checkpoint"
-its snapshot names is never one it has deleted since. A study checkpoints every epoch, so that was a
-snapshot of every trial's state (and sptune's zip of it) per reported epoch: the driver's time per result
-grew with the number of trials, and it was most of that time (BENCHMARKS.md §9).
-
-So the Tuner keeps every checkpoint as far as Tune knows (`num_to_keep=None`: Tune snapshots on its own
-period, at least 10 s apart) and this callback deletes, as each checkpoint arrives, every checkpoint of
-the trial that nothing can need. A trial keeps:
+"""Which trial checkpoints a study keeps, decided by sptune instead of Tune's `num_to_keep` (why:
+docs/design/tuning.md). Tune keeps every checkpoint as far as it knows, and as each one arrives this
+callback deletes every checkpoint of the trial that nothing can need. A trial keeps:
 
 - its best checkpoint: the highest `checkpoint_rank` (the trial's last improvement, the epoch selection
   picks; the earliest of equal ranks, as selection's rule does);
 - its latest checkpoint (what a paused, failed or moved trial resumes from);
 - the checkpoint that was its latest in the snapshot a resume would read. With `SnapshotBundle` (the
-  study's Tuner) that snapshot is the bundle, written whole and atomically in the driver step it was
-  taken; without one (benchmarks, tests) Tune copies its snapshots to the storage in the background, so
-  the latest checkpoints of its last two snapshots are kept.
+  study's) that snapshot is the bundle, written whole and atomically in the driver step it was taken;
+  without one, Tune copies its snapshots to the storage in the background, so the latest checkpoints of
+  its last two snapshots are kept.
 
-A deleted checkpoint also leaves Tune's list of the trial's checkpoints, as Tune's own `num_to_keep`
-does, so `Result.best_checkpoints` (what selection reads) never names a deleted folder.
+A deleted checkpoint also leaves Tune's list of the trial's checkpoints, as with Tune's own `num_to_keep`,
+so `Result.best_checkpoints` (what selection reads) never names a deleted folder.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ each state. Ray's metrics agent on each node serves them with the prefix ``ray_`
 and the Grafana dashboard over them. Nothing here reaches MLflow: that stays the driver's
 `tracking.TrialRunLogger`.
 
-The metric objects are made on first use, once per process (a trial's actor or the driver), so
-importing this module costs nothing and a reused actor keeps one set for all its trials.
+The metric objects are made on first use, once per process (a trial's actor or the driver), so a
+reused actor keeps one set for all its trials. The `stage` tag is the trial's phase (pretrain, search,
+rerun), as the dashboards name it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from typing import Any
 
 from ray import tune
+from ray.util.metrics import Counter, Gauge, Histogram
 
 TRIAL_TAGS = ("study", "variant", "stage", "trial")
 STATE_TAGS = ("study", "variant", "stage", "state")
@@ -38,8 +40,6 @@ _metrics: dict[str, Any] | None = None  # this process's metric objects, made by
 def _get() -> dict[str, Any]:
     global _metrics
     if _metrics is None:
-        from ray.util.metrics import Counter, Gauge, Histogram
-
         found: dict[str, Any] = {
             "epochs": Counter("sptune_epochs", "epochs finished by the trial", tag_keys=TRIAL_TAGS),
             # A counter, so rate() gives a variant's throughput now; the gauge below keeps each

@@ -1,9 +1,6 @@
-"""What the terminal shows while a Tuner runs: Ray Tune's own CLIReporter, configured, with
-one line per variant (in a study's one Tuner: per stage) on top (trials done / running / stopped
-early, and its best so far by its own metric).
-
-One Tuner trains several variants that never compete, so Tune's "current best trial" alone
-would compare across variants; the per-variant lines say how each variant's own search is doing.
+"""What the terminal shows while the study's Tuner runs: Ray Tune's own CLIReporter, configured, with one
+line per stage on top (trials done / running / stopped early / waiting / failed, and its best so far by
+its own metric). Stages never compete, so Tune's "current best trial" alone would compare across them.
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ from ray.tune import CLIReporter
 
 # Seconds between two reports; 0 (or "off") prints nothing while Tuners run.
 PROGRESS_ENV = "SPTUNE_PROGRESS_SECONDS"
-DEFAULT_SECONDS = 20.0  # a 2-core terminal stays readable, and printing costs nothing measurable
-TABLE_ROWS = 8  # Tune's trial table, best first: the per-variant lines carry the totals
+DEFAULT_SECONDS = 20.0  # often enough to follow a study, rarely enough to read it
+TABLE_ROWS = 8  # Tune's trial table, best first: the per-stage lines carry the totals
 
 
 def report_seconds() -> float:
@@ -40,20 +37,19 @@ def use_tune_reporter() -> None:
 
 @dataclass(frozen=True)
 class ProgressRow:
-    """One line of the report: a variant's (or a stage's) trials, found by their config's `key`."""
+    """One line of the report: a stage's trials (those whose config names it as their `stage`)."""
 
     name: str
     planned: int
     epochs: int
-    metric: str | None = None  # None: the Tuner's
-    mode: str | None = None
-    key: str = "variant"  # "stage" in a study's one Tuner (pretraining and re-runs share variant names)
+    metric: str
+    mode: str
 
 
-class VariantProgress(CLIReporter):
-    """CLIReporter with a per-variant summary above its status header and trial table."""
+class StageProgress(CLIReporter):
+    """CLIReporter with a per-stage summary above its status header and trial table."""
 
-    def __init__(self, stage: str, rows: list[ProgressRow], metric: str, mode: str, every_s: float) -> None:
+    def __init__(self, title: str, rows: list[ProgressRow], metric: str, mode: str, every_s: float) -> None:
         super().__init__(
             metric_columns={
                 "training_iteration": "epoch",
@@ -66,17 +62,16 @@ class VariantProgress(CLIReporter):
             max_report_frequency=int(max(1, every_s)),
             sort_by_metric=True,
         )
-        self.stage, self.rows = stage, rows
-        self.ranked_by, self.ranked_mode = metric, mode
+        self.title, self.rows = title, rows
 
     def _progress_str(self, trials: list, done: bool, *sys_info: str, fmt: str = "psql", delim: str = "\n") -> str:
-        per = "stage" if any(row.key == "stage" for row in self.rows) else "variant"
-        lines = [f"== sptune {self.stage}: per {per} ({'finished' if done else 'running'}) =="]
-        lines += [self.variant_line(row, [t for t in trials if t.config.get(row.key) == row.name]) for row in self.rows]
+        lines = [f"== sptune {self.title}: per stage ({'finished' if done else 'running'}) =="]
+        lines += [self.stage_line(row, [t for t in trials if t.config.get("stage") == row.name]) for row in self.rows]
         return delim.join(lines) + delim + super()._progress_str(trials, done, *sys_info, fmt=fmt, delim=delim)
 
-    def variant_line(self, row: ProgressRow, trials: list) -> str:
-        ranked_by, mode = row.metric or self.ranked_by, row.mode or self.ranked_mode
+    @staticmethod
+    def stage_line(row: ProgressRow, trials: list) -> str:
+        ranked_by, mode = row.metric, row.mode
         counts = Counter(_state(t, row.epochs) for t in trials)
         scores = [t.last_result[ranked_by] for t in trials if _number(t.last_result.get(ranked_by))]
         best = (max if mode == "max" else min)(scores) if scores else None
@@ -104,10 +99,11 @@ def _state(trial: Any, epochs: int) -> str:
     return "waiting"  # PENDING, or PAUSED at a rung of synchronous halving
 
 
-def run_config_progress(stage: str, rows: list[ProgressRow], metric: str, mode: str) -> dict[str, Any]:
-    """RunConfig keywords: the reporter and the verbosity it needs, or silence when switched off."""
+def run_config_progress(title: str, rows: list[ProgressRow], metric: str, mode: str) -> dict[str, Any]:
+    """RunConfig keywords: the reporter and the verbosity it needs, or silence when switched off.
+    `metric` and `mode` order Tune's own trial table; each stage's line ranks by its own."""
     every = report_seconds()
     if every <= 0:
         return {"verbose": 0}
     use_tune_reporter()
-    return {"verbose": 1, "progress_reporter": VariantProgress(stage, rows, metric, mode, every)}
+    return {"verbose": 1, "progress_reporter": StageProgress(title, rows, metric, mode, every)}

@@ -1,10 +1,8 @@
 """Which of Ray Tune's per-trial result files a study writes: `result.json` only, by default.
 
-Tune adds three logger callbacks to every Tuner (JSON, CSV and TensorBoardX), and the driver calls each
-on every result of every trial. sptune's record of every epoch is MLflow; of Tune's files only
-`result.json` is read back (Tune's ResultGrid and restore, and users who look at a trial's folder).
-The CSV and TensorBoard copies cost the driver time on every result (BENCHMARKS.md §9), so they are
-off unless `SPTUNE_TUNE_LOGGERS=all` asks for Tune's defaults.
+Tune adds three logger callbacks to every Tuner (JSON, CSV and TensorBoardX), called on every result.
+sptune's record of every epoch is MLflow and only `result.json` is read back, so the CSV and TensorBoard
+copies (driver time on every result) are off unless `SPTUNE_TUNE_LOGGERS=all` asks for Tune's defaults.
 """
 
 from __future__ import annotations

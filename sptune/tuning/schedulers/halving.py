@@ -1,52 +1,47 @@
-"""Synchronous successive halving for one variant: early stopping that ignores finish order.
+"""Synchronous successive halving for one stage: early stopping whose decisions ignore finish order.
 
-Ray's ASHA promotes a trial as soon as it is in the top 1/η of the trials that reached a rung
-*so far*, so which trials survive depends on which happened to finish first: under load,
-benchmarks/asha_efficiency.py selected a config 4.4 pt worse than on a quiet machine. Here a
-trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its variant
-has reached the rung or ended; then the top ⌈n/η⌉ by the search metric go on (n: the trials
-that entered the rung, so the rung sizes are n, ⌈n/η⌉, ... exactly, `sptune.plan.rungs`), ties broken
-by trial index, and the rest stop. The same trials with the same results give the same decisions,
-however their epochs interleave.
-
-One scheduler per variant (`variant_search.VariantScheduler` routes each trial to its own).
-It must know the variant's whole trial budget: the first rung is decided only when all of
-them exist. Its state lives in memory only: after `Tuner.restore` it starts afresh (a resumed
-trial counts as reaching each rung it is already past with its first result after the restore),
-so decisions after a resume may differ, as ASHA's do.
+A trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its stage has reached
+it or ended; then the top ⌈n/η⌉ by the stage's metric go on (n: the trials that entered the rung, so the
+rung sizes are those of `sptune.plan.rungs`), equal scores to the trial created first, and the rest stop.
+It must know the stage's whole trial budget: the first rung is decided only when all of them exist.
+Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.md.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sptune.judging.ranking import creation_index
+from sptune.judging.ranking import RankKey, creation_index, rank_key
 from sptune.plan.rungs import rung_epochs, rung_sizes
-
-__all__ = ["SuccessiveHalving", "rung_epochs", "trial_index"]  # rung_epochs: its old home
 
 
 def trial_index(trial: Any) -> int:
     return creation_index(getattr(trial, "experiment_tag", None))
 
 
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None  # missing: ranks last
+
+
 @dataclass
 class _Entry:
     trial: Any
     index: int
-    values: dict[int, float] = field(default_factory=dict)  # rung epoch -> metric when it got there
+    values: dict[int, float | None] = field(default_factory=dict)  # rung epoch -> its metric when it got there
     passed: int = 0  # rungs this trial has been promoted past
     ended: bool = False  # completed, errored, or stopped
     resumable: bool = False  # promoted while paused: choose_trial_to_run may start it again
 
 
 class SuccessiveHalving(FIFOScheduler):
-    """One bracket of synchronous successive halving over one variant's `n_trials` trials."""
+    """One bracket of synchronous successive halving over one stage's `n_trials` trials."""
 
     _supports_buffered_results = False  # every epoch's result must be seen at its rung
 
@@ -64,9 +59,8 @@ class SuccessiveHalving(FIFOScheduler):
         self.n_trials, self.eta = n_trials, reduction_factor
         # `rungs` given: one bracket of Hyperband, which starts at a later rung of the same ladder.
         self.rungs = rung_epochs(grace_period, reduction_factor, max_t) if rungs is None else list(rungs)
-        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it (n, ⌈n/η⌉, ...),
-        # not of those that reached it, so a variant whose trials diverge on the way still trains as
-        # many trials as far as the plan says (sptune.plan.rungs), the same compute as any other variant.
+        # How many go on from each rung: ⌈entered/η⌉ of the trials that *entered* it, not of those that
+        # reached it, so a stage whose trials diverge still trains as many trials as far as the plan says.
         self.sizes = rung_sizes(n_trials, reduction_factor, len(self.rungs))
         self._metric, self.mode = metric, mode
         self.entries: dict[str, _Entry] = {}
@@ -94,12 +88,12 @@ class SuccessiveHalving(FIFOScheduler):
         while (step := entry.passed) < len(self.rungs) and epoch >= self.rungs[step]:
             if step < self.decided:
                 return TrialScheduler.STOP  # a safeguard: its rung was decided without it
-            entry.values.setdefault(self.rungs[step], self._score(result))
+            entry.values.setdefault(self.rungs[step], _number(result.get(self._metric)))
             if result.get("done"):
                 return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
             if self._decide_ready(tune_controller, current=trial):
                 return TrialScheduler.STOP
-            if entry.passed == step:  # the rung still waits for the variant's other trials
+            if entry.passed == step:  # the rung still waits for the stage's other trials
                 self._notify(tune_controller, "on_pause", trial)
                 return TrialScheduler.PAUSE
         return TrialScheduler.CONTINUE
@@ -131,11 +125,11 @@ class SuccessiveHalving(FIFOScheduler):
 
     # ------------------------------------------------------------ decisions
 
-    def _score(self, result: dict) -> float:
-        value = result.get(self._metric)
-        if value is None or value != value:  # missing or NaN: ranks last
-            return -math.inf
-        return float(value) if self.mode == "max" else -float(value)
+    def _rank(self, entry: _Entry, rung: int) -> RankKey:
+        """sptune.judging.ranking's rule on what a rung knows of a trial: its score there (missing or NaN
+        last), then the trial created first."""
+        score = "val_acc" if self.mode == "max" else "val_loss"
+        return rank_key({score: entry.values[rung]}, score, entry.index)
 
     def _end(self, tune_controller: Any, trial: Trial) -> None:
         entry = self.entries.get(trial.trial_id)
@@ -166,8 +160,7 @@ class SuccessiveHalving(FIFOScheduler):
     def _decide(self, tune_controller: Any, step: int, current: Trial | None) -> bool:
         rung = self.rungs[step]
         reached = [e for e in self.entries.values() if e.passed == step and rung in e.values]
-        # Best first; equal scores go to the lower trial index.
-        ranked = sorted(reached, key=lambda e: (-e.values[rung], e.index))
+        ranked = sorted(reached, key=lambda e: self._rank(e, rung))  # best first
         keep = min(self.sizes[step + 1], len(ranked))
         for entry in ranked[:keep]:
             entry.passed += 1

@@ -1,28 +1,10 @@
-"""Synchronous Hyperband for one variant: several brackets of successive halving, order-independent.
+"""Synchronous Hyperband for one stage: several brackets of successive halving, order-independent.
 
-Hyperband (Li et al. 2018) hedges successive halving's bet that early epochs rank configs well:
-it splits the trial budget across brackets that start halving later and later, the last
-bracket training its trials to the end with no early stopping at all. Here bracket k is
-`sptune.tuning.schedulers.halving.SuccessiveHalving` over the rungs of `sha` from the k-th on, and the variant's
-`n_trials` are split across the brackets deterministically (`sptune.plan.rungs.bracket_trials`):
-the variant's trials go to the brackets in the order they were created, the most aggressive
-bracket first. Each bracket waits at each rung for all of *its* trials, so, as with `sha`,
-the same trials with the same results give the same decisions in any finish order, and the
-trial-epochs spent are those `plan.describe()` prints.
-
-Why not Ray's `HyperBandScheduler`, which is synchronous too:
-- it sizes its brackets from max_t and η alone (n0 = ⌈s_max/(s+1)·η^s⌉), never from the
-  variant's trial budget, so the last bracket is left part-filled, and it decides a bracket's
-  rung as soon as the trials *added so far* reach it: whether a later trial joins before that
-  depends on timing, i.e. on finish order;
-- it has no grace period (its first budget is max_t/η^s, and brackets below one epoch are
-  dropped), so its rungs are not `sha`'s, and the batched searcher's settle rule
-  (`tuners._settle_epoch`: every trial reports at the first rung) would not hold;
-- it does not tell the searcher which trials wait paused at a rung, so `VariantSearcher`
-  would count them against the concurrency limit and the first rung would wait forever for
-  trials that can never start (`SuccessiveHalving._notify` exists for this).
-
-Its state lives in memory only, as `SuccessiveHalving`'s: decisions after a resume may differ.
+Hyperband (Li et al. 2018) hedges successive halving's bet that early epochs rank configs well: it splits
+the trial budget across brackets that start halving later and later, the last training to the end. Bracket
+k is `SuccessiveHalving` over the rungs of `sha` from the k-th on; the stage's trials fill the brackets in
+creation order (`sptune.plan.rungs.hyperband_plan`), so the same results give the same decisions in any
+finish order and the trial-epochs spent are the plan's. Why not Ray's HyperBandScheduler: docs/design/tuning.md.
 """
 
 from __future__ import annotations
@@ -37,7 +19,7 @@ from sptune.tuning.schedulers.halving import SuccessiveHalving, trial_index
 
 
 class Hyperband(FIFOScheduler):
-    """Brackets of synchronous successive halving over one variant's `n_trials` trials."""
+    """Brackets of synchronous successive halving over one stage's `n_trials` trials."""
 
     _supports_buffered_results = False  # every epoch's result must be seen at its rung
 
@@ -56,7 +38,7 @@ class Hyperband(FIFOScheduler):
         return True  # built with its search's own metric and mode
 
     def _assign(self, trial: Trial) -> SuccessiveHalving:
-        """The k-th trial of the variant (in creation order) goes to the bracket whose share
+        """The k-th trial of the stage (in creation order) goes to the bracket whose share
         holds k; a trial added again (a retry, or after Tuner.restore) keeps its bracket."""
         if trial.trial_id not in self.bracket_of:
             seen, k = 0, len(self.bracket_of)

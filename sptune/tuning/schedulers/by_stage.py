@@ -1,0 +1,107 @@
+"""One scheduler per stage inside the study's one Tuner: a trial is only ever compared with its own stage's."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from sptune.tuning.schedulers.halving import trial_index
+
+
+class _StageTrials:
+    """The Tune controller as one stage's scheduler sees it when choosing what to run: only that stage's
+    trials still to end (FIFO or ASHA would otherwise resume another stage's trial that synchronous halving
+    keeps waiting at a rung). Follows the controller's trial list from where it left off: choosing happens
+    every step, and rescanning every trial of the study each time would grow with its trial count."""
+
+    def __init__(self, tune_controller: Any, stage: str) -> None:
+        self._controller, self._stage = tune_controller, stage
+        # Tune hands schedulers a new wrapper of its controller every step, around the same trial list:
+        # the list (it only grows) is what the view follows.
+        self._source: list | None = None
+        self._seen = 0  # how many of the list's trials were looked at
+        self._open: list = []  # this stage's trials, in the controller's order, not yet ended
+
+    def get_trials(self) -> list:
+        trials = self._controller.get_trials()
+        if trials is not self._source:
+            self._source, self._seen, self._open = trials, 0, []
+        for trial in trials[self._seen :]:
+            if trial.config.get("stage") == self._stage:
+                self._open.append(trial)
+        self._seen = len(trials)
+        # An ended trial never runs again in this controller: only PENDING and PAUSED ones are chosen.
+        self._open = [t for t in self._open if t.status not in (Trial.TERMINATED, Trial.ERROR)]
+        return self._open
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._controller, name)
+
+
+class StageScheduler(FIFOScheduler):
+    """Routes each trial to its stage's own scheduler (synchronous halving, Hyperband, ASHA or FIFO), by the
+    `stage` its config names. Among what the stages' schedulers would run next, the trial created first goes
+    first; a paused trial resumes only within the concurrency limit."""
+
+    _supports_buffered_results = False  # early stopping must see every epoch's result
+
+    def __init__(self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None) -> None:
+        super().__init__()
+        self.schedulers, self.max_concurrent = schedulers, max_concurrent
+
+    def _of(self, trial: Any) -> TrialScheduler:
+        return self.schedulers[trial.config["stage"]]
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        # A scheduler built with its stage's metric keeps it (the Tuner's metric is bookkeeping only);
+        # one built without (FIFO) takes the Tuner's.
+        unset = [s for s in self.schedulers.values() if getattr(s, "_metric", None) is None]
+        return all([s.set_search_properties(metric, mode, **spec) for s in unset])
+
+    def on_trial_add(self, tune_controller: Any, trial: Any) -> None:
+        self._of(trial).on_trial_add(tune_controller, trial)
+
+    def on_trial_error(self, tune_controller: Any, trial: Any) -> None:
+        self._of(trial).on_trial_error(tune_controller, trial)
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        return self._of(trial).on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        self._of(trial).on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Any) -> None:
+        self._of(trial).on_trial_remove(tune_controller, trial)
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        picks = [s.choose_trial_to_run(self._view(tune_controller, name)) for name, s in self.schedulers.items()]
+        picks = [t for t in picks if t is not None]
+        if not picks:
+            return None
+        trial = min(picks, key=trial_index)
+        # Tune starts every PENDING trial anyway; resuming a paused one is ours to hold back
+        # while the concurrency limit is reached (several may be promoted at once).
+        if trial.status == Trial.PAUSED and self._busy(tune_controller) >= (self.max_concurrent or math.inf):
+            return None
+        return trial
+
+    def _view(self, tune_controller: Any, stage: str) -> _StageTrials:
+        views = self.__dict__.setdefault("_views", {})  # not in __init__: a scheduler unpickled by restore
+        view = views.get(stage)
+        if view is None:
+            view = views[stage] = _StageTrials(tune_controller, stage)
+        view._controller = tune_controller  # this step's wrapper; its trial list is the same
+        return view
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_views"}  # this driver's controller only
+
+    @staticmethod
+    def _busy(tune_controller: Any) -> int:
+        return sum(t.status in (Trial.RUNNING, Trial.PENDING) for t in tune_controller.get_trials())
+
+    def debug_string(self) -> str:
+        return "\n".join(f"{name}: {s.debug_string()}" for name, s in self.schedulers.items())
