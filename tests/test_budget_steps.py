@@ -15,7 +15,7 @@ from sptune.errors import SpecError
 from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.trainable import FinetuneTrainable
+from sptune.tuning.trainable import StudyTrainable
 
 BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
 STEPS = ["finetune.epochs=null", "finetune.steps=400", "finetune.eval_every=40"]
@@ -88,7 +88,7 @@ STEP_SPEC = SweepSpec.model_validate({
 })
 
 
-class _Direct(FinetuneTrainable):
+class _Direct(StudyTrainable):
     def setup(self, config: dict) -> None:
         super().setup(config, spec=STEP_SPEC, data=TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split))
 

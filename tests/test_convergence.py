@@ -22,7 +22,7 @@ from sptune.report.flags import flag_unconverged
 from sptune.report.records import ReportData
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.trainable import FinetuneTrainable
+from sptune.tuning.trainable import StudyTrainable
 
 BASE = Path(__file__).resolve().parent.parent / "search_spaces" / "digits_quick.yaml"
 UNTIL = "finetune.until_converged={patience: 3, max_epochs: 40}"
@@ -113,7 +113,7 @@ UNTIL_SPEC = SweepSpec.model_validate({
 })
 
 
-class _Direct(FinetuneTrainable):
+class _Direct(StudyTrainable):
     def setup(self, config: dict) -> None:
         super().setup(config, spec=UNTIL_SPEC, data=TaskSplits(TINY, _split(32, 0), _split(16, 1), _no_test_split))
 

@@ -118,16 +118,12 @@ def test_searched_weight_decay_warmup_and_dropout_and_the_specs_betas_reach_the_
 def test_training_deterministic_reaches_torch_inside_the_trial():
     spec = SPEC.model_copy(update={"training": SPEC.training.model_copy(update={"deterministic": True})})
 
-    class Direct(FinetuneTrainable):
-        def setup(self, config: dict) -> None:
-            super().setup(config, spec=spec, data=DATA)
-
     try:
-        trial = Direct(dict(CONFIG))
+        trial = _direct(spec)(dict(CONFIG))
         assert trial.loop.cfg.deterministic and torch.are_deterministic_algorithms_enabled()
         assert trial.train()["mlflow_params"]["optim.deterministic"] is True
         trial.stop()
-        plain = _direct(FinetuneTrainable)(dict(CONFIG))  # the spec's default: a reused actor is reset
+        plain = _direct()(dict(CONFIG))  # the spec's default: a reused actor is reset
         assert not torch.are_deterministic_algorithms_enabled()
         plain.stop()
     finally:

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from sptune.judging import stats
-from sptune.judging.expected_max import table_budgets
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
+from sptune.judging.expected_max import table_budgets
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT

@@ -26,9 +26,17 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
         "seed": spec.seed,
         "scheduler": spec.scheduler.model_dump(mode="json"),
         "searcher": _searcher_key(spec),
-        "training": spec.training.model_dump(mode="json"),
+        "training": _training_key(spec),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _training_key(spec: SweepSpec) -> dict:
+    """The training section; `deterministic` only when on, so keys of caches written before it existed match."""
+    training = spec.training.model_dump(mode="json")
+    if not training.get("deterministic"):
+        training.pop("deterministic", None)
+    return training
 
 
 def _pretrain_key(spec: SweepSpec) -> dict:
