@@ -17,9 +17,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-# A module switch so benchmarks/image_step.py can time PyTorch's CPU dropout beside this one.
-FAST_CPU_DROPOUT = True
-
 _INT31 = 2**31  # int32 `random_()` draws uniformly from [0, 2^31)
 
 
@@ -34,7 +31,7 @@ class Dropout(nn.Dropout):
     """`nn.Dropout` (same arguments, same state) with the cheaper CPU mask."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        cheap = FAST_CPU_DROPOUT and x.device.type == "cpu" and not self.inplace and 0.0 < self.p < 1.0
+        cheap = x.device.type == "cpu" and not self.inplace and 0.0 < self.p < 1.0
         if not (self.training and cheap):
             return super().forward(x)
         return cpu_dropout(x, self.p)
