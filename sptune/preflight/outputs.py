@@ -32,8 +32,8 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
     directory, --resume needs the same study's directory and the same spec)."""
     state = None
     if out.exists():
-        # Only here: the study package imports torch and Ray Tune (~5 s), which a new study's preflight,
-        # and every refusal after it (an unreachable tracking server, a bad Optuna storage), should not wait for.
+        # Only here: the study package imports torch and Ray Tune, which a new study's preflight, and every
+        # refusal after it (an unreachable tracking server, a bad Optuna storage), should not wait for.
         from sptune.study import read_state
 
         state = read_state(out)

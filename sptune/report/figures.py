@@ -56,7 +56,7 @@ class TaskFigures:
     figures: list[PageFigure]
 
 
-def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
+def halving_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
     """Halving rungs (grace × rf^k below max_t: synchronous halving's, every Hyperband bracket's from some k on, and
     ASHA's as Ray places them) plus max_t; else (FIFO) distinct epochs reached."""
     sched = spec.get("scheduler") or {}
@@ -80,7 +80,7 @@ def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list
         if not trials:
             continue
         max_ep = max([t.max_epochs or 0 for t in trials]) or max(t.epochs for t in trials)
-        rungs = asha_rungs(data.spec, max_ep, [t.epochs for t in trials])
+        rungs = halving_rungs(data.spec, max_ep, [t.epochs for t in trials])
         out[name] = [(r, sum(t.epochs >= r for t in trials), len(trials)) for r in rungs]
     return out
 

@@ -160,8 +160,8 @@ class EpochLoop:
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
-        # AdamW's fused kernel on CPU too: one pass per parameter instead of ~10 tensor ops, the same update
-        # up to float rounding.
+        # AdamW's fused kernel on CPU too: one pass per parameter rather than ~10 tensor ops, the same
+        # update up to float rounding (docs/design/training.md).
         fused = self.device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
         steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
@@ -268,8 +268,8 @@ class EpochLoop:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.generator.set_state(state["generator"])
-        # A key missing (a checkpoint from before RNGs were saved, or a CUDA one resumed on a
-        # CPU and back) keeps the stream seeded at build time: it resumes, just not bit-exactly.
+        # A key missing (a checkpoint without RNG state, or a CUDA one resumed on a CPU and back)
+        # keeps the stream seeded at build time: it resumes, just not bit-exactly.
         self.rng.update({k: state[k] for k in self.rng if k in state})
         self.epoch = int(state["epoch"])
         self.tokens_seen = int(state["tokens_seen"])
