@@ -34,12 +34,12 @@ from PIL import Image
 
 from sptune.judging.stats import paired_delta
 from sptune.report import build_report
-from sptune.report.cli import main
+from sptune.report.__main__ import main
 from sptune.report.compute import variant_objectives
 from sptune.report.figures import halving_rungs
 from sptune.report.flags import edge_side
+from sptune.report.page import DASHBOARDS_ENV
 from sptune.report.records import ReportError
-from sptune.report.template import DASHBOARDS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md

@@ -8,12 +8,11 @@ the page are logged to it (``figures/``, ``report/``). The fairness flags: a bes
 rankings that flip across LRs, unequal completed trials, divergence, and compute spent per variant (SPT
 pretraining attributed to the variants initialised from it).
 
-Modules, in the order the data flows: ``gather`` (with ``store`` and ``mlflow_runs``) reads a study into the
-``records``; ``cells`` aggregates seeds with ``sptune.judging.stats`` (the statistics results.json uses too);
-``lr_search`` and ``compute`` feed the ``flags``; ``figures`` draws with matplotlib (``plots/``), ``page``
-computes the values the Jinja2 template (``dashboards/report/``, found by ``template``) shows, ``tables`` writes
-report.md and results.csv, ``mlflow_artifacts`` logs the files to the parent run; ``build`` runs it all and
-``cli`` is the command line.
+Modules, in the order the data flows: ``gather`` (with ``mlflow_runs``) reads a study into the ``records``;
+``cells`` aggregates seeds with ``sptune.judging.stats`` (the statistics results.json uses too); ``lr_search`` and
+``compute`` feed the ``flags``; ``figures`` draws with matplotlib (``plots/``), ``page`` computes the values its
+Jinja2 template (``dashboards/report/``) shows and renders it, ``tables`` writes report.md and results.csv;
+``assemble`` runs it all and logs the files to the parent run; ``__main__`` is the command line.
 """
 
 from sptune.report.assemble import build_report

@@ -1,23 +1,26 @@
 """The report's figures, per task: accuracy vs learning rate, learning curves of the reported runs, early-stopping
 survival per rung and Δ vs the paired variant; plus Optuna's hyperparameter importances per variant.
 
-Each figure is drawn with matplotlib (``sptune.report.plots``, imported here only when a report is built) and
-written to ``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
+Each figure is drawn with matplotlib (``sptune.report.plots``) and written to
+``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from matplotlib.figure import Figure
 
 from sptune.report.cells import Cell
+from sptune.report.plots.canvas import PALETTE, SavedFigure, save, slug, variant_colors
+from sptune.report.plots.curves import figure_curves
+from sptune.report.plots.delta import figure_delta
+from sptune.report.plots.importances import figure_importances
+from sptune.report.plots.lr import figure_lr
+from sptune.report.plots.survival import figure_survival
 from sptune.report.records import SEARCH, ReportData, as_float
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-    from sptune.report.plots.canvas import SavedFigure
 
 FIGURES_DIR = "figures"
 LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (early-stopped trials at the epoch they "
@@ -95,15 +98,11 @@ def clear_figures(out_dir: Path) -> Path:
 
 def _keep(fig: Figure | None, fig_dir: Path, stem: str, title: str, caption: str,
           details: list[str] | None = None) -> PageFigure | None:
-    from sptune.report.plots.canvas import save
-
     return None if fig is None else PageFigure(title, caption, save(fig, fig_dir, stem), details or [])
 
 
 def _survival_figure(data: ReportData, task: str, variants: list[str], colors: dict[str, str], fig_dir: Path,
                      stem: str) -> PageFigure | None:
-    from sptune.report.plots.survival import figure_survival
-
     surv = survival(data, task, variants)
     if not surv:
         return None
@@ -115,11 +114,6 @@ def _survival_figure(data: ReportData, task: str, variants: list[str], colors: d
 def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
                  cells: dict[tuple[str, str], Cell], fig_dir: Path) -> TaskFigures:
     """One task's figures, written to fig_dir; a figure without data to draw is left out."""
-    from sptune.report.plots.canvas import slug
-    from sptune.report.plots.curves import figure_curves
-    from sptune.report.plots.delta import figure_delta
-    from sptune.report.plots.lr import figure_lr
-
     stem = slug(task)
     figs = [
         _keep(figure_lr(data, task, variants, colors, cells), fig_dir, f"{stem}-lr",
@@ -136,9 +130,6 @@ def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[
 def importance_figures(importances: dict[str, dict[str, float]], colors: dict[str, str],
                        fig_dir: Path) -> dict[str, PageFigure]:
     """variant -> its importances as a bar figure (variants without any are left out)."""
-    from sptune.report.plots.canvas import PALETTE, slug
-    from sptune.report.plots.importances import figure_importances
-
     out = {}
     for i, (variant, params) in enumerate(importances.items()):
         if params:
@@ -154,8 +145,6 @@ def draw_figures(data: ReportData, tasks: list[str], variants: list[str], cells:
                  out_dir: Path) -> tuple[list[TaskFigures], dict[str, PageFigure]]:
     """Every figure of a report, written to out_dir/figures: per task (tasks without any figure left out), and the
     importances per variant. One colour per variant across all of them."""
-    from sptune.report.plots.canvas import variant_colors
-
     fig_dir = clear_figures(out_dir)
     colors = variant_colors(variants)
     per_task = [task_figures(data, task, variants, colors, cells, fig_dir) for task in tasks]

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from sptune import storage
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study import spt_reuse
 from sptune.study.state import StateFile
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, checkpoint_dir
+from sptune.training.model_configs import encoder_config
+from sptune.training.models import Pretrainer
 
 
 class SptCheckpoints:
@@ -88,11 +92,6 @@ class SptCheckpoints:
     def _untrained(self, pretraining: SearchPlan, seed: int | None = None) -> Path:
         """Zero SPT epochs (the origin of an SPT-budget axis): a seeded, untrained encoder (the spec's seed,
         or a re-run's)."""
-        import torch
-
-        from sptune.training.model_configs import encoder_config
-        from sptune.training.models import Pretrainer
-
         folder = self.out / (f"{pretraining.label}-0-epochs" + (f"-seed{seed}" if seed is not None else ""))
         folder.mkdir(exist_ok=True)
         torch.manual_seed(self.plan.spec.seed if seed is None else seed)

@@ -18,6 +18,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from sptune.tasks.cache import cache_root
+
 SQLITE_PREFIX = "sqlite:///"
 
 
@@ -89,8 +91,6 @@ def _check(db: Path) -> None:
 def _template(key: str, make_empty: Callable[[Path], None]) -> Path:
     """The template, made on first use (atomically: concurrent studies each make one, the first
     rename wins, and none ever sees half of one)."""
-    from sptune.tasks.cache import cache_root
-
     final = cache_root() / "stores" / f"{key}.db"
     if final.is_file():
         return final

@@ -13,6 +13,9 @@ import sqlite3
 import time
 from pathlib import Path
 
+import mlflow
+from mlflow.tracking import MlflowClient
+
 from sptune.tracking.db_templates import SQLITE_PREFIX, schema_key, seed, sqlite_path
 
 
@@ -40,13 +43,9 @@ def _as_new(db: Path, artifact_root: Path) -> None:
 
 def _create_empty_store(db: Path) -> None:
     """A store as MLflow creates it, every migration run."""
-    from mlflow.tracking import MlflowClient
-
     MlflowClient(tracking_uri=f"{SQLITE_PREFIX}{db}").search_experiments()  # the first call creates the tables
 
 
 def _key() -> str:
-    import mlflow
-
     migrations = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
     return schema_key("mlflow", mlflow.__version__, migrations.glob("*.py"))

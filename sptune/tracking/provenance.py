@@ -9,6 +9,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+import torch
+
 LIBRARIES = ("torch", "ray", "mlflow", "optuna", "numpy", "pydantic", "scikit-learn")
 
 
@@ -40,8 +42,6 @@ def _git(folder: Path, *args: str) -> str:
 
 
 def device_description() -> str:
-    import torch
-
     if torch.cuda.is_available():
         return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
     return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
