@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, evaluate
+from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, score
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.variants import build_model
@@ -121,7 +121,7 @@ def test_train_accuracy_counts_the_training_batches():
     """With lr 0 and no dropout the weights stay put: train_acc is the accuracy on the training split."""
     loop = _finetune(dropout=0.0, lr=0.0)
     metrics = loop.train_epoch()
-    loss, acc = evaluate(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
+    loss, acc = score(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
     assert metrics["train_acc"] == pytest.approx(acc, abs=1 / len(TRAIN) + 1e-9)
     assert metrics["loss"] == pytest.approx(loss, rel=1e-4)
 

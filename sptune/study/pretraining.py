@@ -20,8 +20,9 @@ from sptune.training.model_configs import encoder_config
 from sptune.training.models import Pretrainer
 
 
-class SptCheckpoints:
-    """Where each pretraining's SPT checkpoint comes from; each objective is pretrained once per study."""
+class PretrainedWithoutTrials:
+    """The SPT checkpoints a study's pretrainings give without trials (given, untrained, cached, selected before),
+    and the campaign's cache of those selected by trials; each objective is pretrained once per study."""
 
     def __init__(
         self, plan: StudyPlan, data: TaskSplits, output_dir: Path, state_file: StateFile, cache_dir: Path | None,

@@ -17,7 +17,7 @@ from sptune.judging.results import ResultRow
 from sptune.plan.study_plan import StudyPlan
 from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror, is_remote
 from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
-from sptune.study.pretraining import SptCheckpoints
+from sptune.study.pretraining import PretrainedWithoutTrials
 from sptune.study.publish import publish
 from sptune.study.state import StateFile
 from sptune.study.tuner_run import TunerRunner
@@ -54,7 +54,7 @@ class Study:
         self.state_file.save()
         self.tuners = TunerRunner(plan, data, tracker, self.state_file, storage, resume, optuna)
         remote = storage if is_remote(storage) else None
-        self.spt = SptCheckpoints(plan, data, output_dir, self.state_file, spt_cache_dir, remote)
+        self.pretrained = PretrainedWithoutTrials(plan, data, output_dir, self.state_file, spt_cache_dir, remote)
 
     def run(self) -> list[ResultRow]:
         state = self.state_file.state
@@ -78,7 +78,7 @@ class Study:
         self.tuners.run(stages, checkpoints)
         self.mirror.push(OPTUNA_DB)  # the searches' final database (none with --optuna-storage)
         for pretraining in self.plan.pretrainings():
-            self.spt.cache(pretraining)
+            self.pretrained.cache(pretraining)
         searches, state = self.plan.variant_searches(), self.state_file.state
         found = {s.label: state.searches[s.label] for s in searches}
         rerun = self.plan.spec.rerun_seeds > 1
@@ -92,13 +92,13 @@ class Study:
         per_seed = self.plan.spec.rerun_pretrain
         stages, checkpoints = [], {}
         for pretraining in self.plan.pretrainings():
-            path = self.spt.given(pretraining)
+            path = self.pretrained.given(pretraining)
             if path is None:
                 stages.append(Stage(pretraining))
             else:
                 checkpoints[pretraining.label] = {None: path}
             if seeds and per_seed:
-                given = self.spt.given_per_seed(pretraining)
+                given = self.pretrained.given_per_seed(pretraining)
                 if given is None:
                     stages.append(Stage(pretraining, seeds))
                 else:

@@ -360,12 +360,12 @@ class FinetuneLoop(EpochLoop):
         return BatchResult(self.loss_fn(logits, y), hits, len(y))
 
     def validate(self) -> dict[str, float]:
-        loss, acc = evaluate(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
+        loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
 
 
 @torch.no_grad()
-def evaluate(
+def score(
     model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
 ) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of a classifier on (x, y)."""

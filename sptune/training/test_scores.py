@@ -8,7 +8,7 @@ from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.checkpoint_files import load_state
 from sptune.training.device import pick_device
-from sptune.training.loops import evaluate
+from sptune.training.loops import score
 from sptune.training.model_configs import variant_classifier_config
 from sptune.training.variants import build_for_evaluation
 
@@ -24,6 +24,6 @@ def accuracy_on_test(
     model.load_state_dict(load_state(checkpoint_dir)["model"])
     model.to(device)
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
-    return evaluate(model, info, x, y, device, spec.training.precision)
+    return score(model, info, x, y, device, spec.training.precision)
 
 
