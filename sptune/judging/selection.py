@@ -33,7 +33,7 @@ class Selection:
     n_failed: int
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
     # Failures Tune counted across the search's trials (`Trial.num_failures`: a crashed process, a lost
-    # node), each retried from the trial's last checkpoint until max_failures; 0 in older state files.
+    # node), each retried from the trial's last checkpoint until max_failures; 0 in a state file without the count.
     n_failures: int = 0
 
 
