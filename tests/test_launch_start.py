@@ -41,7 +41,7 @@ SMALLEST = [
 ]  # fmt: skip
 # What a study's start imports: the launcher, the study, the report, MLflow, Ray, torch.
 STUDY_START = ("sptune.study.launch", "sptune.study.study", "sptune.report", "mlflow", "ray", "torch")
-STARTS = 5  # each a whole start with its own Ray (~10 s)
+STARTS = 3  # each a whole start with its own Ray (10-30 s)
 
 
 def _audited(repo_root: str, log: Path, args: list[str]) -> tuple[subprocess.CompletedProcess, dict]:
