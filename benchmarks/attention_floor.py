@@ -1,7 +1,7 @@
 """How far PyTorch's CPU attention kernel is from the work it must do, on the Image step's shapes.
 
 Issue 14 asks for an Image `flops_fraction` of at least 0.45 without changing the model's maths, and
-attention is ~80 % of that step on CPU (`image_step.py`). This script asks what any kernel computing
+attention is ~80 % of that step on CPU (`step_profile.py`). This script asks what any kernel computing
 the same attention could reach, in one run, 1 thread, thread-CPU clock, best of `--repeats`:
 
   kernel   SDPA as the model calls it (PyTorch's flash kernel on CPU), one layer's forward, backward
@@ -33,8 +33,7 @@ from typing import Any
 import bench_common as bc
 import torch
 import torch.nn.functional as F
-from image_step import ARMS, build_loop, matmul_rate, timed_steps
-from throughput import CONFIGS, step_flops
+from throughput import CONFIGS, make_loop, step_flops, synthetic
 
 
 def best_cpu(fn: Callable[[], Any], repeats: int) -> float:
@@ -200,14 +199,42 @@ def floors(pieces: dict[str, float], kernel: dict[str, float], gemm_at_peak_s: f
 
 # ------------------------------------------------------------------ the step
 
+def step_loop(config: dict[str, Any]) -> Any:
+    """A FinetuneLoop on the config's shapes, as a trial builds it, in train mode."""
+    kind, vocab = config["kind"], config.get("vocab", 20)
+    info, split = synthetic(kind, config["seq_len"], config["batch"] * 4, vocab)
+    _, val = synthetic(kind, config["seq_len"], 1, vocab, seed=1)
+    loop = make_loop(config["model"], info, split, val, config["batch"], epochs=100)
+    loop.model.train()
+    return loop
+
+
+def cpu_matmul_gflops(n: int = 2048, repeats: int = 3) -> float:
+    """GFLOP/s of the best of `repeats` n^3 float32 matmuls, by thread CPU time: this round's peak."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2.0 * n**3 / best_cpu(lambda: torch.matmul(a, b), repeats) / 1e9
+
+
+def step_cpu_seconds(loop: Any, steps: int) -> list[float]:
+    """Thread CPU seconds of each of `steps` training steps on the loop's first batch."""
+    x, y = loop.train_x[: loop.cfg.batch_size], loop.train_y[: loop.cfg.batch_size]
+    seconds = []
+    with loop._own_rng():  # dropout draws from the loop's stream, as in train_epoch
+        for _ in range(steps):
+            start = time.thread_time()
+            loop._step(loop.train_batch(x, y).loss)
+            seconds.append(time.thread_time() - start)
+    return seconds
+
+
 def step_numbers(config: dict[str, Any], steps: int, rounds: int) -> dict[str, float]:
     """The Image step as a trial runs it, median over rounds, each round with its own matmul peak."""
-    loop = build_loop(config, ARMS["after"])
-    timed_steps(loop, 2)  # warm-up
+    loop = step_loop(config)
+    step_cpu_seconds(loop, 2)  # warm-up
     per_round = []
     for _ in range(rounds):
-        peak = matmul_rate()["cpu"]
-        per_round.append((statistics.median(timed_steps(loop, steps)["cpu"]), peak))
+        peak = cpu_matmul_gflops()
+        per_round.append((statistics.median(step_cpu_seconds(loop, steps)), peak))
     flops = step_flops(config["model"], config["seq_len"], config["batch"], config["kind"])["total"]
     return {"step_s": statistics.median(s for s, _ in per_round),
             "matmul_gflops": statistics.median(p for _, p in per_round), "gflop_per_step": flops / 1e9}

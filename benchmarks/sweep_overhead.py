@@ -186,7 +186,7 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     import torch
 
     from sptune.judging import holdout
-    from sptune.training.loops import evaluate
+    from sptune.training.loops import score
     from sptune.training.model_configs import classifier_config
     from sptune.training.models import Classifier
 
@@ -198,7 +198,7 @@ def _test_accuracy(states: list[dict]) -> list[float]:
             model = Classifier(classifier_config(spec.model, data.info))
             model.load_state_dict(state)
             x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
-            accs.append(evaluate(model, data.info, x, y, torch.device("cpu"))[1])
+            accs.append(score(model, data.info, x, y, torch.device("cpu"))[1])
     return accs
 
 

@@ -55,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
         if len(planned.studies) > 1:
             print(describe_total([study.inputs.plan for study in planned.studies]))
         return 0
+    ready = prepare(options)
+    # Here: the launcher imports torch, Ray and MLflow, which a dry run and every refusal never wait for.
     from sptune.study.launch import run as launch
 
-    launch(prepare(options))
+    launch(ready)
     return 0
 
 

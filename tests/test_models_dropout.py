@@ -8,7 +8,6 @@ import pytest
 import torch
 from torch import nn
 
-import sptune.training.models.dropout as dropout_module
 from sptune.training.models import Classifier, ModelConfig
 from sptune.training.models.dropout import Dropout
 from sptune.training.models.encoder import EncoderConfig
@@ -71,11 +70,11 @@ def test_eval_mode_and_the_edge_rates_are_pytorchs():
     assert torch.equal(_train_mode(1.0)(x), torch.zeros_like(x))
 
 
-def test_the_switch_off_is_pytorchs_own_dropout(monkeypatch):
-    monkeypatch.setattr(dropout_module, "FAST_CPU_DROPOUT", False)
+def test_in_place_dropout_is_pytorchs_own():
+    """In place (which the cheaper mask does not do), it is PyTorch's dropout: the same mask from the same stream."""
     x = torch.randn(1000)
     torch.manual_seed(4)
-    ours = _train_mode(0.2)(x)
+    ours = Dropout(0.2, inplace=True).train()(x.clone())
     torch.manual_seed(4)
     assert torch.equal(ours, nn.functional.dropout(x, 0.2, training=True))
 

@@ -1,5 +1,5 @@
-"""sptune.judging.pairing: which variant each Δ is against. The study's baseline, unless it trains another model than the
-variant (causal vs bidirectional, a language model) and the study has the variant's like-for-like kind."""
+"""sptune.judging.pairing: which variant each Δ is against. The study's baseline, unless it trains another model
+than the variant (causal vs bidirectional, a language model) and the study has the variant's like-for-like kind."""
 
 from __future__ import annotations
 

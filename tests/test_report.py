@@ -34,12 +34,12 @@ from PIL import Image
 
 from sptune.judging.stats import paired_delta
 from sptune.report import build_report
-from sptune.report.cli import main
+from sptune.report.__main__ import main
 from sptune.report.compute import variant_objectives
-from sptune.report.figures import asha_rungs
+from sptune.report.figures import halving_rungs
 from sptune.report.flags import edge_side
+from sptune.report.page import DASHBOARDS_ENV
 from sptune.report.records import ReportError
-from sptune.report.template import DASHBOARDS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md
@@ -286,10 +286,11 @@ def test_edge_rules_for_ranges_and_tried_lrs():
 
 
 def test_rungs_and_statistics():
-    assert asha_rungs({"scheduler": {"type": "asha", "grace_period": 5, "reduction_factor": 2}}, 20, []) == [5, 10, 20]
-    assert asha_rungs({}, 20, [5, 20, 5, 10]) == [5, 10, 20]
+    asha = {"scheduler": {"type": "asha", "grace_period": 5, "reduction_factor": 2}}
+    assert halving_rungs(asha, 20, []) == [5, 10, 20]
+    assert halving_rungs({}, 20, [5, 20, 5, 10]) == [5, 10, 20]
     hyperband = {"scheduler": {"type": "hyperband", "grace_period": 2, "reduction_factor": 3}}
-    assert asha_rungs(hyperband, 16, [2, 6, 16]) == [2, 6, 16]  # its brackets stop on sha's ladder
+    assert halving_rungs(hyperband, 16, [2, 6, 16]) == [2, 6, 16]  # its brackets stop on sha's ladder
     d = paired_delta({"0": 0.95, "1": 0.97}, {"0": 0.90, "1": 0.93})
     assert d.paired and d.mean == pytest.approx(0.045)
     assert paired_delta({"0": 0.95}, {"1": 0.90}).paired is False

@@ -94,7 +94,7 @@ def test_a_new_studys_refusal_does_not_wait_for_torch_or_ray_tune(repo_root, tmp
         "import sys\n"
         "from sptune.sweep import main\n"
         f"code = main([{str(spec)!r}, '--output', {str(tmp_path / 'o')!r}, '--tracking-uri', 'http://127.0.0.1:9'])\n"
-        "print(code, sorted(m for m in ('sptune.study', 'ray.tune', 'torch') if m in sys.modules))\n"
+        "print(code, sorted(m for m in ('sptune.study.study', 'ray.tune', 'torch') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=repo_root)
     assert done.stdout.strip().endswith("1 []"), done.stdout + done.stderr

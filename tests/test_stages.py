@@ -189,13 +189,13 @@ def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
 
 def _study_stages(plan, out: Path):
     """Study._stages without a tracker or Ray: which searches the one Tuner runs, and what they wait for."""
-    from sptune.study import Study
-    from sptune.study.pretraining import SptCheckpoints
+    from sptune.study.pretraining import PretrainedWithoutTrials
     from sptune.study.state import StateFile
+    from sptune.study.study import Study
 
     study = Study.__new__(Study)
     study.plan, study.state_file = plan, StateFile(out)
-    study.spt = SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, study.state_file, None)
+    study.pretrained = PretrainedWithoutTrials(plan, SimpleNamespace(info=DIGITS), out, study.state_file, None)
     stages, checkpoints = study._stages()
     return {s.label: s.needs for s in stages}, checkpoints
 

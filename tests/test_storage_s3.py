@@ -236,7 +236,7 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
     are files on the driver's machine: under a remote storage trials must be handed copies under the
     prefix, which a trial on any node can read, never the driver's local paths."""
     from sptune.study import spt_reuse
-    from sptune.study.pretraining import SptCheckpoints
+    from sptune.study.pretraining import PretrainedWithoutTrials
     from sptune.study.state import StateFile
     from sptune.training.checkpoint_files import load_state
     from tests.test_study_pretraining import DIGITS, _plan
@@ -248,7 +248,7 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
 
     def checkpoints(plan, out, cache_dir=None):
         out.mkdir()
-        return SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir, remote)
+        return PretrainedWithoutTrials(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir, remote)
 
     untrained_plan = _plan(repo_root, "pretrain.epochs=0")
     per_seed = checkpoints(untrained_plan, tmp_path / "zero").given_per_seed(untrained_plan.pretrainings()[0])

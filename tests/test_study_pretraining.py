@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
-from sptune.study.pretraining import SptCheckpoints
+from sptune.study.pretraining import PretrainedWithoutTrials
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile
 from sptune.tasks.base import TaskInfo
 
@@ -30,9 +30,9 @@ def _picked(trial_id: str, seed: int) -> SelectedTrial:
     return SelectedTrial(sel, None)
 
 
-def _checkpoints(plan, out: Path) -> SptCheckpoints:
+def _checkpoints(plan, out: Path) -> PretrainedWithoutTrials:
     # No data (its task's shape only): a Tuner could not run.
-    return SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir=None)
+    return PretrainedWithoutTrials(plan, SimpleNamespace(info=DIGITS), out, StateFile(out), cache_dir=None)
 
 
 def test_finished_re_pretrainings_are_read_back_on_resume(repo_root, tmp_path):

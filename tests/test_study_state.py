@@ -6,8 +6,7 @@ import json
 
 from sptune.judging.results import ResultRow
 from sptune.judging.selection import Selection
-from sptune.study import StudyState, read_state
-from sptune.study.state import STATE_FILE, SearchRecord, SelectedTrial, StateFile, TunerRun
+from sptune.study.state import STATE_FILE, SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun, read_state
 
 
 def _selection(trial_id: str, seed: int) -> Selection:

@@ -70,8 +70,8 @@ def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(
 
 
 def test_trials_keep_only_the_checkpoints_they_need_and_every_selected_one_exists(study):
-    """sptune.tuning.callbacks.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one more, the
-    one the last snapshot named), not one per epoch; whatever the study selected is still there."""
+    """sptune.tuning.callbacks.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one
+    more, the one the last snapshot named), not one per epoch; whatever the study selected is still there."""
     out, _, _, _ = study
     trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
     kept = {t.name: len(list(t.glob("checkpoint_*"))) for t in trials}

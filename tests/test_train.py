@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, evaluate
+from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, score
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.variants import build_model
@@ -121,7 +121,7 @@ def test_train_accuracy_counts_the_training_batches():
     """With lr 0 and no dropout the weights stay put: train_acc is the accuracy on the training split."""
     loop = _finetune(dropout=0.0, lr=0.0)
     metrics = loop.train_epoch()
-    loss, acc = evaluate(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
+    loss, acc = score(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
     assert metrics["train_acc"] == pytest.approx(acc, abs=1 / len(TRAIN) + 1e-9)
     assert metrics["loss"] == pytest.approx(loss, rel=1e-4)
 
@@ -279,14 +279,20 @@ def _weights(loop) -> list[torch.Tensor]:
     return [p.detach().clone() for p in loop.model.parameters()]
 
 
+_ADAMW = torch.optim.AdamW
+
+
+def _unfused_adamw(*args, **kwargs) -> torch.optim.AdamW:
+    """PyTorch's unfused AdamW, whatever the loop asks for (patched over torch.optim.AdamW)."""
+    return _ADAMW(*args, **{**kwargs, "fused": False})
+
+
 def test_fused_adamw_on_cpu_makes_the_unfused_update_up_to_float_rounding(monkeypatch):
     """The same gradients give the same weights and moments, step after step. (Whole training runs
     drift apart slowly: Adam divides by sqrt(v), which magnifies the last bit of a tiny gradient.)"""
-    import sptune.training.loops as train
-
     fused = _finetune()
     assert fused.optimizer.defaults["fused"] is True
-    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", False)
+    monkeypatch.setattr(torch.optim, "AdamW", _unfused_adamw)
     unfused = _finetune()
     assert not unfused.optimizer.defaults["fused"]
     gen = torch.Generator().manual_seed(0)
@@ -303,15 +309,14 @@ def test_fused_adamw_on_cpu_makes_the_unfused_update_up_to_float_rounding(monkey
 
 
 def test_a_checkpoint_of_the_unfused_optimizer_resumes_in_the_fused_one(monkeypatch):
-    """Checkpoints written before AdamW was fused on CPU load and continue as they would have."""
-    import sptune.training.loops as train
-
-    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", False)
+    """A checkpoint written by PyTorch's unfused AdamW loads into the fused one and continues as it would have."""
+    monkeypatch.setattr(torch.optim, "AdamW", _unfused_adamw)
     old = _finetune()
+    assert not old.optimizer.defaults["fused"]
     old.train_epoch()
     saved = _through_a_file(old.state_dict())
-    old.train_epoch()  # the run as it would have gone on before the change
-    monkeypatch.setattr(train, "FUSED_ADAMW_ON_CPU", True)
+    old.train_epoch()  # the run as it goes on with the unfused optimizer
+    monkeypatch.undo()
     resumed = _finetune()
     resumed.load_state_dict(saved)
     assert resumed.optimizer.defaults["fused"] is True

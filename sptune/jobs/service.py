@@ -15,6 +15,7 @@ from typing import Any
 
 from sptune.errors import SptuneError
 from sptune.jobs.staging import META_EXPERIMENTS, META_STUDY, META_URI, StagedJob
+from sptune.preflight.services import check_tracking_server
 
 TERMINAL = ("STOPPED", "SUCCEEDED", "FAILED")
 AUTH_FIX = ("a cluster started with token auth needs RAY_AUTH_MODE=token and its token (~/.ray/auth_token, "
@@ -36,6 +37,7 @@ class JobRow:
 
 def connect(address: str) -> Any:
     """A client of the cluster's job server (the dashboard's address, http://HEAD:8265)."""
+    # Ray here, not at the top: a spec refused while staging never waits for it.
     from ray.exceptions import AuthenticationError
     from ray.job_submission import JobSubmissionClient
 
@@ -63,7 +65,7 @@ class _Guarded:
         method = getattr(self._client, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            from ray.exceptions import AuthenticationError
+            from ray.exceptions import AuthenticationError  # imported already: `connect` made the client
 
             try:
                 return method(*args, **kwargs)
@@ -131,8 +133,7 @@ def stop(client: Any, submission_id: str, timeout_s: float = 60.0) -> str:
 
 def mlflow_runs(info: Any, tracking_uri: str | None = None) -> tuple[str, list[dict[str, str]]]:
     """The tracking URI and the job's MLflow parent runs (found by their tag `sptune.ray_job_id`)."""
-    from sptune.preflight.services import check_tracking_server
-    from sptune.tracking.mlflow_tracker import job_runs
+    from sptune.tracking.mlflow_tracker import job_runs  # here: MLflow only for the commands that read runs
 
     uri, experiments = _tracking(info, tracking_uri)
     check_tracking_server(uri)
@@ -141,8 +142,7 @@ def mlflow_runs(info: Any, tracking_uri: str | None = None) -> tuple[str, list[d
 
 def end_runs(info: Any) -> int:
     """After `stop`: the job's MLflow runs left RUNNING are marked KILLED (the driver was killed)."""
-    from sptune.preflight.services import check_tracking_server
-    from sptune.tracking.mlflow_tracker import end_stopped_job_runs
+    from sptune.tracking.mlflow_tracker import end_stopped_job_runs  # here: MLflow only for the commands that need it
 
     uri, experiments = _tracking(info)
     check_tracking_server(uri)  # a dead server fails in seconds, not after MLflow's retries

@@ -1,1 +1,2 @@
-"""Judging a study's trials: the one ranking rule, selection, the sealed test split, statistics, pairing, results files."""
+"""Judging a study's trials: the one ranking rule, selection, the sealed test split, statistics, pairing, results
+files."""

@@ -63,7 +63,7 @@ class ResultRow:
     # the trial's last checkpoint; a trial that ran out of retries is also in `failed`.
     failures: int = 0
     # Where the test split was evaluated: the device ("cpu" if the trial's GPU is not on the driver) and the
-    # precision its trial trained with (sptune.training.test_scores).
+    # precision its trial trained with (sptune.training.final_scores).
     test_device: str | None = None
     test_precision: str | None = None
     # The selected epoch is in the last 10 % of its budget (sptune.judging.convergence.may_be_unconverged).

@@ -1,11 +1,11 @@
 """Pick the validation-best trial *and epoch* of a search, never the last checkpoint.
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints the trial kept
-(`sptune.tuning.callbacks.checkpoint_pruning`: its best and its latest, as Tune lists them) by `sptune.judging.ranking`'s
-rule instead, the same rule the trials used for their logged best epoch, across trials too. The
-same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still
-runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.tuning.stages`), so both ways
-pick the same trial and epoch.
+(`sptune.tuning.callbacks.checkpoint_pruning`: its best and its latest, as Tune lists them) by
+`sptune.judging.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across trials
+too. The same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still runs, from
+`TrialOutcome`s the driver took from each ended trial (`sptune.tuning.stages`), so both ways pick the same trial
+and epoch.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Selection:
     n_failed: int
     trial_epochs: int  # epochs actually trained across the Tuner's trials (compute spent)
     # Failures Tune counted across the search's trials (`Trial.num_failures`: a crashed process, a lost
-    # node), each retried from the trial's last checkpoint until max_failures; 0 in older state files.
+    # node), each retried from the trial's last checkpoint until max_failures; 0 in a state file without the count.
     n_failures: int = 0
     # What the selected trial itself trained, from its last result (`trial_totals`): Tune iterations, Ray's
     # time_total_s and optimizer steps; empty in older state files.

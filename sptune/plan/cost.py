@@ -2,7 +2,7 @@
 
 The seconds come from `epoch_seconds.yaml` (beside this module): measurements per task config and
 device, each with where it came from. A config or device without one is "unknown", never guessed.
-An epoch's time is linear in the training rows (BENCHMARKS.md §6), so a measurement taken on another
+An epoch's time is linear in the training rows (docs/design/plan.md), so a measurement taken on another
 number of rows is scaled to the plan's.
 """
 

@@ -67,7 +67,7 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
     """``model.attention_kernel: flash`` must be able to run, or the trials would fail one by one."""
     if spec.model.attention_kernel != "flash":
         return
-    from sptune.training.models.attention import flash_installed
+    from sptune.training.models.attention import flash_installed  # here: torch only for a spec that asks for flash
 
     auto = "or use attention_kernel: auto (flash-attn where it can run, else SDPA)"
     if spec.training.device == "cpu" or spec.training.precision == "fp32":
@@ -84,13 +84,13 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
 
 def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:
     """A given SPT checkpoint or language model must load and fit, or nothing starts."""
-    if spec.pretrain is not None and spec.pretrain.checkpoint:
+    if spec.pretrain is not None and spec.pretrain.checkpoint:  # torch only for a spec that gives a model
         from sptune.training.checkpoint_files import check_spt_checkpoint
         from sptune.training.model_configs import encoder_config
         from sptune.training.models import Encoder
 
         check_spt_checkpoint(spec.pretrain.checkpoint, Encoder(encoder_config(spec.model, info)))
-    if spec.language_model is not None:
+    if spec.language_model is not None:  # torch only for a spec that gives a model
         from sptune.training.models.lm import check_language_model
 
         check_language_model(spec.language_model.path, info.seq_len)

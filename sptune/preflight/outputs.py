@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
 from sptune import storage
 from sptune.errors import SpecError
 from sptune.spec import SweepSpec
+from sptune.study.state import StudyState, read_state
 from sptune.tracking.optuna_studies import recorded_storage, redact
-
-if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
-    from sptune.study.state import StudyState
 
 
 def resolved_spec_text(spec: SweepSpec) -> str:
@@ -32,10 +29,6 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
     directory, --resume needs the same study's directory and the same spec)."""
     state = None
     if out.exists():
-        # Only here: the study package imports torch and Ray Tune (~5 s), which a new study's preflight,
-        # and every refusal after it (an unreachable tracking server, a bad Optuna storage), should not wait for.
-        from sptune.study import read_state
-
         state = read_state(out)
     if not resume:
         if state is not None:
@@ -65,7 +58,7 @@ def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list
         return []
     fetched = storage.Mirror(storage_uri, out).pull()
     if fetched and storage.OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
-        # Imported here: they import Ray Tune, which the preflight's refusals should not wait for.
+        # Here: they import Ray Tune, which no other refusal of the preflight waits for.
         from sptune.study.snapshot import read_bundle
         from sptune.tuning.tuner import STUDY_EXPERIMENT
 

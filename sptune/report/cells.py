@@ -48,7 +48,8 @@ def _pair_deltas(cells: dict[tuple[str, str], Cell], task: str, kinds: dict[str,
 
 def aggregate(rows: list[dict[str, Any]], tasks: list[str], variants: list[str], kinds: dict[str, str],
               baseline: str = DEFAULT_BASELINE) -> dict[tuple[str, str], Cell]:
-    """(task, variant) -> its cell, with the Δ against its paired variant on the same task (``sptune.judging.pairing``)."""
+    """(task, variant) -> its cell, with the Δ against its paired variant on the same task
+    (``sptune.judging.pairing``)."""
     cells = {}
     for task in tasks:
         on_task = [r for r in rows if r["task"] == task]

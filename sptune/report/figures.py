@@ -2,24 +2,27 @@
 survival per rung, Δ vs the paired variant and expected best validation accuracy vs search budget; plus Optuna's
 hyperparameter importances per variant.
 
-Each figure is drawn with matplotlib (``sptune.report.plots``, imported here only when a report is built) and
-written to ``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
+Each figure is drawn with matplotlib (``sptune.report.plots``) and written to
+``figures/<task>-<figure>.{svg,pdf,png}``; the page embeds the SVG inline."""
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from matplotlib.figure import Figure
 
 from sptune.judging.expected_max import expected_max, order_flips
 from sptune.report.cells import Cell
+from sptune.report.plots.canvas import PALETTE, SavedFigure, save, slug, variant_colors
+from sptune.report.plots.curves import figure_curves
+from sptune.report.plots.delta import figure_delta
+from sptune.report.plots.importances import figure_importances
+from sptune.report.plots.lr import figure_lr
+from sptune.report.plots.survival import figure_survival
 from sptune.report.records import SEARCH, ReportData, as_float
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
-    from sptune.report.plots.canvas import SavedFigure
 
 FIGURES_DIR = "figures"
 LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (early-stopped trials at the epoch they "
@@ -63,7 +66,7 @@ class TaskFigures:
     figures: list[PageFigure]
 
 
-def asha_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
+def halving_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> list[int]:
     """Halving rungs (grace × rf^k below max_t: synchronous halving's, every Hyperband bracket's from some k on, and
     ASHA's as Ray places them) plus max_t; else (FIFO) distinct epochs reached."""
     sched = spec.get("scheduler") or {}
@@ -87,7 +90,7 @@ def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list
         if not trials:
             continue
         max_ep = max([t.max_epochs or 0 for t in trials]) or max(t.epochs for t in trials)
-        rungs = asha_rungs(data.spec, max_ep, [t.epochs for t in trials])
+        rungs = halving_rungs(data.spec, max_ep, [t.epochs for t in trials])
         out[name] = [(r, sum(t.epochs >= r for t in trials), len(trials)) for r in rungs]
     return out
 
@@ -131,15 +134,11 @@ def clear_figures(out_dir: Path) -> Path:
 
 def _keep(fig: Figure | None, fig_dir: Path, stem: str, title: str, caption: str,
           details: list[str] | None = None) -> PageFigure | None:
-    from sptune.report.plots.canvas import save
-
     return None if fig is None else PageFigure(title, caption, save(fig, fig_dir, stem), details or [])
 
 
 def _survival_figure(data: ReportData, task: str, variants: list[str], colors: dict[str, str], fig_dir: Path,
                      stem: str) -> PageFigure | None:
-    from sptune.report.plots.survival import figure_survival
-
     surv = survival(data, task, variants)
     if not surv:
         return None
@@ -151,11 +150,6 @@ def _survival_figure(data: ReportData, task: str, variants: list[str], colors: d
 def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
                  cells: dict[tuple[str, str], Cell], fig_dir: Path) -> TaskFigures:
     """One task's figures, written to fig_dir; a figure without data to draw is left out."""
-    from sptune.report.plots.canvas import slug
-    from sptune.report.plots.curves import figure_curves
-    from sptune.report.plots.delta import figure_delta
-    from sptune.report.plots.lr import figure_lr
-
     stem = slug(task)
     figs = [
         _keep(figure_lr(data, task, variants, colors, cells), fig_dir, f"{stem}-lr",
@@ -173,9 +167,6 @@ def task_figures(data: ReportData, task: str, variants: list[str], colors: dict[
 def importance_figures(importances: dict[str, dict[str, float]], colors: dict[str, str],
                        fig_dir: Path) -> dict[str, PageFigure]:
     """variant -> its importances as a bar figure (variants without any are left out)."""
-    from sptune.report.plots.canvas import PALETTE, slug
-    from sptune.report.plots.importances import figure_importances
-
     out = {}
     for i, (variant, params) in enumerate(importances.items()):
         if params:
@@ -191,8 +182,6 @@ def draw_figures(data: ReportData, tasks: list[str], variants: list[str], cells:
                  out_dir: Path) -> tuple[list[TaskFigures], dict[str, PageFigure]]:
     """Every figure of a report, written to out_dir/figures: per task (tasks without any figure left out), and the
     importances per variant. One colour per variant across all of them."""
-    from sptune.report.plots.canvas import variant_colors
-
     fig_dir = clear_figures(out_dir)
     colors = variant_colors(variants)
     per_task = [task_figures(data, task, variants, colors, cells, fig_dir) for task in tasks]

@@ -1,6 +1,6 @@
-"""The fairness flags (DESIGN.md §1 "Fair sweeps"): best LR on the edge of its search, rankings that flip across
-LRs, unequal completed trials, diverged or failed runs, searches that learned nothing, selected epochs at the end
-of their budget, and compute per variant."""
+"""The fairness flags: best LR on the edge of its search, rankings that flip across LRs, unequal
+completed trials, diverged or failed runs, searches that learned nothing, selected epochs at the end of their
+budget, and compute per variant."""
 
 from __future__ import annotations
 

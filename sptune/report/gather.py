@@ -1,21 +1,50 @@
-"""Gathering one study's inputs (results.json, spec.yaml, MLflow child runs) into a ``ReportData``."""
+"""Gathering one study's inputs (results.json, spec.yaml, MLflow child runs) into a ``ReportData``, from wherever
+its MLflow tracking store is (checked before MLflow opens it)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
+from mlflow.tracking import MlflowClient
 
 from sptune.judging.stats import DEFAULT_BASELINE
 from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
-from sptune.report.store import resolve_tracking_uri, unreachable
 
 MISSING = "figures and trial-level flags are missing."
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file behind a ``sqlite:///`` URI; None for any other kind of store."""
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def resolve_tracking_uri(recorded: str | None, run_dir: Path) -> str | None:
+    """The recorded URI, unless it is a SQLite file that moved with the run directory."""
+    local = run_dir / "mlflow.db"
+    path = sqlite_path(recorded) if recorded else None
+    if recorded and (path is None or path.is_file()):
+        return recorded
+    # Opening a missing SQLite path would silently create an empty store.
+    return f"sqlite:///{local.resolve()}" if local.is_file() else None
+
+
+def unreachable(uri: str, timeout: float = 5.0) -> str | None:
+    """Why an HTTP tracking server cannot be used, checked quickly (MLflow's own retries take minutes)."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            return None
+    except (urllib.error.URLError, OSError) as err:
+        return f"server not reachable ({getattr(err, 'reason', err)})"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -56,8 +85,6 @@ def _mlflow_trials(uri: str | None, parent: str | None,
     if down:
         return [], results, [f"MLflow runs not readable from {uri} ({down}); {MISSING}"]
     try:
-        from mlflow.tracking import MlflowClient
-
         client = MlflowClient(tracking_uri=uri)
         trials = fetch_trials(client, parent, str(results.get("task", "")))
         return trials, results or results_from_artifact(client, parent), []

@@ -1,21 +1,37 @@
-"""The values report.html shows, computed here and handed to the template (``dashboards/report/report.html.j2``):
-the header, the flag summary, the results table, the flag boxes, the figures, the per-seed rows, the
-hyperparameter importances and the footer. No HTML is written in Python; the template writes it all."""
+"""report.html: the values it shows (the header, the flag summary, the results table, the flag boxes, the figures,
+the per-seed rows, the hyperparameter importances and the footer), rendered by its Jinja2 template. No HTML is
+written in Python; the template writes it all.
+
+The template is ``dashboards/report/`` at the repository's top level (``report.html.j2`` and its stylesheet, inlined
+at render time so that the page stays one self-contained file). ``SPTUNE_DASHBOARDS_DIR`` points at another
+dashboards folder (a copy to restyle the page, or an installed package whose repository folder is elsewhere)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
+
+import sptune
 from sptune.judging.pairing import PAIRING_RULE
 from sptune.judging.stats import INTERVAL_RULE, delta_rule
 from sptune.report.cells import Cell
-from sptune.report.figures import PageFigure, TaskFigures
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
 from sptune.report.formatting import interval_pct, mean_std, spread_sentence
-from sptune.report.records import ReportData, seed_key
+from sptune.report.records import ReportData, ReportError, seed_key
 from sptune.report.tables import detail_rows
+
+if TYPE_CHECKING:  # the figures' module imports matplotlib, which rendering a page does not need
+    from sptune.report.figures import PageFigure, TaskFigures
+
+DASHBOARDS_ENV = "SPTUNE_DASHBOARDS_DIR"
+TEMPLATE = "report.html.j2"
+STYLESHEET = "report.css"
 
 FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
 
@@ -58,8 +74,6 @@ def _flag(flag: Flag) -> dict[str, Any]:
 
 
 def _figure(fig: PageFigure) -> dict[str, Any]:
-    from markupsafe import Markup
-
     # The SVG is matplotlib's own output (its text already XML-escaped), embedded as markup, not as text.
     return {"title": fig.title, "caption": fig.caption, "svg": Markup(fig.saved.svg), "stem": fig.saved.stem,
             "details": fig.details, "links": {fmt: fig.link(fmt) for fmt in ("svg", "pdf", "png")}}
@@ -89,3 +103,31 @@ def page_context(data: ReportData, cells: dict[tuple[str, str], Cell], flags: li
         "generated": time.strftime("%Y-%m-%d %H:%M:%S"), "edge_factor": f"{EDGE_FACTOR:g}",
         "flip_tol_pts": f"{100 * FLIP_TOL:g}",
     }
+
+
+def dashboards_dir() -> Path:
+    """The dashboards folder: $SPTUNE_DASHBOARDS_DIR, else the one beside the sptune package."""
+    override = os.environ.get(DASHBOARDS_ENV)
+    return Path(override) if override else Path(sptune.__file__).resolve().parents[1] / "dashboards"
+
+
+def report_template_dir() -> Path:
+    """dashboards/report, checked: a missing template is named with the fix, not a Jinja2 traceback."""
+    folder = dashboards_dir() / "report"
+    for name in (TEMPLATE, STYLESHEET):
+        if not (folder / name).is_file():
+            raise ReportError(str(folder / name), "the report template is missing",
+                              f"run from a checkout of sptune, or set {DASHBOARDS_ENV} to a folder holding "
+                              f"report/{TEMPLATE} and report/{STYLESHEET}")
+    return folder
+
+
+def render(context: dict[str, Any]) -> str:
+    """The page: the template with context, its stylesheet inlined."""
+    folder = report_template_dir()
+    # Autoescape everything: study, task and variant names come from user files. StrictUndefined: a name the
+    # template expects but the context lacks is a bug to see, not an empty cell.
+    env = Environment(loader=FileSystemLoader(folder), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    css = Markup((folder / STYLESHEET).read_text(encoding="utf-8"))  # our own file: trusted, not escaped
+    return env.get_template(TEMPLATE).render(**context, css=css)

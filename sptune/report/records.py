@@ -10,8 +10,8 @@ from typing import Any
 from sptune.errors import SptuneError
 from sptune.judging.stats import DEFAULT_BASELINE, finite_float
 
-# The study's phases (MLflow tag sptune.phase): the LR/batch search (ASHA), re-training of the selected config
-# per seed, SPT pretraining.
+# The study's phases (MLflow tag sptune.phase): the LR/batch search (early-stopped by the study's scheduler),
+# re-training of the selected config per seed, SPT pretraining.
 SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
 # Set by sptune.report.gather on every result row: its study's pretrain.objective, which `spt` follows.
 OBJECTIVE_KEY = "pretrain_objective"
@@ -44,7 +44,7 @@ class Trial:
     selected_epoch: int | None
     curve: list[tuple[int, float]]  # val_acc (finetune) or val_loss (pretrain) per epoch
     seconds: float
-    epochs: int  # epochs actually trained (ASHA may stop a trial early)
+    epochs: int  # epochs actually trained (the study's scheduler may stop a trial early)
     objective: str | None = None  # pretraining runs: masked | causal
 
     @property

@@ -207,11 +207,9 @@ class VariantSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    # sha: synchronous successive halving per variant, whose decisions do not depend on the order
-    # trials finish in (the default: the same spec and seed select the same configs on any
-    # machine); hyperband: brackets of sha starting at later and later rungs, the last without
-    # early stopping (order-independent too; sptune.tuning.schedulers.hyperband); asha: asynchronous, faster, but
-    # who survives depends on finish order; fifo: none.
+    # sha (default): synchronous successive halving per variant, the same decisions in any finish order;
+    # hyperband: brackets of sha from later and later rungs, the last without early stopping (order-independent
+    # too); asha: asynchronous, faster, but who survives depends on finish order; fifo: no early stopping.
     type: Literal["sha", "hyperband", "asha", "fifo"] = "sha"
     grace_period: int = 2
     reduction_factor: float = 2.0
@@ -231,9 +229,8 @@ class SchedulerSpec(Strict):
 class SearcherSpec(Strict):
     # Used for range searches; grids always run through Ray's grid (BasicVariantGenerator).
     type: Literal["optuna", "random"] = "optuna"
-    # batched: Optuna proposes max_concurrent configs per variant, then waits until all of them
-    # have reported and is told their results in trial order, so its proposals do not depend on
-    # finish order; async: told results as trials finish, so no slot waits (faster), but what it
+    # batched: Optuna proposes max_concurrent configs per variant and is told their results in trial order once
+    # all have reported (order-independent); async: told results as trials finish, so no slot waits, but what it
     # proposes depends on the machine's load. Random and grid searches never depend on it.
     mode: Literal["batched", "async"] = "batched"
     # Optuna only. false: TPE models each parameter on its own (Optuna's default). true: one joint model

@@ -12,7 +12,7 @@ from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
-from sptune.training.test_scores import HeldOutScore, accuracy_on_test
+from sptune.training.final_scores import HeldOutScore, accuracy_on_test
 
 TEST_READS = "test_reads.jsonl"
 

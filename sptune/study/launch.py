@@ -3,71 +3,37 @@ its report; a campaign runs its studies one after another and merges their resul
 
 from __future__ import annotations
 
-import importlib
 import sys
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from sptune import storage
 from sptune.plan.study_plan import describe
 from sptune.preflight import ReadyCampaign, ReadyStudy
 from sptune.preflight.outputs import resolved_spec_text
+from sptune.report import build_report
+from sptune.spec.campaign import merge_results
 from sptune.study import ray_session
+from sptune.study.study import Study
+from sptune.tracking.mlflow_tracker import JOB_TAG, Tracker, ui_command
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna
+from sptune.tracking.provenance import parent_run_params
 
 
 def run(ready: ReadyStudy | ReadyCampaign) -> Path:
     """Run a study or a campaign; returns its results.json."""
+    # One thread throughout: libraries imported lazily by two threads at once can deadlock on their module locks.
+    first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
     try:
-        # Opening (or creating) the MLflow store and starting Ray take seconds each and need
-        # nothing from each other: the (first) study's store is opened in a thread while Ray starts.
-        first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
-        with ThreadPoolExecutor(1, thread_name_prefix="sptune-mlflow") as pool:
-            tracker = pool.submit(_tracker, first)
-            ray_session.ensure_running()
-            threading.Thread(target=_import_report_libraries, name="sptune-report-imports", daemon=True).start()
-            if isinstance(ready, ReadyStudy):
-                results = run_study(ready, tracker.result())
-            else:
-                results = _run_campaign(ready, tracker.result())
-    except BaseException:
+        tracker = _tracker(first)
+        ray_session.ensure_running()
+        results = run_study(ready, tracker) if isinstance(ready, ReadyStudy) else _run_campaign(ready, tracker)
+    finally:
         ray_session.release()
-        raise
-    # The report needs nothing from Ray: it is drawn while Ray shuts down, not after.
-    with ThreadPoolExecutor(1, thread_name_prefix="sptune-report") as pool:
-        report = pool.submit(write_report, results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
-        ray_session.release()
-        report.result()
+    write_report(results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
     return results
 
 
-def _import_report_libraries() -> None:
-    """Import the report's libraries (matplotlib, Jinja2, Optuna's importance evaluator: ~1.4 s) while the
-    trials train, so the study's end does not wait for them. Best effort: the report imports them anyway.
-
-    After the study's own libraries: the driver's threads share one interpreter lock, and the study
-    waits for its imports before it can start a trial, while the report waits for the last one. Whichever
-    thread gets to `sptune.study` first imports it; the other waits for it without using the CPU."""
-    try:
-        importlib.import_module("sptune.study")  # first: see above
-
-        import jinja2  # noqa: F401
-        import optuna.importance  # noqa: F401
-
-        import sptune.report.plots.curves  # noqa: F401 - each plot module imports matplotlib
-        import sptune.report.plots.delta  # noqa: F401
-        import sptune.report.plots.importances  # noqa: F401
-        import sptune.report.plots.lr  # noqa: F401
-        import sptune.report.plots.survival  # noqa: F401
-    except Exception:  # noqa: BLE001, S110 - a failure here shows, with its cause, when the report is built
-        pass
-
-
-def _run_campaign(campaign: ReadyCampaign, first_tracker: Any) -> Path:
-    from sptune.spec.campaign import merge_results
-
+def _run_campaign(campaign: ReadyCampaign, first_tracker: Tracker) -> Path:
     for i, study in enumerate(campaign.studies):
         print(f"[sptune] campaign {campaign.name}: study {study.run_name}", flush=True)
         run_study(study, first_tracker if i == 0 else None)
@@ -77,10 +43,8 @@ def _run_campaign(campaign: ReadyCampaign, first_tracker: Any) -> Path:
     return path
 
 
-def _tracker(ready: ReadyStudy) -> Any:
+def _tracker(ready: ReadyStudy) -> Tracker:
     """The study's MLflow experiment (its store created if new)."""
-    from sptune.tracking.mlflow_tracker import Tracker
-
     ready.output_dir.mkdir(parents=True, exist_ok=True)  # a SQLite store lives in the output directory
     target = ready.tracking
     # A remote --storage keeps MLflow's artifacts under its prefix too (only a new experiment's location is set).
@@ -88,11 +52,8 @@ def _tracker(ready: ReadyStudy) -> Any:
     return Tracker(target.uri, target.experiment, target.store_dir, root)
 
 
-def run_study(ready: ReadyStudy, tracker: Any = None) -> Path:
+def run_study(ready: ReadyStudy, tracker: Tracker | None = None) -> Path:
     """One study into its output directory (Ray already running); returns its results.json."""
-    from sptune.study import Study
-    from sptune.tracking.mlflow_tracker import ui_command
-
     out = ready.output_dir
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
@@ -129,8 +90,6 @@ def _optuna_target(ready: ReadyStudy) -> OptunaTarget:
 
 
 def _parent_params(ready: ReadyStudy) -> dict[str, str]:
-    from sptune.tracking.provenance import parent_run_params
-
     spec = ready.spec
     own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve()),
            "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else "optuna.db",
@@ -138,7 +97,7 @@ def _parent_params(ready: ReadyStudy) -> dict[str, str]:
     return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
 
 
-def _log_spec_files(tracker, ready: ReadyStudy) -> None:
+def _log_spec_files(tracker: Tracker, ready: ReadyStudy) -> None:
     """The spec as given (the file, before --set) and as resolved (OUTPUT/spec.yaml)."""
     client, run_id = tracker.client, tracker.parent_run_id
     client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
@@ -147,8 +106,6 @@ def _log_spec_files(tracker, ready: ReadyStudy) -> None:
 
 def _job_tags() -> dict[str, str]:
     """Run as a Ray job: the parent run names it, so `python -m sptune.jobs status` finds the run."""
-    from sptune.tracking.mlflow_tracker import JOB_TAG
-
     job = ray_session.job_submission_id()
     return {JOB_TAG: job} if job else {}
 
@@ -162,8 +119,6 @@ def write_report(out: Path, storage_uri: str | None = None) -> None:
 
     The study's results are already safe on disk and in MLflow: a report failure is
     reported, with the command to retry, but does not fail the study."""
-    from sptune.report import build_report
-
     try:
         print(f"Report: {build_report(out)}")
         storage.Mirror(storage_uri, out).push("report.html")

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+
 from sptune import storage
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study import spt_reuse
 from sptune.study.state import StateFile
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, checkpoint_dir
+from sptune.training.model_configs import encoder_config
+from sptune.training.models import Pretrainer
 
 
-class SptCheckpoints:
-    """Where each pretraining's SPT checkpoint comes from; each objective is pretrained once per study."""
+class PretrainedWithoutTrials:
+    """The SPT checkpoints a study's pretrainings give without trials (given, untrained, cached, selected before),
+    and the campaign's cache of those selected by trials; each objective is pretrained once per study."""
 
     def __init__(
         self, plan: StudyPlan, data: TaskSplits, output_dir: Path, state_file: StateFile, cache_dir: Path | None,
@@ -88,11 +93,6 @@ class SptCheckpoints:
     def _untrained(self, pretraining: SearchPlan, seed: int | None = None) -> Path:
         """Zero SPT epochs (the origin of an SPT-budget axis): a seeded, untrained encoder (the spec's seed,
         or a re-run's)."""
-        import torch
-
-        from sptune.training.model_configs import encoder_config
-        from sptune.training.models import Pretrainer
-
         folder = self.out / (f"{pretraining.label}-0-epochs" + (f"-seed{seed}" if seed is not None else ""))
         folder.mkdir(exist_ok=True)
         torch.manual_seed(self.plan.spec.seed if seed is None else seed)

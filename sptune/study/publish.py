@@ -19,13 +19,13 @@ from sptune.judging.results import (
     write_results,
 )
 from sptune.plan.study_plan import SearchPlan, StudyPlan
-from sptune.study.final_evaluation import TEST_READS
 from sptune.study.data_provenance import count_test_reads, provenance_document
+from sptune.study.final_evaluation import TEST_READS
 from sptune.study.state import StudyState, TunerRun
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 
-# results.json is a contract (read by sptune.report, campaigns, benchmarks): its timeline entries and
+# results.json is a contract (read by sptune.report, campaigns and scripts): its timeline entries and
 # pretraining entries keep their original keys, where "stage" is the Tuner's experiment or the phase,
 # and "variant(s)" the trials' variant (a pretraining's objective).
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from sptune.errors import RuntimeFailure
 
@@ -14,6 +15,12 @@ _owned = False  # True once this process called ray.init, so it must call ray.sh
 # Prometheus file-based service discovery: the name (and place, the Ray temp dir) Ray's dashboard
 # writes it under, so dashboards/prometheus/prometheus.yml reads a local study and a cluster alike.
 SERVICE_DISCOVERY_FILE = "prom_metrics_service_discovery.json"
+
+
+def _ray() -> ModuleType:
+    import ray  # here, not at the top: the preflight imports this module, and a refusal never pays for Ray
+
+    return ray
 
 
 def is_connected() -> bool:
@@ -31,8 +38,7 @@ def _quiet_ray() -> None:
 def join(address: str) -> None:
     """Connect to a running cluster (its head was already seen to answer)."""
     global _owned
-    import ray
-
+    ray = _ray()
     _quiet_ray()
     try:
         ray.init(address=address, log_to_driver=False)
@@ -57,8 +63,7 @@ def ensure_running() -> None:
     global _owned
     if is_connected():
         return
-    import ray
-
+    ray = _ray()
     _quiet_ray()
     # Ask Ray to use loopback for a local instance (the dashboard is off; Ray may still
     # bind its GCS port on the machine's address, see docs/cluster.md).
@@ -72,8 +77,7 @@ def write_service_discovery() -> Path | None:
     metrics with the dashboard off too. Ray's own writer of this file is a dashboard module, and the
     dashboard costs ~1 GiB and several processes (docs in dashboards/README.md), so sptune writes
     the same file in the same places: the session dir, linked from the Ray temp dir's root."""
-    import ray
-
+    ray = _ray()
     node = ray._private.worker._global_node  # no public API names the temp dir
     if node is None or ray._private.utils.get_dashboard_dependency_error() is not None:
         return None  # Ray without ray[default]: its agent runs minimal, with no metrics exporter
@@ -108,9 +112,7 @@ def release() -> None:
     """Stop Ray if this process started or joined it; leave a caller's own Ray running."""
     global _owned
     if _owned:
-        import ray
-
-        ray.shutdown()
+        _ray().shutdown()
         _owned = False
 
 
@@ -128,12 +130,8 @@ def job_submission_id() -> str | None:
 
 
 def alive_nodes() -> int:
-    import ray
-
-    return sum(1 for node in ray.nodes() if node.get("Alive"))
+    return sum(1 for node in _ray().nodes() if node.get("Alive"))
 
 
 def cluster_cpus() -> float | None:
-    import ray
-
-    return ray.cluster_resources().get("CPU")
+    return _ray().cluster_resources().get("CPU")

@@ -115,8 +115,8 @@ def read_bundle(experiment_uri: str) -> dict[str, bytes] | None:
 
 def restore_consistent(experiment_uri: str) -> str | None:
     """Put the last bundled snapshot's files back under the storage folder, in place of whatever mix the
-    interrupted copy left; returns the snapshot's session, or None when no bundle exists (a Tuner started
-    before bundles: Tune's files are used as they are)."""
+    interrupted copy left; returns the snapshot's session, or None when no bundle exists (a Tuner that never
+    bundled one: Tune's files are used as they are)."""
     files = read_bundle(experiment_uri)
     if files is None:
         return None

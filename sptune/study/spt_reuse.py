@@ -50,8 +50,8 @@ def _pretrain_key(spec: SweepSpec) -> dict:
 
 
 def _searcher_key(spec: SweepSpec) -> dict:
-    """The searcher's settings; `multivariate` only when on, so the keys of caches written before the
-    option existed (all with the independent TPE) still match."""
+    """The searcher's settings; `multivariate` only when on, so a cache keyed without the option (the
+    independent TPE) still matches."""
     searcher = spec.searcher.model_dump(mode="json")
     if not searcher["multivariate"]:
         del searcher["multivariate"]

@@ -21,9 +21,7 @@ VAL_FRACTION = 0.1
 
 def _bundled_csv() -> Path | None:
     """scikit-learn's copy of the digits (one CSV row per image: 64 pixels, then the label), found
-    without importing scikit-learn: that import took 1.4 s of the preflight on the 2-core VM, which every
-    refusal and every test loading digits waited for (a study that runs imports SciPy and pandas later
-    anyway, so its start gains less: benchmarks/study_start.py)."""
+    without importing scikit-learn, whose import every refusal would wait for (docs/design/data.md)."""
     spec = importlib.util.find_spec("sklearn")  # locates the package; runs none of it
     if spec is None or not spec.submodule_search_locations:
         return None

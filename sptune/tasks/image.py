@@ -128,7 +128,7 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
 
 @functools.lru_cache(maxsize=2)
 def _hub_arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
-    import datasets
+    import datasets  # here: a slow import, needed only when the files are not on disk
 
     ds = datasets.load_dataset(HF_DATASET, split=split)
     images = np.stack([np.asarray(img.convert("RGB")) for img in ds["img"]])

@@ -21,6 +21,7 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import limit_train
@@ -89,8 +90,6 @@ def split_rows(rows: list[tuple[str, int]]) -> dict[str, list[tuple[str, int]]]:
 
 
 def _read_png(path: Path, resolution: int) -> np.ndarray | None:
-    from PIL import Image, UnidentifiedImageError
-
     try:
         with Image.open(path) as im:
             pixels = np.asarray(im.convert("L"), dtype=np.uint8)

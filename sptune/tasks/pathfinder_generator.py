@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from sptune.errors import DataError
 from sptune.tasks.progress_bar import bar
@@ -329,8 +330,6 @@ def generate_pathfinder(
     (text lines ``imgs/<k> sample_<i>.png <i> <label> <continuity> <contour_length> ...`` as the
     original writes them). With ``keep_truth`` the per-image ground truth is returned too.
     """
-    from PIL import Image
-
     p = params or default_params(resolution, contour_length)
     root = Path(out_dir) / f"pathfinder{p.resolution}" / folder_name(p.contour_length)
     rng = random.Random(seed)

@@ -147,7 +147,7 @@ def generate_synthetic_imdb(
 # ----------------------------------------------------------------------------- hub fallback
 @functools.lru_cache(maxsize=2)
 def _hub_split(split: str) -> tuple[tuple[str, ...], np.ndarray]:
-    import datasets
+    import datasets  # here: a slow import, needed only when the files are not on disk
 
     ds = datasets.load_dataset(HF_DATASET, split=split)
     return tuple(ds["text"]), np.asarray(ds["label"], dtype=np.int64)

@@ -1,12 +1,11 @@
-"""New SQLite databases copied from an empty one made once, instead of built table by table.
+"""New SQLite databases copied from an empty one made once, rather than built table by table.
 
-MLflow and Optuna build a new SQLite store by running their schema set-up: MLflow's 69 migrations
-take ~1.7 s of the driver's CPU, Optuna's tables ~0.5 s, on the critical path of each study's start
-(every study has its own `mlflow.db` and `optuna.db`). The empty database this leaves is the same
-each time for one schema, so it is made once under the cache root (`sptune.tasks.cache.cache_root`,
-`stores/KEY.db`, the key naming the library's version and its schema files) and copied. Each
-library still checks a copy's schema version when it opens it; what a copy must not share with
-the template (`adjust`) is set on the copy before it is put in place.
+MLflow and Optuna build a new SQLite store by running their schema set-up, on the critical path of
+each study's start (every study has its own `mlflow.db` and `optuna.db`; docs/design/tracking.md).
+The empty database this leaves is the same each time for one schema, so it is made once under the
+cache root (`sptune.tasks.cache.cache_root`, `stores/KEY.db`, the key naming the library's version and
+its schema files) and copied. Each library still checks a copy's schema version when it opens it; what
+a copy must not share with the template (`adjust`) is set on the copy before it is put in place.
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from sptune.tasks.cache import cache_root
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -90,8 +91,6 @@ def _check(db: Path) -> None:
 def _template(key: str, make_empty: Callable[[Path], None]) -> Path:
     """The template, made on first use (atomically: concurrent studies each make one, the first
     rename wins, and none ever sees half of one)."""
-    from sptune.tasks.cache import cache_root
-
     final = cache_root() / "stores" / f"{key}.db"
     if final.is_file():
         return final

@@ -1,10 +1,10 @@
-"""A new study's SQLite MLflow store, copied from an empty one (`sptune.tracking.db_templates`) instead of
-running MLflow's 69 schema migrations for every study (~1.7 s of the driver's CPU at its start).
+"""A new study's SQLite MLflow store, copied from an empty one (`sptune.tracking.db_templates`) rather than
+built by MLflow's schema migrations for every study (docs/design/tracking.md).
 
 What a copy does not share with the template is set as a new store would have it: the Default
 experiment's creation time, and its artifact location, which sptune pins inside the output directory
-(as it does for the study's own experiment) instead of MLflow's `./mlruns` of whatever the current
-directory was. MLflow checks the copy's schema revision when it opens it.
+(as it does for the study's own experiment) rather than MLflow's `./mlruns` of the current
+directory. MLflow checks the copy's schema revision when it opens it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+
+import mlflow
+from mlflow.tracking import MlflowClient
 
 from sptune.tracking.db_templates import SQLITE_PREFIX, schema_key, seed, sqlite_path
 
@@ -40,13 +43,9 @@ def _as_new(db: Path, artifact_root: Path) -> None:
 
 def _create_empty_store(db: Path) -> None:
     """A store as MLflow creates it, every migration run."""
-    from mlflow.tracking import MlflowClient
-
     MlflowClient(tracking_uri=f"{SQLITE_PREFIX}{db}").search_experiments()  # the first call creates the tables
 
 
 def _key() -> str:
-    import mlflow
-
     migrations = Path(mlflow.__file__).parent / "store" / "db_migrations" / "versions"
     return schema_key("mlflow", mlflow.__version__, migrations.glob("*.py"))

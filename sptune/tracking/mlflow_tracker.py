@@ -125,7 +125,7 @@ class Tracker:
             location = artifact_root or location
             exp_id = self.client.create_experiment(name, artifact_location=location)
             self.client.set_experiment_tag(exp_id, *EXPERIMENT_KIND_TAG)
-        # Every study sets it, so experiments made before the view existed get it too.
+        # Every study sets it, so an existing experiment without the view gets it too.
         self.client.set_experiment_tag(exp_id, f"mlflow.sharedViewState.{VIEW_KEY}", runs_view())
         return exp_id
 
@@ -218,7 +218,7 @@ class TrialRunLogger(tune.Callback):
         self.run_ids: dict[str, str] = {}
         self.last_result: dict[str, dict] = {}  # live trials only: _close drops a trial's entry
         self._known = tracker.children()
-        # One write per result made MLflow the driver's bottleneck (benchmarks/driver_scale.py):
+        # One write per result would make MLflow the driver's bottleneck (docs/design/tracking.md):
         # metrics wait here, per run, until `flush_results` results or `flush_seconds` have gathered.
         self.flush_results, self.flush_seconds = flush_results, flush_seconds
         self._pending: dict[str, PendingWrites] = {}  # run id -> its next log_batch
@@ -238,7 +238,7 @@ class TrialRunLogger(tune.Callback):
 
     def __setstate__(self, state: dict) -> None:
         uri, experiment_id, parent_run_id = state.pop("_tracking")
-        state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled before batching existed
+        state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled without the batching settings
         state.setdefault("flush_seconds", FLUSH_SECONDS)
         self.__dict__.update(state, _pending={}, _pending_results=0, _last_flush=time.monotonic(), _logged_upto={})
         self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)

@@ -176,7 +176,7 @@ def open_storage(url: str) -> PasswordFreeStorage:
     """One storage (one connection pool) per database per process."""
     _known_urls[redact(url)] = url
     path = sqlite_path(url)
-    if path is not None:  # a new SQLite database: a copy of an empty one, not Optuna's ~0.5 s of table building
+    if path is not None:  # a new SQLite database: a copy of an empty one, not built table by table
         seed(path, _schema_key(), _create_empty_database)
     # pool_pre_ping: a study runs for hours, and a server closes idle connections meanwhile.
     return PasswordFreeStorage(url, engine_kwargs={"pool_pre_ping": True})

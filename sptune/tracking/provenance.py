@@ -10,6 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 LIBRARIES = ("torch", "ray", "mlflow", "optuna", "numpy", "pydantic", "scikit-learn")
 
 
@@ -46,8 +48,6 @@ def _git(folder: Path, *args: str) -> str:
 
 
 def device_description() -> str:
-    import torch
-
     if torch.cuda.is_available():
         return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
     return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"

@@ -45,7 +45,7 @@ class DeviceArrays:
         self.capacity = capacity
         self.device_types = device_types
         self._entries: OrderedDict[_Key, tuple[np.ndarray, torch.Tensor]] = OrderedDict()
-        self.uploads = 0  # host-to-device copies made (a benchmark and tests read it)
+        self.uploads = 0  # host-to-device copies made: how sharing between loops is seen
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -38,10 +38,6 @@ EVAL_BATCH = 256
 DIVERGENCE_CHECK_STEPS = 32
 
 
-# AdamW's fused kernel on CPU too (one pass per parameter instead of ~10 tensor ops): same update
-# up to float rounding. A module switch so benchmarks/image_step.py can time the unfused one.
-FUSED_ADAMW_ON_CPU = True
-
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -119,7 +115,9 @@ class EpochLoop:
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
-        fused = self.device.type == "cuda" or (self.device.type == "cpu" and FUSED_ADAMW_ON_CPU)
+        # AdamW's fused kernel on CPU too: one pass per parameter rather than ~10 tensor ops, the same
+        # update up to float rounding (docs/design/training.md).
+        fused = self.device.type in ("cuda", "cpu")
         self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
         self.steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         total_steps = cfg.steps if cfg.steps is not None else self.steps_per_epoch * cfg.epochs
@@ -246,7 +244,7 @@ class EpochLoop:
             **self.rng,
             "epoch": self.epoch,
             "tokens_seen": self.tokens_seen,
-            # What the trial trained on, so its one test evaluation runs the same way (training.test_scores).
+            # What the trial trained on, so its one test evaluation runs the same way (training.final_scores).
             "device_in_use": self.device.type,
             "precision_in_use": precision_in_use(self.device, self.cfg.precision),
             **self._data_position(),
@@ -264,8 +262,8 @@ class EpochLoop:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.generator.set_state(state["generator"])
-        # A key missing (a checkpoint from before RNGs were saved, or a CUDA one resumed on a
-        # CPU and back) keeps the stream seeded at build time: it resumes, just not bit-exactly.
+        # A key missing (a checkpoint without RNG state, or a CUDA one resumed on a CPU and back)
+        # keeps the stream seeded at build time: it resumes, just not bit-exactly.
         self.rng.update({k: state[k] for k in self.rng if k in state})
         self.epoch = int(state["epoch"])
         self.tokens_seen = int(state["tokens_seen"])
@@ -360,12 +358,12 @@ class FinetuneLoop(EpochLoop):
         return BatchResult(self.loss_fn(logits, y), hits, len(y))
 
     def validate(self) -> dict[str, float]:
-        loss, acc = evaluate(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
+        loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
 
 
 @torch.no_grad()
-def evaluate(
+def score(
     model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
 ) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of a classifier on (x, y)."""

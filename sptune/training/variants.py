@@ -13,6 +13,7 @@ import torch
 from sptune.errors import DataError
 from sptune.spec.variant_kinds import KINDS
 from sptune.training.models import Classifier, ModelConfig, encoder_state
+from sptune.training.models.lm import LMClassifier, freeze_backbone, load_backbone
 
 # A variant builder takes the classifier config and (optionally) an SPT checkpoint's
 # model state, and returns a ready-to-train model with requires_grad set.
@@ -38,7 +39,8 @@ def builds(*kinds: str) -> Callable[[Builder], Builder]:
 def check_every_kind_built(builders: Mapping[str, Builder]) -> None:
     missing = [kind for kind in KINDS if kind not in builders]
     if missing:
-        raise ValueError(f"variant kinds without a builder: {', '.join(missing)} (add @builds in sptune/training/variants.py)")
+        raise ValueError(f"variant kinds without a builder: {', '.join(missing)} "
+                         "(add @builds in sptune/training/variants.py)")
 
 
 @builds("scratch", "scratch_causal")
@@ -132,8 +134,6 @@ def _frozen_attn_mlp(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
 
 def _language_model(pretrained: bool, frozen: bool):
     def build(cfg: ModelConfig, spt_state: dict | None, lm_path: str | None = None) -> torch.nn.Module:
-        from sptune.training.models.lm import LMClassifier, freeze_backbone, load_backbone
-
         if lm_path is None:
             raise ValueError("language-model variants need language_model.path in the spec")
         model = LMClassifier(cfg, load_backbone(lm_path, pretrained))
@@ -167,8 +167,6 @@ def build_model(
 def build_for_evaluation(kind: str, cfg: ModelConfig, lm_path: str | None = None) -> torch.nn.Module:
     """The variant's architecture with any init: its weights come from a checkpoint next."""
     if KINDS[kind].language_model:
-        from sptune.training.models.lm import LMClassifier, load_backbone
-
         return LMClassifier(cfg, load_backbone(lm_path, pretrained=False))
     return Classifier(cfg)
 

@@ -1,9 +1,10 @@
 """The study's one Ray Tune Trainable: a thin wrapper around the pure-PyTorch loops of `sptune.training.loops`.
 
 One `step()` is one round: an epoch, or an evaluation round of a steps budget (`sptune.plan.budgets`), so the
-schedulers' time unit is the same for every trial of a search. Each trial's config picks what it trains (`Pretraining` or `Finetuning`), so a
-reused actor takes trials of any stage. Checkpoints hold the loop's whole state (model, optimizer, schedule
-and every RNG training draws from), so a resumed trial continues exactly as if never interrupted.
+schedulers' time unit is the same for every trial of a search. Each trial's config picks what it trains
+(`Pretraining` or `Finetuning`), so a reused actor takes trials of any stage. Checkpoints hold the loop's
+whole state (model, optimizer, schedule and every RNG training draws from), so a resumed trial continues
+exactly as if never interrupted.
 """
 
 from __future__ import annotations

@@ -85,8 +85,8 @@ def save(fig: Figure, out_dir: Path, stem: str) -> SavedFigure:
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata=SVG_META)
         paths["svg"].write_text(buf.getvalue(), encoding="utf-8")
-        # Constrained layout has placed the axes for the SVG; the PDF and PNG are the same figure, so keep that
-        # placement instead of solving it twice more (a third of the report's drawing time).
+        # Constrained layout has placed the axes for the SVG; the PDF and PNG are the same figure, so they keep
+        # that placement rather than solving it twice more.
         fig.set_layout_engine("none")
         fig.savefig(paths["pdf"], format="pdf", metadata=PDF_META)
         fig.savefig(paths["png"], format="png", dpi=PNG_DPI, metadata=PNG_META)

@@ -1,24 +1,18 @@
-"""Dropout whose CPU mask costs half as much as PyTorch's, with the same maths.
+"""Dropout with a cheaper CPU mask than PyTorch's, and the same maths (docs/design/training.md).
 
-PyTorch's dropout on CPU draws its mask with `bernoulli_(1 - p)`: one double-precision uniform
-per element from the Mersenne Twister, ~7 ns an element on the 2-core VMs. That was 22 % of a
-digits epoch and 12.5–18 % of an Image step (AMD / Intel VM, benchmarks/image_step.py). Here the mask comes from one
-31-bit integer draw per element (`random_`, the same generator, so `EpochLoop._own_rng` and the
-seeds govern it as before) compared with p * 2^31: a Bernoulli(1 - p) keep mask whose probability
-differs from 1 - p by less than 2^-31, finer than a float32 uniform resolves. The kept values are
-scaled exactly as PyTorch scales them (input * (mask / (1 - p))), so outputs and gradients are the
-same function of the mask; only which elements the seed's stream drops differs.
+PyTorch draws a CPU mask with `bernoulli_(1 - p)`, one double-precision uniform per element. Here the
+mask is one 31-bit integer draw per element (`random_`, the same generator, so `EpochLoop._own_rng` and
+the seeds govern it) compared with p * 2^31: a Bernoulli(1 - p) keep mask whose probability differs
+from 1 - p by less than 2^-31. Kept values are scaled exactly as PyTorch scales them, so outputs and
+gradients are the same function of the mask; only which elements a seed's stream drops differs.
 
-Other devices keep PyTorch's kernel (fused on CUDA, and its own Philox stream there).
+In-place dropout and other devices keep PyTorch's kernel (fused on CUDA, with its own Philox stream).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-
-# A module switch so benchmarks/image_step.py can time PyTorch's CPU dropout beside this one.
-FAST_CPU_DROPOUT = True
 
 _INT31 = 2**31  # int32 `random_()` draws uniformly from [0, 2^31)
 
@@ -34,7 +28,7 @@ class Dropout(nn.Dropout):
     """`nn.Dropout` (same arguments, same state) with the cheaper CPU mask."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        cheap = FAST_CPU_DROPOUT and x.device.type == "cpu" and not self.inplace and 0.0 < self.p < 1.0
+        cheap = x.device.type == "cpu" and not self.inplace and 0.0 < self.p < 1.0
         if not (self.training and cheap):
             return super().forward(x)
         return cpu_dropout(x, self.p)

@@ -34,8 +34,8 @@ class EncoderConfig:
     n_heads: int = 4
     d_ff: int = 128
     dropout: float = 0.1
-    # Separate from `dropout`: any attention dropout forces PyTorch's slow math attention kernel
-    # on CPU (8.7x slower steps at 1,024 tokens, benchmarks/step_profile.py).
+    # Separate from `dropout`: any attention dropout forces PyTorch's math attention kernel on CPU,
+    # which materialises the L x L attention matrices (docs/design/training.md).
     attention_dropout: float = 0.0
     positions: Positions = "learned"
     # auto: flash-attn wherever it can run (sptune.training.models.attention.attention_kernel), else SDPA.

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from sptune.errors import DataError
 from sptune.training.models.encoder import mark_input_embedding
 from sptune.training.models.heads import ClassificationHead, classify, pool
 from sptune.training.models.model import ModelConfig
@@ -22,7 +23,7 @@ TRAINABLE_IN_FROZEN = ("ln_", "layer_norm", "layernorm", "wpe", "position")
 
 def _transformers():
     try:
-        import transformers
+        import transformers  # here: an optional extra, needed only by the language-model variants
     except ImportError as err:  # optional extra: pip install 'sptune[fpt]'
         raise ImportError("the fpt_* / frozen_random variants need `pip install transformers`") from err
     return transformers
@@ -76,8 +77,6 @@ def freeze_backbone(model: LMClassifier) -> LMClassifier:
 
 def check_language_model(path: str | Path, seq_len: int) -> None:
     """Cheap checks before anything starts: a readable config that fits the sequences."""
-    from sptune.errors import DataError
-
     path = Path(path)
     if not (path / "config.json").is_file():
         raise DataError(

@@ -12,7 +12,7 @@ from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.checkpoint_files import load_state
 from sptune.training.device import pick_device, precision_in_use
-from sptune.training.loops import evaluate
+from sptune.training.loops import score
 from sptune.training.model_configs import variant_classifier_config
 from sptune.training.variants import build_for_evaluation
 
@@ -49,5 +49,5 @@ def accuracy_on_test(
     model.load_state_dict(state["model"])
     model.to(device)
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
-    loss, acc = evaluate(model, info, x, y, device, precision)
+    loss, acc = score(model, info, x, y, device, precision)
     return HeldOutScore(loss, acc, device.type, precision)

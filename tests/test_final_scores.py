@@ -10,9 +10,9 @@ import torch
 
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.loops import evaluate
+from sptune.training.final_scores import accuracy_on_test, trial_device_and_precision
+from sptune.training.loops import score as score_model
 from sptune.training.model_configs import variant_classifier_config
-from sptune.training.test_scores import accuracy_on_test, trial_device_and_precision
 from sptune.training.variants import build_for_evaluation
 
 INFO = TaskInfo("digits", "continuous", 64, 10, levels=17)
@@ -39,8 +39,8 @@ def test_a_bf16_trials_checkpoint_is_tested_in_bf16_whatever_the_drivers_default
     score = accuracy_on_test(spec, INFO, str(tmp_path / "ck"), test, "scratch")
     assert (score.device, score.precision) == ("cpu", "bf16")
     x, y = torch.from_numpy(test.x), torch.from_numpy(test.y)
-    bf16 = evaluate(model, INFO, x, y, torch.device("cpu"), "bf16")
-    fp32 = evaluate(model, INFO, x, y, torch.device("cpu"), "fp32")
+    bf16 = score_model(model, INFO, x, y, torch.device("cpu"), "bf16")
+    fp32 = score_model(model, INFO, x, y, torch.device("cpu"), "fp32")
     assert (score.loss, score.accuracy) == bf16 and score.loss != fp32[0]
 
 
