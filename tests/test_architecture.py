@@ -17,8 +17,6 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
-
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "sptune"
 IN_SCOPE = ("sptune.tasks", "sptune.data")
 
@@ -217,7 +215,6 @@ def benchmark_mentions() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=False, reason="the comment cleanup of issue 25 removes them; remove this mark after it")
 def test_sptune_never_mentions_the_benchmarks():
     assert benchmark_mentions() == []
 
@@ -319,7 +316,6 @@ def concrete_subclasses() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=False, reason="issue 25 replaces these with composition; remove this mark after it")
 def test_no_class_subclasses_a_concrete_sptune_class():
     assert concrete_subclasses() == []
 
