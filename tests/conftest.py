@@ -1,16 +1,35 @@
-"""Shared fixtures: one Ray session for the whole suite (each costs ~2 GiB and seconds)."""
+"""Shared fixtures: one Ray session for the whole suite (each costs ~2 GiB and seconds).
+
+Tests mirror the packages (`tests/<package>/test_<module>.py`); end-to-end ones live in `tests/e2e/` and are
+marked `slow`, so `pytest -m "not slow"` runs the rest. Test files are imported by path (`--import-mode=importlib`,
+so two packages may each have a `test_x.py`); the helpers are imported as `tests.helpers_*`.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+# The repository root: `tests.helpers_*` (and a test importing another's constants) resolve under it.
+if str(TESTS.parent) not in sys.path:
+    sys.path.insert(0, str(TESTS.parent))
 
 # Never wait on the Hugging Face hub in tests (it retries for ~20 s when offline).
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    e2e = TESTS / "e2e"
+    for item in items:
+        if e2e in Path(item.path).parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -48,9 +67,9 @@ def shown_study(repo_root, tmp_path_factory):
     from pathlib import Path
     from types import SimpleNamespace
 
-    from helpers_cluster import MlflowServer
     from mlflow.tracking import MlflowClient
 
+    from tests.helpers_cluster import MlflowServer
     from tests.helpers_tiny import SHOWN, tiny_spec
 
     root = tmp_path_factory.mktemp("shown")

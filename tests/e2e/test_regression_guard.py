@@ -1,0 +1,58 @@
+"""The regression guard: a small study whose direction (SPT not below scratch) held across seeds when it
+was chosen (search_spaces/regression_guard.yaml says with which numbers), run through the CLI. A change that
+makes SPT significantly worse than scratch there (the whole 95 % interval of Δ below zero) fails it.
+The same study's output then feeds tools/results_page.py end to end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from sptune.sweep import main as sweep
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "search_spaces" / "regression_guard.yaml"
+
+
+@pytest.fixture(scope="module")
+def guard(ray_session, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("guard") / "runs" / "regression_guard"
+    assert sweep([str(SPEC), "--output", str(out)]) == 0
+    return out
+
+
+def test_spt_is_not_below_scratch_beyond_its_interval(guard):
+    results = json.loads((guard / "results.json").read_text())
+    summary = results["summary"]
+    assert results["baseline"] == "scratch" and summary["scratch"]["seeds"] == summary["spt"]["seeds"] == 3
+    spt = summary["spt"]
+    assert spt["delta_vs"] == "scratch" and spt["delta_paired"] is True and spt["delta_n"] == 3
+    low, high = spt["delta_ci95"]
+    # SPT >= scratch minus its interval: the mean difference plus the interval's upper half reaches zero.
+    assert high >= 0, (f"SPT below scratch beyond its interval: Δ {spt['delta_mean']:+.4f} [{low:+.4f}, {high:+.4f}]; "
+                       f"scratch {summary['scratch']['test_acc_mean']:.4f}, spt {spt['test_acc_mean']:.4f}")
+    assert spt["test_acc_mean"] > 0.8  # digits: both variants learn (chance 0.10)
+
+
+def test_results_page_from_the_guard_output(guard, tmp_path):
+    sys.path.insert(0, str(REPO / "tools"))
+    import results_page
+
+    root = guard.parent.parent  # the directory the command ran in: output runs/regression_guard
+    study = {"id": "regression_guard", "title": "Regression guard", "output": "runs/regression_guard",
+             "command": "python -m sptune.sweep search_spaces/regression_guard.yaml --output runs/regression_guard"}
+    docs = tmp_path / "docs"
+    text = results_page.render([study], root, docs)
+    results = json.loads((guard / "results.json").read_text())
+    spt = results["summary"]["spt"]
+    row = next(line for line in text.splitlines() if line.startswith("| spt |"))
+    assert f"{spt['test_acc_mean']:.4f} ± {spt['test_acc_std']:.4f}" in row and f"{spt['delta_mean']:+.4f}" in row
+    assert "Wall time: " in text and "not recorded" not in text
+    assert (docs / "results/regression_guard/regression_guard/report.html").stat().st_size > 1000
+    png = docs / "results/regression_guard/regression_guard-lr.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size < results_page.MAX_COPY_BYTES
+    assert "![accuracy vs learning rate, regression_guard](results/regression_guard/regression_guard-lr.png)" in text
+    assert "Ranking" in text  # the report's fairness flags came along

@@ -1,0 +1,95 @@
+"""sptune.plan.cost: the dry run's cost estimate (trial-epochs per stage x measured seconds per epoch), checked
+against the plan's own counts, on the GPU campaign sweeps/lra_table.yaml with small generated data."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sptune.data import main as data_cli
+from sptune.plan import cost
+from sptune.preflight.inputs import load_inputs
+from sptune.sweep import main as sweep
+
+REPO = Path(__file__).resolve().parents[2]
+STUDIES = ("image", "listops", "text", "retrieval", "pathfinder")
+
+
+@pytest.fixture(scope="module")
+def lra_dir(tmp_path_factory) -> Path:
+    """Every dataset lra_table.yaml names, small: the offline generators, and random CIFAR-shaped pixels."""
+    out = tmp_path_factory.mktemp("lra")
+    for argv in (["listops", "--n-train", "200", "--n-val", "50", "--n-test", "50"],
+                 ["retrieval", "--n-train", "200", "--n-val", "50", "--n-test", "50"],
+                 ["pathfinder", "--n", "100"], ["text", "--n-train", "2600", "--n-test", "50"]):
+        assert data_cli(["generate", *argv, "--out", str(out)]) == 0
+    rng = np.random.default_rng(0)
+    np.savez(out / "cifar10_gray.npz", x_train=rng.integers(0, 256, (6000, 1024), dtype=np.uint8),
+             y_train=rng.integers(0, 10, 6000).astype(np.uint8),
+             x_test=rng.integers(0, 256, (100, 1024), dtype=np.uint8), y_test=rng.integers(0, 10, 100).astype(np.uint8))
+    return out
+
+
+def _sections(text: str) -> dict[str, str]:
+    parts = re.split(r"^=== study (\S+) ===$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir, capsys):
+    assert sweep([str(REPO / "sweeps/lra_table.yaml"), "--data-dir", str(lra_dir), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    sections = _sections(out)
+    assert tuple(sections) == STUDIES
+    totals = {}
+    for name, text in sections.items():
+        planned = int(re.search(r"at most (\d+) trial-epochs", text).group(1))
+        cost_line = r"Cost: (\d+) trial-epochs \((\d+) pretraining \+ (\d+) finetuning\) on (\d+) training rows"
+        total, pre, fine, rows = map(int, re.search(cost_line, text).groups())
+        assert total == planned == pre + fine and pre > 0 and fine > 0  # the plan's own count, split by stage
+        assert "re-trained with seeds 1000–1002" in text  # 3 seeds per variant: their re-runs are in the count
+        assert "  gpu: unknown" in text  # no GPU measurement yet: never a guess
+        totals[name] = (pre, fine, rows)
+    # Image is the one config with a CPU measurement (BENCHMARKS.md §7: 2,177 s SPT / 2,206 s finetune on 45k rows).
+    pre, fine, rows = totals["image"]
+    hours = (pre * 2177 + fine * 2206) * rows / 45000 / 3600
+    shown = float(re.search(r"  cpu: ([\d.,]+) h of trial time", sections["image"]).group(1).replace(",", ""))
+    assert shown == pytest.approx(hours, rel=0.01)
+    assert "  cpu: unknown" in sections["listops"]
+    campaign = re.search(r"Campaign cost: (\d+) trial-epochs over 5 studies", out)
+    assert int(campaign.group(1)) == sum(p + f for p, f, _ in totals.values())
+    assert "cpu: unknown (4 of 5 studies" in out
+
+
+def test_stage_epochs_counts_pretraining_reruns_like_the_plan():
+    inputs = load_inputs(REPO / "search_spaces/digits_quick.yaml", ("rerun_pretrain=true",), None)
+    plan = inputs.plan
+    epochs = cost.stage_epochs(plan)
+    # digits_quick: 20-epoch pretraining and finetuning, 3 seeds: each re-run adds 20 epochs to its stage.
+    without = cost.stage_epochs(load_inputs(REPO / "search_spaces/digits_quick.yaml", (), None).plan)
+    assert epochs.pretrain - without.pretrain == 3 * 20
+    assert epochs.finetune == without.finetune
+    from sptune.plan.study_plan import describe
+
+    assert f"at most {epochs.total} trial-epochs" in describe(plan)
+
+
+def test_estimate_scales_a_measurement_by_training_rows_and_needs_an_exact_match():
+    plan = load_inputs(REPO / "search_spaces/digits_quick.yaml", (), None).plan
+    config, epochs = cost.config_of(plan), cost.stage_epochs(plan)
+    entry = {"name": "digits test", "match": config, "device": "cpu", "train_rows": 2 * plan.train_rows,
+             "seconds": {"pretrain": 2.0, "finetune": 4.0}}
+    got = cost.estimate(plan, "cpu", (entry,))
+    assert got.seconds == pytest.approx((epochs.pretrain * 2.0 + epochs.finetune * 4.0) / 2)
+    assert cost.estimate(plan, "gpu", (entry,)).seconds is None
+    other = {**entry, "match": {**config, "n_layers": config["n_layers"] + 1}}
+    assert cost.estimate(plan, "cpu", (other,)).seconds is None
+    assert "unknown" in cost.describe_estimate(cost.estimate(plan, "cpu", (other,)), 2)
+
+
+def test_every_measurement_says_where_it_came_from():
+    for entry in cost.measurements():
+        assert entry["device"] in cost.DEVICES and entry["train_rows"] > 0 and entry["source"].strip()
+        assert set(entry["match"]) == {"task", "seq_len", "d_model", "n_layers", "n_heads", "d_ff"}

@@ -1,0 +1,89 @@
+"""tools/results_page.py on studies laid out as sptune writes them (results.json, report.md, figures/,
+report.html): one section per study with its command, wall time from its timeline and its table; a
+campaign's SPT-only studies get their Δ paired by seed with the baseline rows of the member that has them.
+The end-to-end run on a real study's output is in tests/test_regression_guard.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sptune.judging import stats
+from sptune.judging.results import ResultRow, summarize
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tools"))
+import results_page  # noqa: E402
+
+
+def _row(variant: str, seed: int, acc: float) -> ResultRow:
+    return ResultRow(variant, variant, "listops", seed, 1e-3, 32, 3, acc, acc, 1.0, 3, 0, 0, 24, "t", None, "c")
+
+
+def _study(path: Path, name: str, accs: dict[str, list[float]], start: float = 100.0) -> None:
+    rows = [_row(v, 1000 + i, a) for v, values in accs.items() for i, a in enumerate(values)]
+    path.mkdir(parents=True)
+    doc = {"study": name, "task": "listops", "baseline": "scratch", "summary": summarize(rows),
+           "timeline": [{"stage": "search-spt", "start": start, "end": start + 90.0}],
+           "rows": [r.__dict__ for r in rows]}
+    (path / "results.json").write_text(json.dumps(doc))
+    (path / "figures").mkdir()
+    (path / "figures" / "listops-lr.png").write_bytes(b"\x89PNG small")
+    (path / "report.html").write_text("<html>report</html>")
+    (path / "report.md").write_text("# r\n\n## Fairness flags\n\n- **WARN: Ranking flips** — text\n  - spt vs scratch\n"
+                                    "\n## Other\n\n- not a flag\n")
+
+
+@pytest.fixture
+def campaign(tmp_path) -> Path:
+    root = tmp_path / "runs" / "budget"
+    _study(root / "lo-epochs0", "lo", {"scratch": [0.30, 0.32, 0.31], "spt": [0.30, 0.33, 0.31]})
+    _study(root / "lo-epochs5", "lo", {"spt": [0.40, 0.41, 0.45]}, start=300.0)
+    (root / "results.json").write_text(json.dumps({"campaign": "budget", "rows": [],
+                                                   "studies": {"lo-epochs0": {}, "lo-epochs5": {}}}))
+    return tmp_path
+
+
+def test_campaign_page_pairs_spt_only_studies_with_the_baseline_member(campaign):
+    studies = [{"id": "budget", "title": "Budget", "command": "python -m sptune.sweep sweeps/b.yaml",
+                "output": "runs/budget"},
+               {"id": "later", "title": "Later", "command": "python -m sptune.sweep x.yaml", "output": "runs/none"}]
+    docs = campaign / "docs"
+    text = results_page.render(studies, campaign, docs)
+    assert "```bash\npython -m sptune.sweep sweeps/b.yaml\n```" in text
+    assert "Wall time: 1.5 min (90 s)" in text and "Wall time, all 2 studies: 3.0 min (180 s)" in text
+    delta = stats.paired_delta({"1000": 0.40, "1001": 0.41, "1002": 0.45}, {"1000": 0.30, "1001": 0.32, "1002": 0.31})
+    line = next(x for x in text.splitlines() if x.startswith("| lo-epochs5 | spt |"))
+    assert f"{delta.mean:+.4f} [{delta.interval[0]:+.4f}, {delta.interval[1]:+.4f}]" in line
+    assert "0.4200 ± 0.0265" in line
+    assert "- **WARN: Ranking flips** — text\n  - spt vs scratch" in text and "not a flag" not in text
+    assert (docs / "results/budget/lo-epochs5-lr.png").read_bytes() == b"\x89PNG small"
+    assert (docs / "results/budget/lo-epochs0/report.html").is_file()
+    assert "](results/budget/lo-epochs5/report.html)" in text
+    assert results_page.PLACEHOLDER in text and "*Not run yet: no results in `runs/none`.*" in text
+
+
+def test_cli_writes_the_page_and_prints_the_commands(campaign, tmp_path):
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text("studies:\n  - {id: b, title: B, command: 'python -m sptune.sweep s.yaml', output: runs/budget,"
+                        " papers: 'The papers: 0.40 -> 0.58.'}\n")
+    out = tmp_path / "docs" / "results.md"
+    base = [sys.executable, str(REPO / "tools/results_page.py"), "--manifest", str(manifest)]
+    listed = subprocess.run([*base, "--print-commands"], capture_output=True, text=True, check=True).stdout
+    assert listed.strip() == "python -m sptune.sweep s.yaml"
+    subprocess.run([*base, "--root", str(campaign), "--out", str(out)], check=True, capture_output=True)
+    assert "The papers: 0.40 -> 0.58." in out.read_text()
+
+
+def test_the_shipped_manifest_names_every_study_of_the_issue():
+    studies = results_page.load_manifest(REPO / "docs/results_studies.yaml")
+    for study in studies:
+        spec = study["command"].split()[3]
+        assert (REPO / spec).is_file(), spec
+        assert f"--output {study['output']}" in study["command"]
+    assert {"cifar16_1layer", "cifar16_2layer_ranking", "pathfinder32_budget", "listops_budget",
+            "digits_quick"} <= {s["id"] for s in studies}
