@@ -15,7 +15,7 @@ from typing import ParamSpec, TypeVar
 import matplotlib as mpl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 # Okabe & Ito's colour-blind-safe palette; variant i gets colour i in every figure of a report.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#000000")
@@ -124,3 +124,17 @@ def acc_limits(values: list[float]) -> tuple[float, float]:
 
 # ":g" keeps 62.5 % a half step, not a second "62%".
 PERCENT = FuncFormatter(lambda v, _: f"{round(100 * v, 6):g}%")
+
+
+def finish_accuracy_axes(fig: Figure, handles: list, x_range: tuple[float, float], accuracies: list[float],
+                         xlabel: str, ylabel: str) -> Figure:
+    """Integer x ticks, accuracy in percent on y, the legend above: the frame every per-step accuracy figure shares."""
+    ax = fig.axes[0]
+    ax.set_xlim(*x_range)
+    ax.set_ylim(*acc_limits(accuracies))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(PERCENT)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    fig.legend(handles=handles, loc="outside upper center", ncols=4, frameon=False)
+    return fig

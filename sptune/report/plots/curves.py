@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
-from sptune.report.plots.canvas import MARK_COLOR, PERCENT, acc_limits, new_figure, styled
+from sptune.report.plots.canvas import MARK_COLOR, finish_accuracy_axes, new_figure, styled
 from sptune.report.records import SEARCH, ReportData, Trial
 
 
@@ -42,11 +41,5 @@ def figure_curves(data: ReportData, task: str, variants: list[str], colors: dict
     if dashed:
         handles.append(Line2D([], [], color=MARK_COLOR, lw=1.5, linestyle="--", label="further seeds"))
     handles.append(Line2D([], [], color=MARK_COLOR, marker="o", linestyle="none", label="selected epoch"))
-    ax.set_xlim(0, max(s for t in sel for s, _ in t.curve))
-    ax.set_ylim(*acc_limits([v for t in sel for _, v in t.curve]))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_formatter(PERCENT)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("validation accuracy")
-    fig.legend(handles=handles, loc="outside upper center", ncols=4, frameon=False)
-    return fig
+    return finish_accuracy_axes(fig, handles, (0, max(s for t in sel for s, _ in t.curve)),
+                                [v for t in sel for _, v in t.curve], "epoch", "validation accuracy")

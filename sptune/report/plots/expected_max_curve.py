@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
-from sptune.report.plots.canvas import MARK_COLOR, PERCENT, acc_limits, new_figure, styled
+from sptune.report.plots.canvas import MARK_COLOR, finish_accuracy_axes, new_figure, styled
 
 
 @styled
@@ -30,11 +29,6 @@ def figure_budget(curves: dict[str, list[float]], flips: dict[str, list[int]], c
     if any(flips.get(v) for v in drawn):
         handles.append(Line2D([], [], color=MARK_COLOR, marker="o", markerfacecolor="none", markersize=9,
                               linestyle="none", label="order vs paired variant flips"))
-    ax.set_xlim(0.8, max(len(c) for c in drawn.values()) + 0.2)
-    ax.set_ylim(*acc_limits([v for c in drawn.values() for v in c]))
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_formatter(PERCENT)
-    ax.set_xlabel("search trials (n)")
-    ax.set_ylabel("expected best validation accuracy")
-    fig.legend(handles=handles, loc="outside upper center", ncols=4, frameon=False)
-    return fig
+    return finish_accuracy_axes(fig, handles, (0.8, max(len(c) for c in drawn.values()) + 0.2),
+                                [v for c in drawn.values() for v in c], "search trials (n)",
+                                "expected best validation accuracy")
