@@ -351,6 +351,53 @@ def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session,
     assert reinitialised == ["positions"]  # 1,024 pathfinder pixels vs 64 digit pixels
 
 
+FROZEN_STUDY = """
+name: frozen
+task: {name: digits}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64, pooling: mean}
+pretrain:
+  loss: l2
+  epochs: 1
+  num_samples: 1
+  search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [64]}}
+finetune: {epochs: 1, num_samples: 1}
+variants:
+  spt_frozen:
+    search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [64]}}
+scheduler: {type: fifo}
+"""
+
+
+def test_spt_frozen_study_logs_which_parameters_train(ray_session, tmp_path):
+    """Through the real study: the finetuning run of spt_frozen logs exactly the parameters its builder trains."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from sptune.spec import load_spec
+    from sptune.sweep import main
+    from sptune.tasks import TaskRequest, load_task
+
+    spec_path = tmp_path / "frozen.yaml"
+    spec_path.write_text(FROZEN_STUDY)
+    out = tmp_path / "out"
+    assert main([str(spec_path), "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    runs = client.search_runs([results["mlflow"]["experiment_id"]],
+                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    (finetune,) = [r for r in runs if r.data.tags["sptune.phase"] == "search"]
+    spec = load_spec(spec_path)
+    info = load_task(TaskRequest("digits", spec.task.options, spec.seed, None)).info
+    model = build_model("spt_frozen", variant_classifier_config(spec, info, "spt_frozen"),
+                        Pretrainer(encoder_config(spec.model, info), 1).state_dict())
+    expected = trainable_summary(model)
+    assert set(finetune.data.params["trainable_names"].split(",")) == set(expected["trainable_names"])
+    assert all(_fpt_trainable(n) for n in expected["trainable_names"])
+    assert finetune.data.metrics["trainable_params"] == expected["trainable_params"] < expected["total_params"]
+    assert finetune.data.metrics["total_params"] == expected["total_params"]
+
+
 def test_spt_cross_pointing_at_a_missing_task(tmp_path, capsys):
     from sptune.sweep import main
 
