@@ -62,7 +62,7 @@ def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float,
     config = {"lr": lr, "batch_size": batch, "seed": spec.seed}
     if stage == "spt":
         p = spec.pretrain
-        optim = _optim_config(config, spec, p.epochs, p.weight_decay)
+        optim = _optim_config(config, spec, spec.pretrain_budget(), p.weight_decay)
         return PretrainLoop(
             encoder_config(spec.model, info),
             PretrainObjective(p.objective, p.mask_ratio, p.loss),
@@ -71,7 +71,7 @@ def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float,
             val,
             optim,
         )
-    optim = _optim_config(config, spec, spec.finetune.epochs, spec.finetune.weight_decay)
+    optim = _optim_config(config, spec, spec.finetune_budget(), spec.finetune.weight_decay)
     return FinetuneLoop(classifier_config(spec.model, info), info, train, val, optim)
 
 

@@ -93,10 +93,16 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds < 36_000 else f"{seconds / 3600:,.0f} h"
 
 
+# How to fill a gap in the table, printed wherever a cost is unknown.
+MEASURE_HINT = "measure one with `python tools/epoch_seconds.py --spec SPEC` on {where} and add it to {table}"
+TABLE_NAME = TABLE.relative_to(TABLE.parents[2]).as_posix()  # as the user finds it: sptune/plan/...
+WHERE = {"cpu": "a quiet CPU core", "gpu": "a GPU"}
+
+
 def describe_estimate(e: Estimate, concurrency: int) -> str:
     if e.seconds is None:
-        return (f"{e.device}: unknown (no measured seconds per epoch for this config on {e.device}: "
-                "sptune/epoch_seconds.yaml)")
+        hint = MEASURE_HINT.format(where=WHERE[e.device], table=TABLE_NAME)
+        return f"{e.device}: unknown (no measured seconds per epoch for this config on {WHERE[e.device]}: {hint})"
     wall = f"{_hours(e.seconds / concurrency)} wall at {concurrency} concurrent trials" if concurrency > 1 else "wall"
     return f"{e.device}: {_hours(e.seconds)} of trial time ({wall}; measured: {e.source})"
 
@@ -122,6 +128,7 @@ def describe_total(plans: list[StudyPlan]) -> str:
             lines.append(f"  {device}: {_hours(sum(found))} of trial time{wall}")
         else:
             known = sum(s is not None for s in found)
+            hint = MEASURE_HINT.format(where=WHERE[device], table=TABLE_NAME)
             lines.append(f"  {device}: unknown ({len(found) - known} of {len(found)} studies have no measured "
-                         "seconds per epoch)")
+                         f"seconds per epoch; {hint})")
     return "\n".join(lines)

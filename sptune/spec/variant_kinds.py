@@ -58,6 +58,9 @@ KINDS: dict[str, VariantKind] = {
         # The causal model of spt_causal from a random init: its like-for-like baseline.
         VariantKind("scratch_causal", architecture="causal", baseline="scratch_causal"),
         VariantKind("spt", pretraining="masked", follows_pretrain_objective=True),
+        # spt's encoder frozen as FPT freezes its language model (Lu et al.). Its baseline stays scratch, like
+        # spt's, so both get a Δ against one variant; `baseline: spt` in a spec gives frozen-vs-unfrozen itself.
+        VariantKind("spt_frozen", pretraining="masked", follows_pretrain_objective=True),
         VariantKind("spt_causal", pretraining="causal", architecture="causal", baseline="scratch_causal"),
         VariantKind("qk_init", pretraining="masked", attention_only=True),
         VariantKind("frozen_attn", attention_only=True),
@@ -82,8 +85,9 @@ PRETRAINING_OF: dict[str, Objective | None] = {name: kind.pretraining for name, 
 def as_built(kind: VariantKind, pretrain_objective: str | None) -> VariantKind:
     """The kind's facts in a study whose pretrain.objective is ``pretrain_objective`` (None: no pretrain section).
 
-    The one rule for kinds that follow pretrain.objective (`spt`, `spt_cross`): they pretrain with it, so with
-    the causal objective they build the causal model, whose like-for-like baseline is the causal scratch."""
+    The one rule for kinds that follow pretrain.objective (`spt`, `spt_frozen`, `spt_cross`): they pretrain with
+    it, so with the causal objective they build the causal model, whose like-for-like baseline is the causal
+    scratch."""
     if not kind.follows_pretrain_objective or pretrain_objective not in ARCHITECTURE_OF:
         return kind
     architecture = ARCHITECTURE_OF[pretrain_objective]

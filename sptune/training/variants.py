@@ -55,12 +55,16 @@ def _require(spt_state: dict | None, kind: str) -> dict:
     return spt_state
 
 
-@builds("spt", "spt_causal")
-def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+def _from_spt(cfg: ModelConfig, spt_state: dict | None, kind: str) -> Classifier:
     model = Classifier(cfg)
     # strict: every encoder weight must come from SPT; the reconstruction head is dropped.
-    model.encoder.load_state_dict(encoder_state(_require(spt_state, "spt")), strict=True)
+    model.encoder.load_state_dict(encoder_state(_require(spt_state, kind)), strict=True)
     return model
+
+
+@builds("spt", "spt_causal")
+def _spt(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    return _from_spt(cfg, spt_state, "spt")
 
 
 def load_matching(model: Classifier, spt_state: dict) -> dict[str, list[str]]:
@@ -130,6 +134,17 @@ def _frozen_attn(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
 def _frozen_attn_mlp(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
     """Attention and MLP frozen at random init; embeddings, norms and head train."""
     return _freeze(Classifier(cfg), ("attn", "mlp"))
+
+
+# What a frozen pretrained encoder keeps fixed, as FPT does (Lu et al.): each block's token mixer (attention or
+# SSM) and MLP. Its input embedding, positions, CLS vector and layer norms train, as does the new head.
+FROZEN_IN_PRETRAINED = ("attn", "ssm", "mlp")
+
+
+@builds("spt_frozen")
+def _spt_frozen(cfg: ModelConfig, spt_state: dict | None) -> Classifier:
+    """The selected SPT encoder, as `spt` loads it, with every block's mixer and MLP frozen."""
+    return _freeze(_from_spt(cfg, spt_state, "spt_frozen"), FROZEN_IN_PRETRAINED)
 
 
 def _language_model(pretrained: bool, frozen: bool):

@@ -15,7 +15,7 @@ from sptune.preflight.inputs import load_inputs
 from sptune.sweep import main as sweep
 
 REPO = Path(__file__).resolve().parents[2]
-STUDIES = ("image", "listops", "text", "retrieval", "pathfinder")
+STUDIES = ("image", "image_rotary", "listops", "text", "retrieval", "pathfinder")
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +50,39 @@ def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir,
         total, pre, fine, rows = map(int, re.search(cost_line, text).groups())
         assert total == planned == pre + fine and pre > 0 and fine > 0  # the plan's own count, split by stage
         assert "re-trained with seeds 1000–1002" in text  # 3 seeds per variant: their re-runs are in the count
-        assert "  gpu: unknown" in text  # no GPU measurement yet: never a guess
+        # No GPU measurement yet: never a guess, and the line says how to get one.
+        assert "  gpu: unknown (no measured seconds per epoch for this config on a GPU: measure one with " \
+               "`python tools/epoch_seconds.py --spec SPEC` on a GPU and add it to sptune/plan/epoch_seconds.yaml)" \
+               in text
         totals[name] = (pre, fine, rows)
     # Image is the one config with a CPU measurement (BENCHMARKS.md §7: 2,177 s SPT / 2,206 s finetune on 45k rows).
     pre, fine, rows = totals["image"]
     hours = (pre * 2177 + fine * 2206) * rows / 45000 / 3600
-    shown = float(re.search(r"  cpu: ([\d.,]+) h of trial time", sections["image"]).group(1).replace(",", ""))
-    assert shown == pytest.approx(hours, rel=0.01)
+    shown = re.search(r"  cpu: ([\d.,]+ h) of trial time", sections["image"]).group(1)
+    assert shown == cost._hours(hours * 3600)  # as printed: 2 decimals, whole hours from 10 h
+    assert float(shown.removesuffix(" h").replace(",", "")) == pytest.approx(hours, rel=0.01, abs=0.5)
     assert "  cpu: unknown" in sections["listops"]
-    campaign = re.search(r"Campaign cost: (\d+) trial-epochs over 5 studies", out)
+    campaign = re.search(r"Campaign cost: (\d+) trial-epochs over 6 studies", out)
     assert int(campaign.group(1)) == sum(p + f for p, f, _ in totals.values())
-    assert "cpu: unknown (4 of 5 studies" in out
+    assert "cpu: unknown (5 of 6 studies" in out
+    assert "gpu: unknown (6 of 6 studies have no measured seconds per epoch; measure one with" in out
+
+
+def test_the_measurement_the_unknown_cost_names_runs(tmp_path, repo_root):
+    """`tools/epoch_seconds.py --spec SPEC`, as the dry run's hint writes it, measures both stages (tiny here)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "seconds.json"
+    cmd = [sys.executable, "tools/epoch_seconds.py", "--spec", "search_spaces/digits_quick.yaml", "--steps", "1",
+           "--val-rows", "8", "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo_root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    stages = json.loads(out.read_text())["stages"]
+    assert set(stages) == {"spt", "finetune"} and all(s["wall_s"] > 0 and s["cpu_s"] > 0 for s in stages.values())
 
 
 def test_stage_epochs_counts_pretraining_reruns_like_the_plan():

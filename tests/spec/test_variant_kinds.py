@@ -14,7 +14,8 @@ def test_each_kind_is_defined_once_under_its_own_name():
 def test_derived_lists_follow_the_facts():
     assert LANGUAGE_MODEL_KINDS == ("fpt_frozen", "fpt_unfrozen", "frozen_random", "unfrozen_random")
     assert ATTENTION_ONLY_KINDS == ("qk_init", "frozen_attn", "frozen_attn_mlp")
-    assert {k for k, objective in PRETRAINING_OF.items() if objective} == {"spt", "spt_causal", "qk_init", "spt_cross"}
+    assert {k for k, objective in PRETRAINING_OF.items() if objective} == {"spt", "spt_causal", "spt_frozen", "qk_init",
+                                                                           "spt_cross"}
     assert PRETRAINING_OF["spt_causal"] == "causal"
 
 
@@ -44,8 +45,27 @@ def test_every_kind_names_a_like_for_like_baseline_kind():
 
 
 def test_kinds_following_pretrain_objective_take_its_model_and_baseline():
-    for name in ("spt", "spt_cross"):
+    for name in ("spt", "spt_frozen", "spt_cross"):
         built = as_built(KINDS[name], "causal")
         assert (built.pretraining, built.architecture, built.baseline) == ("causal", "causal", "scratch_causal")
         assert as_built(KINDS[name], "masked") == as_built(KINDS[name], None) == KINDS[name]
     assert as_built(KINDS["qk_init"], "causal") == KINDS["qk_init"]  # its own objective, whatever pretrain says
+
+
+def test_spt_frozen_is_spts_model_with_spts_baseline():
+    """spt_frozen starts from the checkpoint spt starts from, trains the same model, and is paired as spt is:
+    against scratch by default (so both Δs share one baseline), against spt when a spec names `baseline: spt`."""
+    from sptune.judging.pairing import Pairing, baseline_for
+
+    frozen, spt = KINDS["spt_frozen"], KINDS["spt"]
+    for objective in ("masked", "causal", None):
+        built, spt_built = as_built(frozen, objective), as_built(spt, objective)
+        assert (built.pretraining, built.network, built.baseline) == (spt_built.pretraining, spt_built.network,
+                                                                      spt_built.baseline)
+    assert not frozen.attention_only and not frozen.language_model and not frozen.cross_task
+    study = {"scratch": "scratch", "spt": "spt", "spt_frozen": "spt_frozen"}
+    assert baseline_for("spt_frozen", study) == Pairing("spt_frozen", "scratch", True,
+                                                        "like-for-like: both bidirectional")
+    assert baseline_for("spt_frozen", study, baseline="spt").baseline == "spt"
+    causal = {**study, "scratch_causal": "scratch_causal"}
+    assert baseline_for("spt_frozen", causal, pretrain_objective="causal").baseline == "scratch_causal"

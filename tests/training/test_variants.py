@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from sptune.errors import DataError
 from sptune.spec import KINDS, PRETRAINING_OF, VARIANT_KINDS, ModelSpec, SweepSpec, from_dict
 from sptune.tasks.base import TaskInfo
 from sptune.training.model_configs import classifier_config, encoder_config, variant_classifier_config
-from sptune.training.models import Pretrainer
+from sptune.training.models import Classifier, Pretrainer
 from sptune.training.variants import BUILDERS, build_model, builds, check_every_kind_built, trainable_summary
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
@@ -100,6 +102,64 @@ def test_frozen_parameters_do_not_move_in_training():
     opt.step()
     for name, param in model.named_parameters():
         assert torch.equal(param, before[name]) == (not param.requires_grad), name
+
+
+def _fpt_trainable(name: str) -> bool:
+    """FPT's rule (Lu et al.) written from the model's own names: the head, the input embedding, the positions,
+    the CLS vector and every layer norm train; nothing else does."""
+    module = name.rsplit(".", 1)[0]
+    return (name.startswith(("head.", "encoder.embed.")) or name in ("encoder.positions", "encoder.cls")
+            or module.endswith(("norm", "norm1", "norm2")))
+
+
+FROZEN_SPECS = {"learned": SPEC, "cls_rotary": SPEC.model_copy(update={"pooling": "cls", "positions": "rotary"}),
+                "ssm": SPEC.model_copy(update={"family": "ssm", "ssm_state": 8})}
+
+
+@pytest.mark.parametrize("model_spec", FROZEN_SPECS.values(), ids=FROZEN_SPECS.keys())
+def test_spt_frozen_trains_exactly_the_head_norms_embedding_and_positions(model_spec):
+    model = build_model("spt_frozen", classifier_config(model_spec, INFO), _spt_state(model_spec))
+    names = [n for n, _ in model.named_parameters()]
+    expected = {n for n in names if _fpt_trainable(n)}
+    summary = trainable_summary(model)
+    assert set(summary["trainable_names"]) == expected
+    assert summary["trainable_params"] == sum(p.numel() for n, p in model.named_parameters() if n in expected)
+    assert summary["trainable_params"] < summary["total_params"]
+    must_train = {"encoder.embed.weight", "encoder.norm.weight", "encoder.blocks.1.norm2.bias", "head.mlp.2.weight"}
+    assert must_train <= expected
+    assert ("encoder.cls" in expected) == (model_spec.pooling == "cls")
+    assert ("encoder.positions" in expected) == (model_spec.positions == "learned")
+    mixer = "ssm" if model_spec.family == "ssm" else "attn"
+    assert any(f".{mixer}." in n for n in _frozen(model)) and "encoder.blocks.0.mlp.0.weight" in _frozen(model)
+
+
+def test_spt_frozen_starts_from_every_spt_encoder_weight():
+    state = _spt_state()
+    model = build_model("spt_frozen", classifier_config(SPEC, INFO), state)
+    encoder = model.encoder.state_dict()
+    pretrained = {k.removeprefix("encoder."): v for k, v in state.items() if k.startswith("encoder.")}
+    assert set(encoder) == set(pretrained)
+    assert all(torch.equal(encoder[k], v) for k, v in pretrained.items())
+    assert not torch.equal(encoder["blocks.0.attn.query.weight"], Classifier(classifier_config(SPEC, INFO))
+                           .encoder.state_dict()["blocks.0.attn.query.weight"])  # not a random init
+    with pytest.raises(ValueError, match="'spt_frozen' needs the selected pretraining checkpoint"):
+        build_model("spt_frozen", classifier_config(SPEC, INFO))
+
+
+def test_a_training_step_moves_only_what_spt_frozen_trains():
+    """Through the real loop (its AdamW groups with weight decay): frozen weights stay bit-identical."""
+    from sptune.tasks.base import ArraySplit
+    from sptune.training.loops import FinetuneLoop, OptimConfig
+
+    cfg = classifier_config(SPEC, INFO)
+    model = build_model("spt_frozen", cfg, _spt_state())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    torch.manual_seed(0)
+    split = ArraySplit(torch.randint(0, 17, (16, 64)).numpy().astype("uint8"), torch.randint(0, 10, (16,)).numpy())
+    optim = OptimConfig(lr=1e-2, batch_size=8, epochs=1, weight_decay=0.1, warmup_fraction=0.0, device="cpu")
+    FinetuneLoop(cfg, INFO, split, split, optim, model=model).train_round()
+    for name, param in model.named_parameters():
+        assert torch.equal(param.detach().cpu(), before[name]) == (not param.requires_grad), name
 
 
 def test_qk_init_copies_only_query_and_key():
@@ -233,6 +293,18 @@ def test_fpt_spec_needs_a_language_model(repo_root, tmp_path, capsys):
     assert "config.json" in capsys.readouterr().err
 
 
+def test_a_spec_with_spt_frozen_dry_runs_from_spts_pretraining(repo_root, capsys):
+    from sptune.sweep import main
+
+    search = "{lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, batch_size: {type: choice, values: [32, 64]}}"
+    spec = os.path.join(repo_root, "search_spaces", "digits_quick.yaml")
+    assert main([spec, "--dry-run", "--set", f"variants.spt_frozen={{num_samples: 2, search: {search}}}"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [row for row in out.splitlines() if row.strip().startswith("search-spt_frozen")]
+    assert "kind=spt_frozen" in line and "init from pretrain" in line
+    assert out.count("objective=masked") == 1  # the one pretraining spt and spt_frozen share
+
+
 CROSS_SPEC = """
 name: cross
 task: {name: digits}
@@ -277,6 +349,53 @@ def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session,
     reinitialised = finetune.data.params["init_reinitialised"].split(",")
     assert "blocks.0.attn.query.weight" in copied and "embed.weight" in copied
     assert reinitialised == ["positions"]  # 1,024 pathfinder pixels vs 64 digit pixels
+
+
+FROZEN_STUDY = """
+name: frozen
+task: {name: digits}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64, pooling: mean}
+pretrain:
+  loss: l2
+  epochs: 1
+  num_samples: 1
+  search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [64]}}
+finetune: {epochs: 1, num_samples: 1}
+variants:
+  spt_frozen:
+    search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [64]}}
+scheduler: {type: fifo}
+"""
+
+
+def test_spt_frozen_study_logs_which_parameters_train(ray_session, tmp_path):
+    """Through the real study: the finetuning run of spt_frozen logs exactly the parameters its builder trains."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    from sptune.spec import load_spec
+    from sptune.sweep import main
+    from sptune.tasks import TaskRequest, load_task
+
+    spec_path = tmp_path / "frozen.yaml"
+    spec_path.write_text(FROZEN_STUDY)
+    out = tmp_path / "out"
+    assert main([str(spec_path), "--output", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    client = MlflowClient(results["mlflow"]["tracking_uri"])
+    runs = client.search_runs([results["mlflow"]["experiment_id"]],
+                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    (finetune,) = [r for r in runs if r.data.tags["sptune.phase"] == "search"]
+    spec = load_spec(spec_path)
+    info = load_task(TaskRequest("digits", spec.task.options, spec.seed, None)).info
+    model = build_model("spt_frozen", variant_classifier_config(spec, info, "spt_frozen"),
+                        Pretrainer(encoder_config(spec.model, info), 1).state_dict())
+    expected = trainable_summary(model)
+    assert set(finetune.data.params["trainable_names"].split(",")) == set(expected["trainable_names"])
+    assert all(_fpt_trainable(n) for n in expected["trainable_names"])
+    assert finetune.data.metrics["trainable_params"] == expected["trainable_params"] < expected["total_params"]
+    assert finetune.data.metrics["total_params"] == expected["total_params"]
 
 
 def test_spt_cross_pointing_at_a_missing_task(tmp_path, capsys):
