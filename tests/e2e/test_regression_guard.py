@@ -1,7 +1,7 @@
 """The regression guard: a small study whose direction (SPT not below scratch) held across seeds when it
 was chosen (search_spaces/regression_guard.yaml says with which numbers), run through the CLI. A change that
 makes SPT significantly worse than scratch there (the whole 95 % interval of Δ below zero) fails it.
-The same study's output then feeds tools/results_page.py end to end."""
+The same study's output is then collected and rendered by tools/results_page.py end to end."""
 
 from __future__ import annotations
 
@@ -40,19 +40,22 @@ def test_spt_is_not_below_scratch_beyond_its_interval(guard):
 def test_results_page_from_the_guard_output(guard, tmp_path):
     sys.path.insert(0, str(REPO / "tools"))
     import results_page
+    import results_trace
 
-    root = guard.parent.parent  # the directory the command ran in: output runs/regression_guard
     study = {"id": "regression_guard", "title": "Regression guard", "output": "runs/regression_guard",
              "command": "python -m sptune.sweep search_spaces/regression_guard.yaml --output runs/regression_guard"}
     docs = tmp_path / "docs"
-    text = results_page.render([study], root, docs)
+    results_page.collect(guard, "regression_guard", docs)
+    text = results_page.render([study], docs)
     results = json.loads((guard / "results.json").read_text())
     spt = results["summary"]["spt"]
     row = next(line for line in text.splitlines() if line.startswith("| spt |"))
     assert f"{spt['test_acc_mean']:.4f} ± {spt['test_acc_std']:.4f}" in row and f"{spt['delta_mean']:+.4f}" in row
     assert "Wall time: " in text and "not recorded" not in text
-    assert (docs / "results/regression_guard/regression_guard/report.html").stat().st_size > 1000
-    png = docs / "results/regression_guard/regression_guard-lr.png"
+    assert (docs / "results/regression_guard/report.html").stat().st_size > 1000
+    png = docs / f"results/regression_guard/figures/{results['task']}-lr.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size < results_page.MAX_COPY_BYTES
-    assert "![accuracy vs learning rate, regression_guard](results/regression_guard/regression_guard-lr.png)" in text
+    assert (f"![accuracy vs learning rate, regression_guard](results/regression_guard/figures/{results['task']}-lr.png)"
+            in text)
     assert "Ranking" in text  # the report's fairness flags came along
+    assert results_trace.untraceable(text, [study], docs) == []  # every number of a real study's page traced

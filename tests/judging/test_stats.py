@@ -12,12 +12,21 @@ from pathlib import Path
 import pytest
 
 from sptune.judging import results
-from sptune.judging.stats import Summary, baseline_variant, interval_text, paired_delta, summarize, welch_delta
+from sptune.judging.stats import (
+    Summary,
+    baseline_variant,
+    interval_text,
+    min_detectable_effect,
+    paired_delta,
+    summarize,
+    welch_delta,
+)
 from sptune.report import build_report
 from sptune.report.cells import aggregate
 
 # t(0.975, df) from a printed Student-t table, so the tests do not check scipy against itself.
-T975 = {1: 12.706204736174704, 2: 4.302652729749464, 3: 3.182446305284263}
+T975 = {1: 12.706204736174704, 2: 4.302652729749464, 3: 3.182446305284263, 4: 2.7764451051977987}
+T80 = {2: 1.0606601717798212, 4: 0.9409645772}  # t(0.8, df), for the power of the smallest detectable Δ
 ACC = {"scratch": [0.900, 0.920, 0.950], "spt": [0.930, 0.945, 0.990], "frozen": [0.880, 0.905, 0.915]}
 
 
@@ -236,3 +245,15 @@ def test_results_md_json_and_report_carry_the_clipped_interval_and_the_deltas_se
     cell = report_cells(rows)[("digits", "scratch")]
     assert Summary.from_fields(summary["scratch"], "test_acc") == cell.test_summary
     assert "100.00]‡" in build_report(out).read_text()
+
+
+def test_smallest_detectable_delta_is_the_t_power_formula():
+    # (t(0.975, n-1) + t(0.8, n-1)) * s / sqrt(n), with the quantiles from a printed table.
+    assert min_detectable_effect(0.02, 5) == pytest.approx((T975[4] + T80[4]) * 0.02 / math.sqrt(5), rel=1e-8)
+    assert min_detectable_effect(0.03, 3) == pytest.approx((T975[2] + T80[2]) * 0.03 / math.sqrt(3), rel=1e-8)
+    # Without a spread there is nothing to say: one seed, no std, a NaN std.
+    assert min_detectable_effect(0.02, 1) is None and min_detectable_effect(None, 5) is None
+    assert min_detectable_effect(float("nan"), 5) is None
+    # More seeds with the same spread detect a smaller difference; a higher power asks for a larger one.
+    assert min_detectable_effect(0.02, 10) < min_detectable_effect(0.02, 5) < min_detectable_effect(0.02, 3)
+    assert min_detectable_effect(0.02, 5, power=0.9) > min_detectable_effect(0.02, 5)

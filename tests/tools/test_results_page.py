@@ -1,7 +1,9 @@
-"""tools/results_page.py on studies laid out as sptune writes them (results.json, report.md, figures/,
-report.html): one section per study with its command, wall time from its timeline and its table; a
-campaign's SPT-only studies get their Δ paired by seed with the baseline rows of the member that has them.
-The end-to-end run on a real study's output is in tests/test_regression_guard.py."""
+"""tools/results_page.py on studies laid out as sptune writes them (spec.yaml, results.json, results.md, report.md,
+report.html, figures/): `collect` copies a study's files into docs/results/<id>/, and the page is rendered from
+those only: one section per study with its command, wall time from its timeline and its table; a campaign's
+SPT-only studies get their Δ paired by seed with the baseline rows of the member that has them.
+The end-to-end run on a real study's output is in tests/test_regression_guard.py; the page's traceability (every
+number in a committed file, every commit an ancestor) in tests/test_results_traceable.py."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 import results_page  # noqa: E402
 
+SPEC = "variants:\n  spt: {search: {lr: {type: grid, values: [0.001, 0.003]}}}\n"
+
 
 def _row(variant: str, seed: int, acc: float) -> ResultRow:
     return ResultRow(variant, variant, "listops", seed, 1e-3, 32, 3, acc, acc, 1.0, 3, 0, 0, 24, "t", None, "c")
@@ -31,8 +35,11 @@ def _study(path: Path, name: str, accs: dict[str, list[float]], start: float = 1
            "timeline": [{"stage": "search-spt", "start": start, "end": start + 90.0}],
            "rows": [r.__dict__ for r in rows]}
     (path / "results.json").write_text(json.dumps(doc))
+    (path / "results.md").write_text(f"# {name}\n")
+    (path / "spec.yaml").write_text(SPEC)
     (path / "figures").mkdir()
     (path / "figures" / "listops-lr.png").write_bytes(b"\x89PNG small")
+    (path / "figures" / "listops-lr.svg").write_text("<svg/>")  # the page links the PNG only
     (path / "report.html").write_text("<html>report</html>")
     (path / "report.md").write_text("# r\n\n## Fairness flags\n\n- **WARN: Ranking flips** — text\n  - spt vs scratch\n"
                                     "\n## Other\n\n- not a flag\n")
@@ -53,30 +60,66 @@ def test_campaign_page_pairs_spt_only_studies_with_the_baseline_member(campaign)
                 "output": "runs/budget"},
                {"id": "later", "title": "Later", "command": "python -m sptune.sweep x.yaml", "output": "runs/none"}]
     docs = campaign / "docs"
-    text = results_page.render(studies, campaign, docs)
+    results_page.collect(campaign / "runs" / "budget", "budget", docs)
+    text = results_page.render(studies, docs)
     assert "```bash\npython -m sptune.sweep sweeps/b.yaml\n```" in text
     assert "Wall time: 1.5 min (90 s)" in text and "Wall time, all 2 studies: 3.0 min (180 s)" in text
     delta = stats.paired_delta({"1000": 0.40, "1001": 0.41, "1002": 0.45}, {"1000": 0.30, "1001": 0.32, "1002": 0.31})
     line = next(x for x in text.splitlines() if x.startswith("| lo-epochs5 | spt |"))
     assert f"{delta.mean:+.4f} [{delta.interval[0]:+.4f}, {delta.interval[1]:+.4f}]" in line
     assert "0.4200 ± 0.0265" in line
-    assert "- **WARN: Ranking flips** — text\n  - spt vs scratch" in text and "not a flag" not in text
-    assert (docs / "results/budget/lo-epochs5-lr.png").read_bytes() == b"\x89PNG small"
-    assert (docs / "results/budget/lo-epochs0/report.html").is_file()
+    # The report's flags by headline; their details (with the report's own numbers) stay in the report.
+    assert "- **WARN: Ranking flips**\n" in text and "— text" not in text and "not a flag" not in text
+    assert (docs / "results/budget/lo-epochs5/figures/listops-lr.png").read_bytes() == b"\x89PNG small"
+    assert not (docs / "results/budget/lo-epochs5/figures/listops-lr.svg").exists()
+    for name in ("spec.yaml", "results.json", "results.md", "report.md", "report.html"):
+        assert (docs / "results/budget/lo-epochs0" / name).is_file(), name
+    assert (docs / "results/budget/results.json").is_file()
     assert "](results/budget/lo-epochs5/report.html)" in text
-    assert results_page.PLACEHOLDER in text and "*Not run yet: no results in `runs/none`.*" in text
+    assert "![accuracy vs learning rate, lo](results/budget/lo-epochs5/figures/listops-lr.png)" in text
+    assert results_page.PLACEHOLDER in text and "*Pending: no results collected in `docs/results/later/` yet.*" in text
 
 
-def test_cli_writes_the_page_and_prints_the_commands(campaign, tmp_path):
+def test_the_page_reads_only_the_collected_files(campaign):
+    studies = [{"id": "budget", "title": "Budget", "command": "c", "output": "runs/budget"}]
+    docs = campaign / "docs"
+    results_page.collect(campaign / "runs" / "budget", "budget", docs)
+    before = results_page.render(studies, docs)
+    (campaign / "runs" / "budget" / "lo-epochs5" / "results.json").write_text("{}")  # the run dir changes
+    assert results_page.render(studies, docs) == before
+    # A collected study the manifest does not list is an error, not a silent omission.
+    results_page.collect(campaign / "runs" / "budget" / "lo-epochs0", "extra", docs)
+    with pytest.raises(SystemExit, match="extra"):
+        results_page.render(studies, docs)
+
+
+def test_collect_needs_a_finished_study_and_keeps_large_files_out(campaign, monkeypatch, capsys):
+    docs = campaign / "docs"
+    with pytest.raises(SystemExit, match="results.json"):
+        results_page.collect(campaign / "runs" / "nothing", "x", docs)
+    run = campaign / "runs" / "budget" / "lo-epochs0"
+    monkeypatch.setattr(results_page, "MAX_COPY_BYTES", 12)
+    results_page.collect(run, "small", docs)
+    assert not (docs / "results/small/report.html").exists()  # 19 bytes: over the limit
+    assert (docs / "results/small/results.json").is_file()  # required files are always copied
+    assert "left out" in capsys.readouterr().out
+    (run / "spec.yaml").unlink()
+    with pytest.raises(SystemExit, match="spec.yaml"):
+        results_page.collect(run, "small", docs)
+
+
+def test_cli_collects_writes_the_page_and_prints_the_commands(campaign, tmp_path):
     manifest = tmp_path / "m.yaml"
     manifest.write_text("studies:\n  - {id: b, title: B, command: 'python -m sptune.sweep s.yaml', output: runs/budget,"
                         " papers: 'The papers: 0.40 -> 0.58.'}\n")
-    out = tmp_path / "docs" / "results.md"
-    base = [sys.executable, str(REPO / "tools/results_page.py"), "--manifest", str(manifest)]
+    docs = tmp_path / "docs"
+    base = [sys.executable, str(REPO / "tools/results_page.py"), "--manifest", str(manifest), "--docs", str(docs)]
     listed = subprocess.run([*base, "--print-commands"], capture_output=True, text=True, check=True).stdout
     assert listed.strip() == "python -m sptune.sweep s.yaml"
-    subprocess.run([*base, "--root", str(campaign), "--out", str(out)], check=True, capture_output=True)
-    assert "The papers: 0.40 -> 0.58." in out.read_text()
+    subprocess.run([*base, "collect", str(campaign / "runs" / "budget"), "--id", "b"], check=True, capture_output=True)
+    subprocess.run(base, check=True, capture_output=True)
+    text = (docs / "results.md").read_text()
+    assert "The papers: 0.40 -> 0.58." in text and "#### lo-epochs5" in text
 
 
 def test_the_shipped_manifest_names_every_study_of_the_issue():
