@@ -9,10 +9,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from tests.tuning.schedulers.test_halving import CURVES, MAX_T, Controller, _report, _trial, simulate
 
 from sptune.plan.rungs import hyperband_plan, planned_epochs
 from sptune.tuning.schedulers.hyperband import Hyperband
+from tests.tuning.schedulers.test_halving import CURVES, MAX_T, Controller, _report, _trial, simulate
 
 
 def _hyperband(n_trials: int = len(CURVES)) -> Hyperband:
