@@ -149,7 +149,7 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
     target = OptunaTarget(default_url(tmp_path), SPEC_NAME, "digits")
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
     searcher, _ = staged_search(plan, [Stage(scratch)], {}, {}, target)
-    trials = _feed(searcher, plan.concurrency)
+    trials = _feed(searcher, plan.spec.searcher.batch_size)
     study = optuna.load_study(study_name=f"{SPEC_NAME}/scratch", storage=default_url(tmp_path))
     attrs = study.user_attrs
     assert attrs["variant"] == "scratch" and attrs["task"] == "digits" and attrs["phase"] == "search"
@@ -175,15 +175,16 @@ def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, 
     target = OptunaTarget(postgres, "pickled", "digits")
     spt = next(s for s in plan.variant_searches() if s.variant == "spt")
     searcher, _ = staged_search(plan, [Stage(spt)], {}, {}, target)
-    _feed(searcher, plan.concurrency)
+    batch = plan.spec.searcher.batch_size
+    _feed(searcher, batch)
     saved = pickle.dumps(searcher)
     assert PASSWORD.encode() not in saved
     restored = pickle.loads(saved)
-    _feed(restored, plan.concurrency, offset=plan.concurrency)
+    _feed(restored, batch, offset=batch)
     names = [n for n in optuna.get_all_study_names(open_storage(postgres)) if n.startswith("pickled/")]
     assert names == ["pickled/spt"]  # one study, continued: no duplicate
     study = optuna.load_study(study_name="pickled/spt", storage=open_storage(postgres))
-    assert len(study.trials) == 2 * plan.concurrency and all(t.state in DONE for t in study.trials)
+    assert len(study.trials) == 2 * batch and all(t.state in DONE for t in study.trials)
 
 
 def _importance_run(tmp_path: Path, plan, trials: dict[str, int]) -> Path:

@@ -65,6 +65,20 @@ def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, 
     assert (key == KEY_WITHOUT_THE_OPTION) is not joint
 
 
+def test_a_searcher_batch_size_of_its_own_has_a_spt_cache_key_of_its_own(repo_root):
+    """The batch size changes what the pretraining search proposes; the default keeps the key of caches
+    written before the option existed."""
+    from sptune.study.spt_reuse import cache_key
+
+    def key(*overrides: str) -> str:
+        spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
+        plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+        return cache_key(spec, plan.pretrainings()[0])
+
+    assert key() == key("searcher.batch_size=4") == KEY_WITHOUT_THE_OPTION
+    assert key("searcher.batch_size=2") != KEY_WITHOUT_THE_OPTION
+
+
 # digits_quick's SPT cache key as computed before `searcher.multivariate` existed (at bdfba6b).
 KEY_WITHOUT_THE_OPTION = "907d98c156195f45"
 

@@ -217,4 +217,4 @@ def searcher_for(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | Non
     tpe = _optuna(plan, search, space, target)
     if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
         return tpe
-    return BatchedSearcher(tpe, plan.concurrency, search.n_trials, settle_epoch(plan, search))
+    return BatchedSearcher(tpe, plan.spec.searcher.batch_size, search.n_trials, settle_epoch(plan, search))
