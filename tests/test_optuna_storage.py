@@ -164,6 +164,25 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
     assert [t.user_attrs["ray_trial_id"] for t in study.trials] == trials
     assert [t.value for t in study.trials] == [0.5 + i / 100 for i in range(len(trials))]
     assert all(t.user_attrs["told_at_epoch"] == 1 for t in study.trials)
+    # The value told is the best-so-far score at the first rung (digits_quick: sha, grace 5), not at the best
+    # epoch selection uses: the database, the dashboard's objective name and the searcher's own study say so.
+    told = "best_val_acc at epoch 5 (the first rung)"
+    assert attrs["value_is"] == told and study.metric_names == [told]
+    assert searcher.searchers["search-scratch"].inner._ot_study.metric_names == [told]
+
+
+@pytest.mark.parametrize("overrides, told", [
+    (["scheduler.type=fifo"], "best_val_acc when the trial ended"),
+    (["searcher.mode=async", "scheduler.type=asha"], "best_val_acc when the trial ended"),
+    (["scheduler.type=asha", "scheduler.grace_period=2"], "best_val_acc at epoch 2 (the first rung)"),
+])  # fmt: skip
+def test_the_value_told_is_named_as_it_is(repo_root, overrides, told):
+    from sptune.tuning.searchers import told_value
+
+    spec = load_spec(Path(_spec(repo_root)), overrides)
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    assert told_value(plan, plan.variant_searches()[0]) == told
+    assert told_value(plan, plan.pretrainings()[0]) == told.replace("best_val_acc", "best_val_loss")
 
 
 def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, postgres):
@@ -271,6 +290,8 @@ def test_each_searched_variant_leaves_its_study_in_optuna_db(study):
         optuna_study = optuna.load_study(study_name=f"{SPEC_NAME}/{variant}", storage=url)
         assert optuna_study.user_attrs["variant"] == variant and optuna_study.user_attrs["task"] == "digits"
         assert set(optuna_study.user_attrs["search_space"]) == {"lr", "batch_size"}
+        metric = "best_val_loss" if variant == "pretrain" else "best_val_acc"
+        assert optuna_study.metric_names == [f"{metric} at epoch 1 (the first rung)"]  # SHOWN: sha, grace 1
         trials = optuna_study.trials
         assert len(trials) == n  # one Optuna trial per planned trial, none left RUNNING
         assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value is not None for t in trials)
