@@ -16,17 +16,20 @@ from sptune.preflight import ReadyCampaign, ReadyStudy
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.study import ray_session
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna
+from sptune.tuning.callbacks.terminal import show_library_output
 
 
-def run(ready: ReadyStudy | ReadyCampaign) -> Path:
-    """Run a study or a campaign; returns its results.json."""
+def run(ready: ReadyStudy | ReadyCampaign, verbose: bool = False) -> Path:
+    """Run a study or a campaign; returns its results.json. `verbose` (--verbose): the libraries' INFO output
+    and Tune's tables too, not only sptune's own lines (`sptune.tuning.callbacks.terminal`)."""
+    show_library_output(verbose)
     try:
         # Opening (or creating) the MLflow store and starting Ray take seconds each and need
         # nothing from each other: the (first) study's store is opened in a thread while Ray starts.
         first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
         with ThreadPoolExecutor(1, thread_name_prefix="sptune-mlflow") as pool:
             tracker = pool.submit(_tracker, first)
-            ray_session.ensure_running()
+            ray_session.ensure_running(verbose)
             threading.Thread(target=_import_report_libraries, name="sptune-report-imports", daemon=True).start()
             if isinstance(ready, ReadyStudy):
                 results = run_study(ready, tracker.result())
