@@ -36,8 +36,8 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
     assert scratch.searcher == "optuna"
     searcher, _ = staged_search(plan, [Stage(scratch)], {}, {})
-    # A whole first batch (one per concurrent slot), each trial's last epoch worse than its best.
-    trials = [f"t_{i:05d}" for i in range(plan.concurrency)]
+    # A whole first batch (searcher.batch_size trials), each trial's last epoch worse than its best.
+    trials = [f"t_{i:05d}" for i in range(plan.spec.searcher.batch_size)]
     configs = [searcher.suggest(trial) for trial in trials]
     epochs = [(0.60, 0.60), (0.90, 0.90), (0.50, 0.90)]  # (val_acc, best_val_acc)
     for trial, config in zip(trials, configs, strict=True):
