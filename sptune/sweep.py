@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue the interrupted study in --output DIR")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit without training")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print Ray Tune's status and trial tables, Optuna's and Ray's INFO logs (default: "
+                   "sptune's own lines, and the libraries' warnings and errors)")
     return p.parse_args(argv)
 
 
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     # Here: the launcher imports torch, Ray and MLflow, which a dry run and every refusal never wait for.
     from sptune.study.launch import run as launch
 
-    launch(ready)
+    launch(ready, verbose=args.verbose)
     return 0
 
 

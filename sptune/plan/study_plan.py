@@ -311,8 +311,9 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
                 "depend on finish order)", kept]
     first = f"at {round_unit(spec)} {spec.scheduler.grace_period} (first rung)"
     where = "when it ends" if spec.scheduler.type == "fifo" else first
-    return [f"Searcher: Optuna ({tpe}) per variant in batches of {plan.concurrency}, told each trial's result {where} "
-            "in trial order once its batch is in: order-independent", kept]
+    return [f"Searcher: Optuna ({tpe}) per variant in batches of {spec.searcher.batch_size} (searcher.batch_size, "
+            f"whatever the concurrency), told each trial's result {where} in trial order once its batch is in: "
+            "order-independent, and the same on any machine", kept]
 
 
 def describe(plan: StudyPlan) -> str:

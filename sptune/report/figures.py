@@ -43,7 +43,9 @@ BUDGET_CAPTION = ("Expected best validation accuracy of a search that had run on
                   "paired variant flips; curves still rising at the right end say a bigger search could change "
                   "the answer.")
 IMPORTANCES_CAPTION = ("Optuna's hyperparameter importances over the variant's search trials: the share of the "
-                       "variation in validation accuracy each searched parameter explains.")
+                       "variation in the value its searcher was told each searched parameter explains (with early "
+                       "stopping, the best validation accuracy up to the first rung, not at the selected epoch; "
+                       "the Optuna study's objective name says which).")
 
 
 @dataclass

@@ -229,10 +229,14 @@ class SchedulerSpec(Strict):
 class SearcherSpec(Strict):
     # Used for range searches; grids always run through Ray's grid (BasicVariantGenerator).
     type: Literal["optuna", "random"] = "optuna"
-    # batched: Optuna proposes max_concurrent configs per variant and is told their results in trial order once
-    # all have reported (order-independent); async: told results as trials finish, so no slot waits, but what it
-    # proposes depends on the machine's load. Random and grid searches never depend on it.
+    # batched: Optuna proposes batch_size configs per variant, then waits until all of them have
+    # reported and is told their results in trial order, so its proposals do not depend on finish
+    # order; async: told results as trials finish, so no slot waits (faster), but what it proposes
+    # depends on the machine's load. Random and grid searches never depend on it.
     mode: Literal["batched", "async"] = "batched"
+    # Fixed, never the number of trials that fit at once: the same spec proposes the same configs on
+    # every machine (why 4: docs/design/tuning.md).
+    batch_size: int = ranged(4, "use a positive number of trials, e.g. 4", ge=1)
     # Optuna only. false: TPE models each parameter on its own (Optuna's default). true: one joint model
     # of all of them (multivariate TPE), which can follow an optimum that moves with another parameter
     # (the best LR grows with the batch size) where the independent model averages it away.

@@ -17,15 +17,18 @@ from sptune.study.study import Study
 from sptune.tracking.mlflow_tracker import JOB_TAG, Tracker, ui_command
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna
 from sptune.tracking.provenance import parent_run_params
+from sptune.tuning.callbacks.terminal import show_library_output
 
 
-def run(ready: ReadyStudy | ReadyCampaign) -> Path:
-    """Run a study or a campaign; returns its results.json."""
+def run(ready: ReadyStudy | ReadyCampaign, verbose: bool = False) -> Path:
+    """Run a study or a campaign; returns its results.json. `verbose` (--verbose): the libraries' INFO output
+    and Tune's tables too, not only sptune's own lines (`sptune.tuning.callbacks.terminal`)."""
+    show_library_output(verbose)
     # One thread throughout: libraries imported lazily by two threads at once can deadlock on their module locks.
     first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
     try:
         tracker = _tracker(first)
-        ray_session.ensure_running()
+        ray_session.ensure_running(verbose)
         results = run_study(ready, tracker) if isinstance(ready, ReadyStudy) else _run_campaign(ready, tracker)
     finally:
         ray_session.release()

@@ -4,6 +4,7 @@ by the process that started or joined it."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -58,8 +59,9 @@ def join(address: str) -> None:
     )
 
 
-def ensure_running() -> None:
-    """Start a local Ray instance unless this process is already connected to one."""
+def ensure_running(verbose: bool = False) -> None:
+    """Start a local Ray instance unless this process is already connected to one. Ray's INFO logs (its
+    start-up banner, Tune's "Wrote the latest version ..." lines) print only when `verbose` (--verbose)."""
     global _owned
     if is_connected():
         return
@@ -67,7 +69,8 @@ def ensure_running() -> None:
     _quiet_ray()
     # Ask Ray to use loopback for a local instance (the dashboard is off; Ray may still
     # bind its GCS port on the machine's address, see docs/cluster.md).
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1",
+             logging_level=logging.INFO if verbose else logging.WARNING)
     _owned = True
     _announce(write_service_discovery())
 

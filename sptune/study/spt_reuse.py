@@ -50,11 +50,13 @@ def _pretrain_key(spec: SweepSpec) -> dict:
 
 
 def _searcher_key(spec: SweepSpec) -> dict:
-    """The searcher's settings; `multivariate` only when on, so a cache keyed without the option (the
-    independent TPE) still matches."""
+    """The searcher's settings; `multivariate` only when on and `batch_size` only when not the default, so the
+    keys of caches written before either option existed still match."""
     searcher = spec.searcher.model_dump(mode="json")
     if not searcher["multivariate"]:
         del searcher["multivariate"]
+    if searcher["batch_size"] == type(spec.searcher)().batch_size:
+        del searcher["batch_size"]
     return searcher
 
 

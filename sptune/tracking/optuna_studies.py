@@ -102,6 +102,13 @@ class PasswordFreeStorage(RDBStorage):
         super().__setstate__({**state, "url": _full_url(state["url"])})
 
 
+def name_value(study: optuna.Study, name: str) -> None:
+    """The objective's name as optuna-dashboard and Optuna's plots show it."""
+    with warnings.catch_warnings():  # Optuna marks metric names experimental; they are only a label
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names([name])
+
+
 SEARCH_TRIAL = "search_trial"  # user attr of a database trial: its number in the searcher's own study
 
 
@@ -216,8 +223,9 @@ class OptunaTarget:
     def study_name(self, search: SearchPlan) -> str:
         return f"{self.study}/{search_name(search)}"
 
-    def create(self, search: SearchPlan) -> optuna.Study:
-        """The search's Optuna study (the same one again on --resume), described by its user attrs."""
+    def create(self, search: SearchPlan, value_is: str | None = None) -> optuna.Study:
+        """The search's Optuna study (the same one again on --resume), described by its user attrs;
+        `value_is` names the value each trial is told (default: the search's metric)."""
         study = optuna.create_study(
             storage=open_storage(self.url),
             study_name=self.study_name(search),
@@ -231,11 +239,13 @@ class OptunaTarget:
             "phase": search.phase,
             "task": task,
             "metric": search.metric,
+            "value_is": value_is or search.metric,
             "direction": search.mode,
             "search_space": {name: p.model_dump() for name, p in search.space.items() if p.type != "grid"},
         }
         for key, value in attrs.items():
             study.set_user_attr(key, value)
+        name_value(study, value_is or search.metric)
         return study
 
     def close(self, searches: tuple[SearchPlan, ...]) -> None:

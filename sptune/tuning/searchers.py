@@ -21,7 +21,7 @@ from sptune.plan.rungs import rung_epochs
 from sptune.plan.seeds import search_seeds
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.spec import ParamSpace
-from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, open_storage
+from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, name_value, open_storage
 
 
 class FixedConfigs(Searcher):
@@ -132,12 +132,15 @@ def tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
 class RecordedOptunaSearch(OptunaSearch):
     """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
     exactly the search Tune restores), mirrored trial by trial into the search's persisted study
-    (`StudyMirror`) for optuna-dashboard and the report. Its trials also name their Ray trial and the
-    epoch their value was told at (the first rung of early stopping, with batches)."""
+    (`StudyMirror`) for optuna-dashboard and the report. Its study names the value it is told
+    (`told_value`); its trials also name their Ray trial and the epoch their value was told at."""
 
-    def __init__(self, *args: Any, mirror: StudyMirror | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mirror: StudyMirror | None = None, value_name: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mirror = mirror
+        if value_name is not None:
+            name_value(self._ot_study, value_name)
 
     def _frozen(self, trial_id: str) -> Any:
         return self._ot_study.get_trials(deepcopy=False)[self._ot_trials[trial_id].number]
@@ -163,11 +166,21 @@ class RecordedOptunaSearch(OptunaSearch):
             self.mirror.told(frozen)
 
 
+def told_value(plan: StudyPlan, search: SearchPlan) -> str:
+    """What the search's Optuna study is told of each trial, by its true name: a batched search with early
+    stopping is told the best-so-far score at the first rung, not at the epoch selection later picks."""
+    at = settle_epoch(plan, search) if plan.spec.searcher.mode == "batched" else None
+    if at is None:
+        return f"{search.metric} when the trial ended"
+    unit = "round" if search.budget is not None and search.budget.unit == "steps" else "epoch"
+    return f"{search.metric} at {unit} {at} (the first rung)"
+
+
 def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarget | None) -> OptunaSearch:
     """The search's own Optuna study, in memory; mirrored into the target's database when there is one."""
-    mirror = None
+    mirror, value = None, told_value(plan, search)
     if target is not None:
-        target.create(search)  # named and described
+        target.create(search, value)  # named and described
         mirror = StudyMirror(open_storage(target.url), target.study_name(search))
     return RecordedOptunaSearch(
         OptunaSearch.convert_search_space(space),
@@ -175,6 +188,7 @@ def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarg
         mode=search.mode,
         sampler=tpe_sampler(plan.spec.seed, search.n_trials, plan.spec.searcher.multivariate),
         mirror=mirror,
+        value_name=value,
     )
 
 
@@ -217,4 +231,4 @@ def searcher_for(plan: StudyPlan, search: SearchPlan, target: OptunaTarget | Non
     tpe = _optuna(plan, search, space, target)
     if plan.spec.searcher.mode == "async":  # told results as trials finish: order-dependent
         return tpe
-    return BatchedSearcher(tpe, plan.concurrency, search.n_trials, settle_epoch(plan, search))
+    return BatchedSearcher(tpe, plan.spec.searcher.batch_size, search.n_trials, settle_epoch(plan, search))

@@ -173,7 +173,7 @@ class StudyTrainable(tune.Trainable):
             # Stop at once; mark it so selection never picks it and the report counts it.
             worst = -math.inf if key == "val_acc" else math.inf
             return {"diverged": 1, "error": str(err), "done": True, key: worst, "epoch": self.loop.epoch + 1,
-                    "best_" + key: self.best.get(key, worst), CHECKPOINT_RANK: 0}
+                    **self._best_metrics(), "best_" + key: self.best.get(key, worst), CHECKPOINT_RANK: 0}
         improved = not self.best or rank_key(metrics, key) < rank_key(self.best, key)
         if improved:
             self.best = {k: float(metrics[k]) for k in ("val_acc", "val_loss", "epoch") if k in metrics}
@@ -181,7 +181,7 @@ class StudyTrainable(tune.Trainable):
         return {
             **metrics,
             "diverged": 0,
-            "best_" + key: self.best[key],
+            **self._best_metrics(),
             "best_epoch": int(self.best["epoch"]),
             # The kept best checkpoint has the highest rank: the latest improvement, the epoch logged as
             # best_epoch (sptune.tuning.callbacks.checkpoint_pruning); epochs that do not improve rank 0.
@@ -189,6 +189,13 @@ class StudyTrainable(tune.Trainable):
             # Each trial's own budget (stages sharing the Tuner differ); with until_converged, on while improving.
             "done": trial_done(metrics["epoch"], int(self.best["epoch"]), self.job.budget),
         }
+
+    def _best_metrics(self) -> dict[str, float]:
+        """The best epoch's numbers the ranking rule reads: best_val_acc and best_val_loss of a finetuning trial
+        (the val_loss of its best-accuracy epoch, which breaks a tie at a rung of halving as selection does),
+        best_val_loss of a pretraining trial."""
+        names = ("val_acc", "val_loss") if self.score_key == "val_acc" else ("val_loss",)
+        return {"best_" + k: self.best[k] for k in names if k in self.best}
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
         state = {**self.loop.state_dict(), "best": self.best, "improvements": self.improvements}

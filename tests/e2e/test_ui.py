@@ -75,9 +75,8 @@ def test_progress_shows_each_variants_trials_and_best_so_far(study):
         assert float(best) == pytest.approx(max(r.data.metrics["best_val_acc"] for r in trials), abs=1e-4)
     assert final["pretrain"][6] == "val_loss"  # each stage ranked by its own metric
     assert _variant_lines(stdout, "running"), "no report while the study ran (every 1 s here)"
-    # Tune's own trial table, with the parameter columns sptune configures.
-    header = next(line for line in stdout.splitlines() if "Trial name" in line)
-    assert [c.strip() for c in header.strip("|").split("|")][3:6] == ["variant", "lr", "batch"], header
+    # Tune's own trial table prints only with --verbose: tests/test_terminal_output.py checks its columns.
+    assert not any("Trial name" in line for line in stdout.splitlines())
 
 
 # ----------------------------------------------------------------------------- MLflow UI

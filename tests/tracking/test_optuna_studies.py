@@ -149,7 +149,7 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
     target = OptunaTarget(default_url(tmp_path), SPEC_NAME, "digits")
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
     searcher, _ = staged_search(plan, [Stage(scratch)], {}, {}, target)
-    trials = _feed(searcher, plan.concurrency)
+    trials = _feed(searcher, plan.spec.searcher.batch_size)
     study = optuna.load_study(study_name=f"{SPEC_NAME}/scratch", storage=default_url(tmp_path))
     attrs = study.user_attrs
     assert attrs["variant"] == "scratch" and attrs["task"] == "digits" and attrs["phase"] == "search"
@@ -164,6 +164,25 @@ def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
     assert [t.user_attrs["ray_trial_id"] for t in study.trials] == trials
     assert [t.value for t in study.trials] == [0.5 + i / 100 for i in range(len(trials))]
     assert all(t.user_attrs["told_at_epoch"] == 1 for t in study.trials)
+    # The value told is the best-so-far score at the first rung (digits_quick: sha, grace 5), not at the best
+    # epoch selection uses: the database, the dashboard's objective name and the searcher's own study say so.
+    told = "best_val_acc at epoch 5 (the first rung)"
+    assert attrs["value_is"] == told and study.metric_names == [told]
+    assert searcher.searchers["search-scratch"].inner._ot_study.metric_names == [told]
+
+
+@pytest.mark.parametrize("overrides, told", [
+    (["scheduler.type=fifo"], "best_val_acc when the trial ended"),
+    (["searcher.mode=async", "scheduler.type=asha"], "best_val_acc when the trial ended"),
+    (["scheduler.type=asha", "scheduler.grace_period=2"], "best_val_acc at epoch 2 (the first rung)"),
+])  # fmt: skip
+def test_the_value_told_is_named_as_it_is(repo_root, overrides, told):
+    from sptune.tuning.searchers import told_value
+
+    spec = load_spec(Path(_spec(repo_root)), overrides)
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    assert told_value(plan, plan.variant_searches()[0]) == told
+    assert told_value(plan, plan.pretrainings()[0]) == told.replace("best_val_acc", "best_val_loss")
 
 
 def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, postgres):
@@ -175,15 +194,16 @@ def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, 
     target = OptunaTarget(postgres, "pickled", "digits")
     spt = next(s for s in plan.variant_searches() if s.variant == "spt")
     searcher, _ = staged_search(plan, [Stage(spt)], {}, {}, target)
-    _feed(searcher, plan.concurrency)
+    batch = plan.spec.searcher.batch_size
+    _feed(searcher, batch)
     saved = pickle.dumps(searcher)
     assert PASSWORD.encode() not in saved
     restored = pickle.loads(saved)
-    _feed(restored, plan.concurrency, offset=plan.concurrency)
+    _feed(restored, spt.n_trials - batch, offset=batch)  # the rest: a last, smaller batch
     names = [n for n in optuna.get_all_study_names(open_storage(postgres)) if n.startswith("pickled/")]
     assert names == ["pickled/spt"]  # one study, continued: no duplicate
     study = optuna.load_study(study_name="pickled/spt", storage=open_storage(postgres))
-    assert len(study.trials) == 2 * plan.concurrency and all(t.state in DONE for t in study.trials)
+    assert len(study.trials) == spt.n_trials and all(t.state in DONE for t in study.trials)
 
 
 def _importance_run(tmp_path: Path, plan, trials: dict[str, int]) -> Path:
@@ -270,6 +290,8 @@ def test_each_searched_variant_leaves_its_study_in_optuna_db(study):
         optuna_study = optuna.load_study(study_name=f"{SPEC_NAME}/{variant}", storage=url)
         assert optuna_study.user_attrs["variant"] == variant and optuna_study.user_attrs["task"] == "digits"
         assert set(optuna_study.user_attrs["search_space"]) == {"lr", "batch_size"}
+        metric = "best_val_loss" if variant == "pretrain" else "best_val_acc"
+        assert optuna_study.metric_names == [f"{metric} at epoch 1 (the first rung)"]  # SHOWN: sha, grace 1
         trials = optuna_study.trials
         assert len(trials) == n  # one Optuna trial per planned trial, none left RUNNING
         assert all(t.state == optuna.trial.TrialState.COMPLETE and t.value is not None for t in trials)

@@ -230,7 +230,7 @@ def test_each_search_gets_its_own_searchers_proposals_whatever_else_runs(repo_ro
         alone, proposed = searcher_for(plan, search), []
         while (config := alone.suggest(f"a{len(proposed)}")) not in (None, Searcher.FINISHED):
             proposed.append(config)
-            if len(proposed) % plan.concurrency == 0 or len(proposed) == search.n_trials:
+            if len(proposed) % plan.spec.searcher.batch_size == 0 or len(proposed) == search.n_trials:
                 for i in range(len(proposed) - len(alone.batch), len(proposed)):
                     alone.on_trial_complete(f"a{i}", {**proposed[i], "best_val_acc": _score(proposed[i], "")[0]})
         mine = [c for c in driver.configs.values() if c["stage"] == search.label]

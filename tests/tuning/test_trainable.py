@@ -87,6 +87,22 @@ def test_a_restored_trial_ends_with_the_same_weights_as_one_never_interrupted(tm
 
 
 @pytest.mark.parametrize("config", [CONFIG, PRETRAIN_CONFIG], ids=["finetune", "pretrain"])
+def test_each_result_reports_its_best_epochs_numbers(config):
+    """best_val_loss is the val_loss of the epoch best_epoch names (for a finetuning trial, its best-accuracy
+    epoch's): what halving breaks a tie at a rung with, as selection does from that epoch's checkpoint."""
+    trial = _direct()(dict(config))
+    results = [trial.train() for _ in range(4)]
+    trial.stop()
+    for result in results:
+        best = results[result["best_epoch"] - 1]
+        assert result["best_val_loss"] == best["val_loss"]
+        if "objective" not in config:
+            assert result["best_val_acc"] == best["val_acc"]
+        else:
+            assert "best_val_acc" not in result  # pretraining ranks by its loss alone
+
+
+@pytest.mark.parametrize("config", [CONFIG, PRETRAIN_CONFIG], ids=["finetune", "pretrain"])
 def test_the_first_epoch_reports_every_training_parameter(config):
     trial = _direct()(dict(config))
     first, second = trial.train(), trial.train()

@@ -36,8 +36,8 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
     scratch = next(s for s in plan.variant_searches() if s.variant == "scratch")
     assert scratch.searcher == "optuna"
     searcher, _ = staged_search(plan, [Stage(scratch)], {}, {})
-    # A whole first batch (one per concurrent slot), each trial's last epoch worse than its best.
-    trials = [f"t_{i:05d}" for i in range(plan.concurrency)]
+    # A whole first batch (searcher.batch_size trials), each trial's last epoch worse than its best.
+    trials = [f"t_{i:05d}" for i in range(plan.spec.searcher.batch_size)]
     configs = [searcher.suggest(trial) for trial in trials]
     epochs = [(0.60, 0.60), (0.90, 0.90), (0.50, 0.90)]  # (val_acc, best_val_acc)
     for trial, config in zip(trials, configs, strict=True):
@@ -63,6 +63,20 @@ def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, 
     # The SPT cache key changes only when the option is on: caches written before it existed still match.
     key = cache_key(spec, plan.pretrainings()[0])
     assert (key == KEY_WITHOUT_THE_OPTION) is not joint
+
+
+def test_a_searcher_batch_size_of_its_own_has_a_spt_cache_key_of_its_own(repo_root):
+    """The batch size changes what the pretraining search proposes; the default keeps the key of caches
+    written before the option existed."""
+    from sptune.study.spt_reuse import cache_key
+
+    def key(*overrides: str) -> str:
+        spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
+        plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+        return cache_key(spec, plan.pretrainings()[0])
+
+    assert key() == key("searcher.batch_size=4") == KEY_WITHOUT_THE_OPTION
+    assert key("searcher.batch_size=2") != KEY_WITHOUT_THE_OPTION
 
 
 # digits_quick's SPT cache key as computed before `searcher.multivariate` existed (at bdfba6b).

@@ -31,7 +31,7 @@ _EPOCH_GAUGES = {
     "val_acc": "validation accuracy of the trial's latest epoch",
     "best_val_acc": "best validation accuracy of the trial so far (the epoch sptune would select)",
     "val_loss": "validation loss of the trial's latest epoch",
-    "best_val_loss": "best validation loss of the trial so far (pretraining trials rank by it)",
+    "best_val_loss": "validation loss of the trial's best epoch so far (pretraining trials rank by it)",
 }
 
 _metrics: dict[str, Any] | None = None  # this process's metric objects, made by _get()

@@ -1,15 +1,19 @@
-"""What the terminal shows while the study's Tuner runs: Ray Tune's own CLIReporter, configured, with one
-line per stage on top (trials done / running / stopped early / waiting / failed, and its best so far by
-its own metric). Stages never compete, so Tune's "current best trial" alone would compare across them.
+"""What the terminal shows while the study's Tuner runs: one line per stage (trials done / running / stopped
+early / waiting / failed, and its best so far by its own metric), printed by Ray Tune's own CLIReporter.
+Stages never compete, so Tune's "current best trial" alone would compare across them. With --verbose
+(`show_library_output`) Tune's status header and trial table follow the stage lines, and Optuna's and Ray's
+INFO logs print too; without, the libraries print only their warnings and errors.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import optuna
 from ray.tune import CLIReporter
 
 # Seconds between two reports; 0 (or "off") prints nothing while Tuners run.
@@ -26,6 +30,30 @@ def report_seconds() -> float:
         return max(0.0, float(raw)) if raw else DEFAULT_SECONDS
     except ValueError:
         return DEFAULT_SECONDS
+
+
+class _Shown:
+    tune_tables = False  # --verbose: read when each report prints, so a restored Tuner's reporter obeys it too
+
+
+class _DropRestoredLogWarning(logging.Filter):
+    """Tune warns when a trial resumed from a rung of synchronous halving has no result.json to restore yet:
+    that copy is Tune's own log; sptune records every epoch in MLflow and selects from the trial objects."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return _Shown.tune_tables or not record.getMessage().startswith("Remote file not found")
+
+
+_RESTORED_LOG_FILTER = _DropRestoredLogWarning()
+
+
+def show_library_output(verbose: bool) -> None:
+    """--verbose: Tune's status and trial tables under sptune's stage lines, and Optuna's INFO lines ("A new
+    study created ..."); without it only sptune's own lines and the libraries' warnings and errors.
+    (Ray's own INFO logs: `sptune.study.ray_session.ensure_running`.)"""
+    _Shown.tune_tables = verbose
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
+    logging.getLogger("ray.tune.logger.logger").addFilter(_RESTORED_LOG_FILTER)  # once: the same filter
 
 
 def use_tune_reporter() -> None:
@@ -67,6 +95,8 @@ class StageProgress(CLIReporter):
     def _progress_str(self, trials: list, done: bool, *sys_info: str, fmt: str = "psql", delim: str = "\n") -> str:
         lines = [f"== sptune {self.title}: per stage ({'finished' if done else 'running'}) =="]
         lines += [self.stage_line(row, [t for t in trials if t.config.get("stage") == row.name]) for row in self.rows]
+        if not _Shown.tune_tables:
+            return delim.join(lines)
         return delim.join(lines) + delim + super()._progress_str(trials, done, *sys_info, fmt=fmt, delim=delim)
 
     @staticmethod

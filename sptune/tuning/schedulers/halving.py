@@ -2,7 +2,8 @@
 
 A trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its stage has reached
 it or ended; then the top ⌈n/η⌉ by the stage's metric go on (n: the trials that entered the rung, so the
-rung sizes are those of `sptune.plan.rungs`), equal scores to the trial created first, and the rest stop.
+rung sizes are those of `sptune.plan.rungs`), ties broken as selection breaks them (`rung_metrics`: the
+best epoch's val_loss, then its epoch, then the trial created first), and the rest stop.
 It must know the stage's whole trial budget: the first rung is decided only when all of them exist.
 Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.md.
 """
@@ -23,18 +24,23 @@ def trial_index(trial: Any) -> int:
     return creation_index(getattr(trial, "experiment_tag", None))
 
 
-def _number(value: Any) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None  # missing: ranks last
+def rung_metrics(result: dict, metric: str, score: str) -> dict[str, Any]:
+    """What the ranking rule reads of a trial at a rung: the stage's metric as its `score` ("val_acc" or
+    "val_loss"); for a best-so-far metric (`best_val_acc`) also its best epoch's val_loss and epoch, which the
+    trainable reports as best_val_loss and best_epoch: the numbers selection reads from that epoch's
+    checkpoint, so a tie on the score goes the same way in both."""
+    found = {score: result.get(metric)}
+    if metric.startswith("best_"):
+        found.setdefault("val_loss", result.get("best_val_loss"))
+        found["epoch"] = result.get("best_epoch")
+    return found
 
 
 @dataclass
 class _Entry:
     trial: Any
     index: int
-    values: dict[int, float | None] = field(default_factory=dict)  # rung epoch -> its metric when it got there
+    values: dict[int, dict[str, Any]] = field(default_factory=dict)  # rung epoch -> rung_metrics when it got there
     passed: int = 0  # rungs this trial has been promoted past
     ended: bool = False  # completed, errored, or stopped
     resumable: bool = False  # promoted while paused: choose_trial_to_run may start it again
@@ -88,7 +94,7 @@ class SuccessiveHalving(FIFOScheduler):
         while (step := entry.passed) < len(self.rungs) and epoch >= self.rungs[step]:
             if step < self.decided:
                 return TrialScheduler.STOP  # a safeguard: its rung was decided without it
-            entry.values.setdefault(self.rungs[step], _number(result.get(self._metric)))
+            entry.values.setdefault(self.rungs[step], rung_metrics(result, self._metric, self._score))
             if result.get("done"):
                 return TrialScheduler.CONTINUE  # it ends now (diverged); on_trial_complete counts it
             if self._decide_ready(tune_controller, current=trial):
@@ -126,10 +132,14 @@ class SuccessiveHalving(FIFOScheduler):
     # ------------------------------------------------------------ decisions
 
     def _rank(self, entry: _Entry, rung: int) -> RankKey:
-        """sptune.judging.ranking's rule on what a rung knows of a trial: its score there (missing or NaN
-        last), then the trial created first."""
-        score = "val_acc" if self.mode == "max" else "val_loss"
-        return rank_key({score: entry.values[rung]}, score, entry.index)
+        """sptune.judging.ranking's rule, as selection applies it, on what a rung knows of a trial (missing
+        or NaN numbers last), then the trial created first."""
+        return rank_key(entry.values[rung], self._score, entry.index)
+
+    @property
+    def _score(self) -> str:
+        """The stage's metric under the ranking rule's name for it."""
+        return "val_acc" if self.mode == "max" else "val_loss"
 
     def _end(self, tune_controller: Any, trial: Trial) -> None:
         entry = self.entries.get(trial.trial_id)

@@ -230,3 +230,39 @@ def test_a_rung_keeps_its_planned_size_when_a_trial_fails_before_it():
 def test_the_epochs_spent_are_the_planned_ones():
     epochs = simulate(_halving(), random.Random(0))
     assert sum(epochs.values()) == planned_epochs("sha", len(CURVES), 1, 2, MAX_T) == 6 + 3 + 2 * 2 + 4
+
+
+def test_halving_and_selection_agree_on_tied_trials(repo_root):
+    """Three trials tie on best_val_acc at the rung: trial 3 has the lowest val_loss at its best epoch (tied
+    with trial 2's) and the earlier best epoch. Selection, reading each trial's best-epoch checkpoint, picks
+    trial 3 by the ranking rule; halving must promote that trial, not the first-created one."""
+    from pathlib import Path
+
+    from sptune.judging.selection import TrialOutcome, select_best
+    from sptune.plan.study_plan import build_plan
+    from sptune.spec import load_spec
+    from sptune.tasks.base import TaskInfo
+
+    best = {1: (0.5, 0.8, 2), 2: (0.5, 0.7, 2), 3: (0.5, 0.7, 1)}  # index -> best epoch's val_acc, val_loss, epoch
+    scheduler = SuccessiveHalving(3, 4, grace_period=2, reduction_factor=3, metric="best_val_acc", mode="max")
+    controller = Controller(scheduler)
+    trials = {i: _trial(i) for i in best}
+    for trial in trials.values():
+        controller.add(trial)
+        trial.set_status(Trial.RUNNING)
+    for i, (acc, loss, epoch) in best.items():
+        result = {"training_iteration": 2, "val_acc": 0.4, "val_loss": 1.0,  # the rung's own epoch: worse
+                  "best_val_acc": acc, "best_val_loss": loss, "best_epoch": epoch, "done": False}
+        if scheduler.on_trial_result(controller, trials[i], result) == TrialScheduler.STOP:
+            controller.stop_trial(trials[i])
+    promoted = [i for i, t in trials.items() if t.status != Trial.TERMINATED]
+
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", [])
+    search = build_plan(spec, TaskInfo("digits", "continuous", 64, 10), cluster_cpus=2).variant_searches()[0]
+    outcomes = [
+        TrialOutcome({"lr": 1e-3}, {"trial_id": f"t{i}", "experiment_tag": f"{i}_lr=x", "training_iteration": 2},
+                     None, "", [(SimpleNamespace(path=f"/t{i}"), {"val_acc": a, "val_loss": loss, "epoch": e})])
+        for i, (a, loss, e) in best.items()
+    ]
+    assert select_best(outcomes, search).trial_id == "t3"
+    assert promoted == [3]
