@@ -88,7 +88,7 @@ def budget_document(plan: StudyPlan, selected: dict[str, list[Selection]]) -> di
     pretrainings = {p.label: p for p in plan.pretrainings()}
     variants = {}
     for search in plan.variant_searches():
-        tested = _tested(selected, search.label, search.rerun_label)
+        tested = _tested(selected, plan.pick_label(search), search.rerun_label)
         finetune = stage_budget(search.budget, tested, _rows_of(plan, search))
         pre = pretrainings.get(search.init_from)
         pretraining = None

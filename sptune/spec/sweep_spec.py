@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
+from sptune.plan.seeds import MAX_RERUN_SEEDS
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.search import SearchSpec
@@ -20,6 +21,7 @@ from sptune.spec.sections import (
     ResourcesSpec,
     SchedulerSpec,
     SearcherSpec,
+    SelectionSpec,
     TaskSpec,
     TrackingSpec,
     TrainingSpec,
@@ -35,7 +37,7 @@ class SweepSpec(Strict):
     max_failures: int = ranged(0, "use 0 for no retries", ge=0)
     # > 1: each variant's selected config is re-trained with this many seeds (seed+1000, seed+1001, ...:
     # seeds no search trial used, so no re-run replays the trial that won the search).
-    rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1)
+    rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1, le=MAX_RERUN_SEEDS)
     # true: before the re-runs, the selected pretraining config is re-pretrained with each re-run seed, and
     # each SPT variant's re-run starts from the checkpoint of its own seed: the spread includes pretraining.
     rerun_pretrain: bool = False
@@ -50,6 +52,8 @@ class SweepSpec(Strict):
     # on top. total_matched: variants that do not start from SPT also train for the pretraining budget, so
     # every model trains as long (sptune.plan.budgets, the one place this is decided).
     budget: Literal[BUDGET_MODES] = "finetune_matched"
+    # Seed-robust selection (off by default): each variant's best configs compared over fresh seeds.
+    selection: SelectionSpec = Field(default_factory=SelectionSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -88,6 +92,7 @@ class SweepSpec(Strict):
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
+        self._check_selection()
         return self
 
     def _check_model_family(self) -> None:
@@ -193,6 +198,16 @@ class SweepSpec(Strict):
         if self.pretrain.checkpoint is not None:
             message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
             raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
+
+    def _check_selection(self) -> None:
+        # More candidates than a search has trials would leave some variants fewer candidates than others.
+        k = self.selection.top_k
+        for name, v in self.variants.items():
+            grid = v.search.has_grid()
+            trials = v.search.grid_size() * self.variant_repeats(name) if grid else self.variant_samples(name)
+            if k > trials:
+                message = f"top_k {k} exceeds the {trials} trials of variant '{name}'s search"
+                raise problem(message, f"use top_k <= {trials}, or give that search more trials", "selection.top_k")
 
     def _check_budget_mode(self) -> None:
         if self.budget != TOTAL_MATCHED or not self.needs_pretraining():

@@ -18,9 +18,10 @@ from sptune.judging.results import (
     summary_table,
     write_results,
 )
+from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.plan.study_plan import SearchPlan, StudyPlan
-from sptune.study.final_evaluation import TEST_READS
 from sptune.study.data_provenance import count_test_reads, provenance_document
+from sptune.study.final_evaluation import TEST_READS
 from sptune.study.state import StudyState, TunerRun
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
@@ -92,7 +93,20 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
                                  _attempted_seeds(plan, rows))
     study["budget"] = _budget(plan, state)
+    study.update(_selection_steps(plan, state))
     return study
+
+
+def _selection_steps(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
+    """results.json's account of what made each variant's pick after its search (nothing when off):
+    seed-robust selection's `candidates` per variant."""
+    found: dict[str, Any] = {}
+    if plan.spec.selection.enabled:
+        found["selection"] = {"top_k": plan.spec.selection.top_k, "seeds": plan.candidate_seeds(),
+                              "rule": CANDIDATE_RULE}
+        records = {s.variant: state.searches.get(s.candidates_label) for s in plan.variant_searches()}
+        found["candidates"] = {v: r.candidates for v, r in records.items() if r is not None and r.candidates}
+    return found
 
 
 def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
@@ -130,6 +144,6 @@ def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Track
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    budget = "\n".join(expected_max_lines(study["expected_max"]))
+    budget = "\n".join(expected_max_lines(study["expected_max"]) + candidate_lines(study.get("candidates")))
     print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
           + "\n", flush=True)

@@ -1,0 +1,54 @@
+"""What a variant's selection trains after its search, and what the plan says of it: seed-robust selection's
+candidates (`selection: {top_k, seeds}`): the K best search configs each re-trained with M fresh seeds, to the
+end, the pick the best mean validation score (`sptune.judging.robust_selection`).
+
+Counted as the most they can train, so the plan's totals and its cost are upper bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from sptune.plan import seeds
+from sptune.spec import SearchSpec, SweepSpec
+
+
+class Searched(Protocol):
+    """What these counts read of a variant's search (`sptune.plan.study_plan.SearchPlan`, which imports this)."""
+
+    space: SearchSpec
+    epochs: int
+
+
+def candidate_trials(spec: SweepSpec) -> int:
+    """Each variant's candidate trials: top_k configs x seeds (0 when off)."""
+    s = spec.selection
+    return s.top_k * s.seeds if s.enabled else 0
+
+
+def selection_trials(spec: SweepSpec, search: Searched) -> int:
+    """The most trials a variant's selection adds to its search."""
+    return candidate_trials(spec)
+
+
+def selection_epochs(spec: SweepSpec, search: Searched) -> int:
+    """The most trial-epochs (rounds of a steps budget) a variant's selection adds: each trial to the end."""
+    return selection_trials(spec, search) * search.epochs
+
+
+def describe_selection(spec: SweepSpec, variants: Sequence[Searched]) -> tuple[list[str], int, int]:
+    """The plan's lines on what the variants' selections add; their trials and trial-epochs (at most)."""
+    trials = sum(selection_trials(spec, search) for search in variants)
+    epochs = sum(selection_epochs(spec, search) for search in variants)
+    return _candidate_lines(spec, len(variants)), trials, epochs
+
+
+def _candidate_lines(spec: SweepSpec, n_variants: int) -> list[str]:
+    s = spec.selection
+    if not s.enabled:
+        return []
+    used = seeds.seed_range(seeds.candidate_seeds(spec.seed, s.seeds))
+    n = candidate_trials(spec) * n_variants
+    return [f"  candidates: each variant's {s.top_k} best search configs (the ranking rule) re-trained with seeds "
+            f"{used} (no search trial's, no re-run's): {n} trials, no early stopping; the pick is the best mean "
+            f"validation accuracy over its {s.seeds} seeds (seed-robust selection)"]
