@@ -6,29 +6,24 @@ its plan, its state and its results."""
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ray.tune.search import Searcher
 
 from sptune.errors import SpecError
 from sptune.judging.results import write_results
 from sptune.judging.robust_selection import CandidateRuns, candidate_lines, pick_candidate
-from sptune.judging.selection import TrialOutcome
 from sptune.plan import seeds
 from sptune.plan.cost import stage_epochs
 from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState
-from sptune.tasks.base import TaskInfo
 from sptune.tuning.stages import variant_stages
-from sptune.tuning.tuner import staged_search
+from tests.helpers_staged import DIGITS, run
 
-DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
 SMALL = ["pretrain=null", "variants.spt=null", "variants.scratch.num_samples=5", "rerun_seeds=2",
          "scheduler.type=fifo", "searcher.type=random"]
 ROBUST = ["selection.top_k=3", "selection.seeds=2"]
@@ -44,9 +39,7 @@ def _plan(repo_root: str, *overrides: str):
 
 
 def _stages(plan):
-    search = plan.variant_searches()[0]
-    k = plan.spec.selection.top_k
-    return variant_stages(search, k, tuple(plan.candidate_seeds()), tuple(plan.rerun_seeds()), None)
+    return variant_stages(plan, plan.variant_searches()[0], tuple(plan.rerun_seeds()), None)
 
 
 def lucky_at_the_top(config: dict) -> tuple[float, bool]:
@@ -56,38 +49,6 @@ def lucky_at_the_top(config: dict) -> tuple[float, bool]:
     if config["seed"] == 0:
         return lr * 10, False
     return {0: 0.30, 1: 0.95}.get(config.get("candidate"), 0.90), False
-
-
-def run(plan, stages, score, order: int = 0, concurrent: int = 2, selections=None, ranked=None) -> tuple:
-    """What Tune does with the staged searcher: ask, run, tell; a live trial picked by `order` ends whenever
-    no new one can start. (The searcher, every trial's config by id)."""
-    searcher, _ = staged_search(plan, stages, {}, selections or {}, None, ranked)
-    pick, live, configs = random.Random(order), [], {}
-
-    def end(trial_id: str) -> None:
-        config = configs[trial_id]
-        value, diverged = score(config)
-        epoch = {"val_acc": value, "val_loss": 1 - value, "epoch": 4}
-        index = int(trial_id[1:]) + 1
-        metrics = {"trial_id": trial_id, "experiment_tag": f"{index}_x", "training_iteration": 4, "diverged": diverged}
-        kept = [] if diverged else [(SimpleNamespace(path=f"/ckpt/{trial_id}"), epoch)]
-        searcher.on_trial_complete(trial_id, {**config, "best_val_acc": value})
-        searcher.trial_ended(trial_id, TrialOutcome(config, metrics, None, "", kept))
-
-    while True:
-        trial_id = f"t{len(configs):03d}"
-        config = searcher.suggest(trial_id) if len(live) < concurrent else None
-        if config == Searcher.FINISHED:
-            break
-        if config is not None:
-            configs[trial_id] = config
-            live.append(trial_id)
-            continue
-        assert live, "the searcher waits, but no trial is running: the study would hang"
-        end(live.pop(pick.randrange(len(live))))
-    for trial_id in live:
-        end(trial_id)
-    return searcher, configs
 
 
 def _by_stage(configs: dict) -> dict[str, list[dict]]:

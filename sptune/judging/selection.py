@@ -160,3 +160,16 @@ def rank_trials(results: Iterable[Any], search: SearchPlan, k: int) -> list[Sele
 def searched_values(config: dict[str, Any], search: SearchPlan) -> tuple:
     """What makes two trials of a search the same config: its searched values, not its seed."""
     return tuple(config.get(name) for name, _ in search.space.items())
+
+
+def rank_selections(selections: Iterable[Selection], search: SearchPlan, k: int) -> list[Selection]:
+    """The `k` best of selections listed in the order their trials were created, by the ranking rule (a tie goes
+    to the one listed first, the trial created first), each config once: a search's best configs merged with
+    trials that came after it."""
+    ranked, seen = [], set()
+    for sel in sorted(selections, key=lambda s: rank_key(s.metrics, search.epoch_score)[:-1]):  # stable
+        config = searched_values(sel.config, search)
+        if config not in seen:
+            seen.add(config)
+            ranked.append(sel)
+    return ranked[:k]

@@ -2,8 +2,9 @@
 
 A study has these phases, all run in ONE Tuner (`sptune.tuning.stages`: each search a stage that starts
 once what it needs is selected): `pretrain` (one search per pretraining objective), `search`
-(every variant's LR/batch search), `candidate` (with `selection.seeds`: its best configs re-trained with
-fresh seeds, `sptune.plan.selection_steps`) and `rerun` (each variant's selected config
+(every variant's LR/batch search), `extend` (with `search.lr.extend`: LRs beyond a bound its pick sits at,
+`sptune.plan.lr_extension`), `candidate` (with `selection.seeds`: its best configs re-trained with fresh
+seeds, `sptune.plan.selection_steps`) and `rerun` (each variant's selected config
 re-trained per seed, and with `rerun_pretrain` each pretraining's selected config re-pretrained
 per seed first). A `SearchPlan` is one variant's (or objective's) trials in one phase.
 """
@@ -24,7 +25,7 @@ from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
 
 # Phases whose trials train to the end of their budget: no early stopping, so they compete on equal epochs.
-TRAINED_TO_THE_END = ("rerun", "candidate")
+TRAINED_TO_THE_END = ("rerun", "extend", "candidate")
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,10 @@ class SearchPlan:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
         return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
+    def extend_label(self, round_: int) -> str:
+        """The label of round `round_` of its LR extension (a variant's search only): extend-spt-1, ..."""
+        return f"extend-{self.variant}-{round_}"
+
     @property
     def candidates_label(self) -> str:
         """The label of its seed-robust selection's candidates (a variant's search only): candidates-spt, ..."""
@@ -131,10 +136,15 @@ class StudyPlan:
         """The seeds seed-robust selection re-trains each candidate with (none a search's or a re-run's); []: off."""
         return seeds.candidate_seeds(self.spec.seed, self.spec.selection.seeds) if self.spec.selection.enabled else []
 
+    def extend_rounds(self, search: SearchPlan) -> int:
+        """The most rounds a variant's LR extension runs (0: its search.lr does not extend)."""
+        return self.spec.lr_extend.max_rounds if search.space.lr.extend else 0
+
     def selection_labels(self, search: SearchPlan) -> list[str]:
-        """The stages that make a variant's pick, in order: its search, then its candidates; the last one's
-        selection is what the variant tests (or re-runs)."""
-        return [search.label] + ([search.candidates_label] if self.spec.selection.enabled else [])
+        """The stages that make a variant's pick, in order: its search, its LR extension's rounds, its candidates;
+        the last one's selection is what the variant tests (or re-runs)."""
+        rounds = [search.extend_label(r) for r in range(1, self.extend_rounds(search) + 1)]
+        return [search.label, *rounds] + ([search.candidates_label] if self.spec.selection.enabled else [])
 
     def pick_label(self, search: SearchPlan) -> str:
         return self.selection_labels(search)[-1]

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from sptune.plan.lr_extension import MAX_EXTENSION_ROUNDS
 from sptune.plan.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
@@ -148,6 +149,9 @@ class PretrainSpec(Strict):
         found = found or budget_unit_problem(written, self.steps, self.eval_every)
         if found:
             raise found
+        if self.search.lr.extend:
+            message = "extend applies to a variant's LR search (the pretraining's pick starts its SPT variants at once)"
+            raise problem(message, "drop extend here; set it on each variant's search.lr", "search.lr.extend")
         return self
 
 
@@ -264,6 +268,13 @@ class SelectionSpec(Strict):
             raise problem("with top_k 1 the one candidate is the pick whatever its seeds score",
                           "use top_k: 3 (or more), or drop seeds", "top_k")
         return self
+
+
+class LrExtendSpec(Strict):
+    """How far a variant's search with `search.lr.extend: true` may go beyond its LR range: rounds of half a
+    decade (sptune.plan.lr_extension). One setting for the study, so every extending variant may go as far."""
+
+    max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound)", ge=1, le=MAX_EXTENSION_ROUNDS)
 
 
 class ResourcesSpec(Strict):

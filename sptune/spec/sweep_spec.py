@@ -15,6 +15,7 @@ from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
     LanguageModelSpec,
+    LrExtendSpec,
     ModelSpec,
     PretrainSource,
     PretrainSpec,
@@ -54,6 +55,8 @@ class SweepSpec(Strict):
     budget: Literal[BUDGET_MODES] = "finetune_matched"
     # Seed-robust selection (off by default): each variant's best configs compared over fresh seeds.
     selection: SelectionSpec = Field(default_factory=SelectionSpec)
+    # How far a variant's `search.lr.extend` may go beyond its LR range (rounds of half a decade).
+    lr_extend: LrExtendSpec = Field(default_factory=LrExtendSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)

@@ -1,13 +1,11 @@
-"""Runs a planned study: ONE Tuner for everything it trains (`sptune.tuning.stages`): each pretraining
-objective's search, every variant's search (each its own searcher, budget and early stopping; an SPT
-variant's starts once its pretraining is selected), what makes each variant's pick after it (seed-robust
-selection's candidates), the re-runs per seed of each pick (with `rerun_pretrain` the selected
-pretraining config re-pretrained per seed first); then the single test evaluation per selected
-checkpoint, results and tracking.
+"""Runs a planned study: ONE Tuner for everything it trains (`sptune.tuning.stages`): each pretraining objective's
+search, every variant's search (each its own searcher, budget and early stopping; an SPT variant's starts once its
+pretraining is selected), what makes each variant's pick after it (its LR extension's rounds, seed-robust
+selection's candidates), the re-runs per seed of each pick (with `rerun_pretrain` the selected pretraining config
+re-pretrained per seed first); then the single test evaluation per selected checkpoint, results and tracking.
 
-Each search's selection is saved to ``study_state.json`` as soon as it is made, so ``--resume``
-restores an interrupted Tuner (or runs only the searches still to select) and never re-reads the
-test split.
+Each search's selection is saved to ``study_state.json`` as soon as it is made, so ``--resume`` restores an
+interrupted Tuner (or runs only the searches still to select) and never re-reads the test split.
 """
 
 from __future__ import annotations
@@ -107,10 +105,9 @@ class Study:
                 else:
                     checkpoints[pretraining.rerun_label] = dict(given)
         by_label = {p.label: p for p in self.plan.pretrainings()}
-        selection = self.plan.spec.selection
         for search in self.plan.variant_searches():
             source = by_label.get(search.init_from) if search.init_from else None
             spt_from = None if source is None else source.rerun_label if per_seed else source.label
-            chain = variant_stages(search, selection.top_k, tuple(self.plan.candidate_seeds()), seeds, spt_from)
+            chain = variant_stages(self.plan, search, seeds, spt_from)
             stages += [stage for stage in chain if stage.label not in done]
         return stages, checkpoints

@@ -9,6 +9,7 @@ from typing import Any
 
 from sptune.judging.budget_report import budget_document
 from sptune.judging.expected_max import budget_table
+from sptune.judging.extension_results import extension_lines
 from sptune.judging.results import (
     EXPECTED_MAX_SCORE,
     ResultRow,
@@ -19,6 +20,7 @@ from sptune.judging.results import (
     write_results,
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
+from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.data_provenance import count_test_reads, provenance_document
 from sptune.study.final_evaluation import TEST_READS
@@ -98,9 +100,12 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
 
 
 def _selection_steps(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
-    """results.json's account of what made each variant's pick after its search (nothing when off):
-    seed-robust selection's `candidates` per variant."""
+    """results.json's account of what made each variant's pick after its search (nothing when off): its LR
+    extension (`lr_extension`) and seed-robust selection's `candidates` per variant."""
     found: dict[str, Any] = {}
+    extended = {s.variant: _lr_extension(plan, state, s) for s in plan.variant_searches() if plan.extend_rounds(s)}
+    if extended:
+        found["lr_extension"] = {v: e for v, e in extended.items() if e is not None}
     if plan.spec.selection.enabled:
         found["selection"] = {"top_k": plan.spec.selection.top_k, "seeds": plan.candidate_seeds(),
                               "rule": CANDIDATE_RULE}
@@ -113,6 +118,17 @@ def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
     """results.json's `budget`: the mode and what each variant's tested models trained (judging.budget_report)."""
     selected = {label: [picked.selection for picked in record.selected] for label, record in state.searches.items()}
     return budget_document(plan, selected)
+
+
+def _lr_extension(plan: StudyPlan, state: StudyState, search: SearchPlan) -> dict[str, Any] | None:
+    """What the variant's LR extension did, from its picks after its search and each round (None: no search pick)."""
+    picks = []
+    for label in [search.label] + [search.extend_label(r) for r in range(1, plan.extend_rounds(search) + 1)]:
+        record = state.searches.get(label)
+        if record is None:
+            break
+        picks.append(float(record.best.selection.config["lr"]))
+    return extension_record(search.space.lr, picks, plan.extend_rounds(search)) if picks else None
 
 
 def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:
@@ -144,6 +160,7 @@ def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Track
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    budget = "\n".join(expected_max_lines(study["expected_max"]) + candidate_lines(study.get("candidates")))
+    budget = "\n".join(expected_max_lines(study["expected_max"]) + extension_lines(study.get("lr_extension"))
+                       + candidate_lines(study.get("candidates")))
     print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
           + "\n", flush=True)

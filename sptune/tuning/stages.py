@@ -1,14 +1,14 @@
 """The study's stages: every search of the study is a *stage* of its one Tuner, run by one staged searcher.
 
 A stage is one `SearchPlan`'s trials: a pretraining search, a variant's search, what makes a variant's pick after
-it (`sptune.tuning.selection_stages`: seed-robust selection's candidates), or the re-runs per seed of a selected
-config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs another's selection (an SPT
-variant's search needs its pretraining's checkpoint; candidates need their search's best configs; re-runs need
-their variant's pick) suggests nothing until that selection is made; then it is *released*: its own searcher
-starts proposing, and its trials carry what the selection gave them (`spt_checkpoint`, the selected config).
-Each stage keeps its own searcher, trial budget and early stopping (`sptune.tuning.schedulers.by_stage`), and is
-selected by the rule a finished search is (`sptune.judging.selection`), from what the driver saw of its ended
-trials.
+it (`sptune.tuning.selection_stages`: its LR extension's rounds, seed-robust selection's candidates), or the
+re-runs per seed of a selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs
+another's selection (an SPT variant's search needs its pretraining's checkpoint; an extension round or the
+candidates need the pick so far; re-runs need their variant's pick) suggests nothing until that selection is made;
+then it is *released*: its own searcher starts proposing, and its trials carry what the selection gave them
+(`spt_checkpoint`, the selected config). Each stage keeps its own searcher, trial budget and early stopping
+(`sptune.tuning.schedulers.by_stage`), and is selected by the rule a finished search is
+(`sptune.judging.selection`), from what the driver saw of its ended trials.
 """
 
 from __future__ import annotations
@@ -23,9 +23,17 @@ from ray.tune.search import Searcher
 
 from sptune.errors import RuntimeFailure
 from sptune.judging.selection import Selection, TrialOutcome, rank_trials, select_each
-from sptune.plan.study_plan import SearchPlan
+from sptune.plan import seeds
+from sptune.plan.lr_extension import MAX_ROUND_POINTS, round_trials
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.tuning.searchers import FixedConfigs
-from sptune.tuning.selection_stages import candidate_configs, rerun_configs, select_candidates
+from sptune.tuning.selection_stages import (
+    candidate_configs,
+    extension_configs,
+    rerun_configs,
+    select_candidates,
+    select_extension,
+)
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
 # seed None: the one checkpoint every trial starts from.
@@ -43,11 +51,15 @@ class Stage:
     candidate_seeds: tuple[int, ...] = ()  # a candidates stage: each of `top_k` configs once per seed, to the end
     top_k: int = 1  # a search: how many best configs it ranks (for candidates); candidates: how many it re-trains
     final: bool = True  # its pick is the one its variant (or pretraining) goes on with: marked selected in MLflow
+    extend_round: int = 0  # an LR extension's round (from 1): LRs beyond the bound its pick sits at, to the end
+    extend_seeds: tuple[int, ...] = ()  # ... the seeds of its trials, in the order of its LRs
 
     @property
     def kind(self) -> str:
-        """search | candidates | rerun."""
-        return "rerun" if self.rerun_seeds else "candidates" if self.candidate_seeds else "search"
+        """search | extend | candidates | rerun."""
+        if self.rerun_seeds:
+            return "rerun"
+        return "extend" if self.extend_round else "candidates" if self.candidate_seeds else "search"
 
     @property
     def is_rerun(self) -> bool:
@@ -61,14 +73,14 @@ class Stage:
     @cached_property
     def plan(self) -> SearchPlan:
         """The plan its trials run under (given configs are filled in when it is released)."""
-        phase = {"rerun": "rerun", "candidates": "candidate"}.get(self.kind)
+        phase = {"rerun": "rerun", "extend": "extend", "candidates": "candidate"}.get(self.kind)
         if phase is None:
             return self.search
         return replace(self.search, phase=phase, num_samples=1, searcher="grid", grid_repeats=1)
 
     @property
     def label(self) -> str:
-        return self.plan.label
+        return self.search.extend_label(self.extend_round) if self.extend_round else self.plan.label
 
     @property
     def budget(self) -> int:
@@ -77,6 +89,8 @@ class Stage:
             return len(self.rerun_seeds)
         if self.kind == "candidates":
             return self.top_k * len(self.candidate_seeds)
+        if self.kind == "extend":
+            return round_trials(self.search.space.lr)
         return self.search.n_trials
 
     @property
@@ -85,14 +99,19 @@ class Stage:
         return ((self.source,) if self.kind != "search" else ()) + ((self.spt_from,) if self.spt_from else ())
 
 
-def variant_stages(search: SearchPlan, top_k: int, candidate_seeds: tuple[int, ...], rerun_seeds: tuple[int, ...],
+def variant_stages(plan: StudyPlan, search: SearchPlan, rerun_seeds: tuple[int, ...],
                    rerun_spt: str | None) -> list[Stage]:
-    """A variant's stages in order: its search, its candidates (`candidate_seeds`: seed-robust selection's), its
-    re-runs (`rerun_seeds`, starting from `rerun_spt`'s checkpoints); each continues from the one before."""
-    chain = [Stage(search, spt_from=search.init_from, top_k=top_k, final=not candidate_seeds)]
+    """A variant's stages in order: its search, its LR extension's rounds, its candidates (seed-robust selection),
+    its re-runs (`rerun_seeds`, starting from `rerun_spt`'s checkpoints); each continues from the one before."""
+    top_k, candidate_seeds = plan.spec.selection.top_k, tuple(plan.candidate_seeds())
+    rounds, after = plan.extend_rounds(search), {"spt_from": search.init_from, "top_k": top_k}
+    chain = [Stage(search, **after, final=not (rounds or candidate_seeds))]
+    for r in range(1, rounds + 1):
+        round_seeds = tuple(seeds.extension_seeds(plan.spec.seed, (r - 1) * MAX_ROUND_POINTS, MAX_ROUND_POINTS))
+        chain.append(Stage(search, **after, after=chain[-1].label, extend_round=r, extend_seeds=round_seeds,
+                           final=r == rounds and not candidate_seeds))
     if candidate_seeds:
-        chain.append(Stage(search, spt_from=search.init_from, after=chain[-1].label, candidate_seeds=candidate_seeds,
-                           top_k=top_k))
+        chain.append(Stage(search, **after, after=chain[-1].label, candidate_seeds=candidate_seeds))
     if rerun_seeds:
         chain.append(Stage(search, rerun_seeds, rerun_spt, after=chain[-1].label))
     return chain
@@ -193,6 +212,9 @@ class StagedSearcher(Searcher):
         """What a stage that re-trains selected configs trains, fixed when it is released."""
         if stage.kind == "candidates":
             return candidate_configs(stage.search, self._ranked(stage.source), stage.candidate_seeds, spt)
+        if stage.kind == "extend":
+            pick = self.selected[stage.source][0]
+            return extension_configs(stage.search, pick, stage.extend_round, stage.extend_seeds, spt)
         return rerun_configs(stage.search, self.selected[stage.source][0], stage.rerun_seeds, spt)
 
     def _ranked(self, label: str) -> list[Selection]:
@@ -333,15 +355,19 @@ class StagedSearcher(Searcher):
         self.news.append(label)
 
     def _picked(self, stage: Stage, outcomes: list[TrialOutcome]) -> list[Selection]:
-        """What the stage selects: a search its best trial (ranking `top_k` for candidates), candidates the pick
-        among them, re-runs each seed's best epoch."""
+        """What the stage selects: a search its best trial, an extension round the best so far and its own trials'
+        best (both ranking `top_k` for candidates), candidates the pick among them, re-runs each seed's best
+        epoch."""
         if stage.kind == "rerun":
             return select_each(outcomes, stage.plan)
         if stage.kind == "candidates":
             ranked = self._ranked(stage.source)
             best, self.candidates[stage.label] = select_candidates(stage.plan, ranked, stage.candidate_seeds, outcomes)
             return [best]
-        ranked = rank_trials(outcomes, stage.plan, stage.top_k)
+        if stage.kind == "extend":
+            ranked = select_extension(stage.plan, self._ranked(stage.source), outcomes, stage.top_k)
+        else:
+            ranked = rank_trials(outcomes, stage.plan, stage.top_k)
         if stage.top_k > 1:
             self.ranked[stage.label] = ranked
         return ranked[:1]
