@@ -171,6 +171,9 @@ def test_the_plan_says_the_search_may_add_trials_and_the_cost_counts_them(repo_r
     assert "extend:" not in describe(off)
     assert stage_epochs(on).finetune - stage_epochs(off).finetune == 4 * on.variant_searches()[0].epochs
     assert "Total: 11 trials" in describe(on) and "Total: 7 trials" in describe(off)
+    switched_off = _plan(repo_root, *EXTEND, "lr_extend.max_rounds=0")  # one switch for the whole study
+    assert "extend:" not in describe(switched_off) and [s.label for s in _stages(switched_off)] == [
+        "search-scratch", "rerun-scratch"]
 
 
 def test_a_resumed_study_continues_with_the_rounds_left(repo_root):

@@ -64,8 +64,7 @@ def _by_stage(configs: dict) -> dict[str, list[dict]]:
 def test_selection_is_off_by_default_and_refused_half_set(repo_root):
     assert _plan(repo_root).spec.selection.enabled is False and _plan(repo_root).candidate_seeds() == []
     assert _plan(repo_root, *ROBUST).candidate_seeds() == [2000, 2001]
-    for overrides, field in ((["selection.top_k=3"], "selection.seeds"), (["selection.seeds=2"], "selection.top_k"),
-                             (["selection.top_k=6", "selection.seeds=2"], "selection.top_k")):
+    for overrides, field in ((["selection.top_k=3"], "selection.seeds"), (["selection.seeds=2"], "selection.top_k")):
         with pytest.raises(SpecError) as refused:
             _plan(repo_root, *overrides)
         assert refused.value.where == field
@@ -104,6 +103,14 @@ def test_the_pick_is_the_best_mean_over_fresh_seeds_and_reruns_train_it(repo_roo
     assert [e["picked"] for e in entries] == [False, True, False]
     assert entries[1]["val_acc_per_seed"] == [0.95, 0.95] and entries[1]["mean"] == pytest.approx(0.95)
     assert entries[0]["mean"] == pytest.approx(0.30) and entries[0]["seeds"] == [2000, 2001]
+
+
+def test_a_search_with_fewer_trials_than_top_k_has_them_all_as_candidates(repo_root):
+    plan = _plan(repo_root, "selection.top_k=7", "selection.seeds=2")
+    assert "Total: 17 trials" in describe(plan)  # 5 search trials, 5 x 2 candidates, 2 re-runs
+    searcher, configs = run(plan, _stages(plan), lucky_at_the_top)
+    assert sorted(c["candidate"] for c in _by_stage(configs)["candidates-scratch"]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert len(searcher.candidates["candidates-scratch"]) == 5
 
 
 def test_the_pick_is_the_same_in_any_order_at_any_concurrency(repo_root):

@@ -21,12 +21,13 @@ class Searched(Protocol):
     variant: str | None
     space: SearchSpec
     epochs: int
+    n_trials: int
 
 
-def candidate_trials(spec: SweepSpec) -> int:
-    """Each variant's candidate trials: top_k configs x seeds (0 when off)."""
+def candidate_trials(spec: SweepSpec, search: Searched) -> int:
+    """A variant's candidate trials: top_k configs (at most its search's trials) x seeds (0 when off)."""
     s = spec.selection
-    return s.top_k * s.seeds if s.enabled else 0
+    return min(s.top_k, search.n_trials) * s.seeds if s.enabled else 0
 
 
 def extension_trials(spec: SweepSpec, search: Searched) -> int:
@@ -36,7 +37,7 @@ def extension_trials(spec: SweepSpec, search: Searched) -> int:
 
 def selection_trials(spec: SweepSpec, search: Searched) -> int:
     """The most trials a variant's selection adds to its search."""
-    return extension_trials(spec, search) + candidate_trials(spec)
+    return extension_trials(spec, search) + candidate_trials(spec, search)
 
 
 def selection_epochs(spec: SweepSpec, search: Searched) -> int:
@@ -48,7 +49,7 @@ def describe_selection(spec: SweepSpec, variants: Sequence[Searched]) -> tuple[l
     """The plan's lines on what the variants' selections add; their trials and trial-epochs (at most)."""
     trials = sum(selection_trials(spec, search) for search in variants)
     epochs = sum(selection_epochs(spec, search) for search in variants)
-    return _extension_lines(spec, variants) + _candidate_lines(spec, len(variants)), trials, epochs
+    return _extension_lines(spec, variants) + _candidate_lines(spec, variants), trials, epochs
 
 
 def _extension_lines(spec: SweepSpec, variants: Sequence[Searched]) -> list[str]:
@@ -66,12 +67,12 @@ def _extension_lines(spec: SweepSpec, variants: Sequence[Searched]) -> list[str]
             f"The extension may add up to {each} search (counted in Total)"]
 
 
-def _candidate_lines(spec: SweepSpec, n_variants: int) -> list[str]:
+def _candidate_lines(spec: SweepSpec, variants: Sequence[Searched]) -> list[str]:
     s = spec.selection
     if not s.enabled:
         return []
     used = seeds.seed_range(seeds.candidate_seeds(spec.seed, s.seeds))
-    n = candidate_trials(spec) * n_variants
+    n = sum(candidate_trials(spec, search) for search in variants)
     return [f"  candidates: each variant's {s.top_k} best search configs (the ranking rule) re-trained with seeds "
             f"{used} (no search trial's, no re-run's): {n} trials, no early stopping; the pick is the best mean "
             f"validation accuracy over its {s.seeds} seeds (seed-robust selection)"]

@@ -248,9 +248,9 @@ class SearcherSpec(Strict):
 
 class SelectionSpec(Strict):
     """Seed-robust selection, off by default (top_k 1, seeds 0): before a variant's pick, its `top_k` best search
-    configs (the one ranking rule) are re-trained with `seeds` seeds no search trial and no re-run uses, to the end;
-    the pick is the best mean validation score (sptune.judging.robust_selection). One section for the study, so
-    every variant's pick is made by the same rule."""
+    configs (the one ranking rule; all of them in a search with fewer) are re-trained with `seeds` seeds no search
+    trial and no re-run uses, to the end; the pick is the best mean validation score
+    (sptune.judging.robust_selection). One section for the study, so every variant's pick is made by one rule."""
 
     top_k: int = ranged(1, "use e.g. 3 (1: the search's best alone)", ge=1)
     seeds: int = ranged(0, "use e.g. 3 (0: off)", ge=0, le=MAX_CANDIDATE_SEEDS)
@@ -272,9 +272,10 @@ class SelectionSpec(Strict):
 
 class LrExtendSpec(Strict):
     """How far a variant's search with `search.lr.extend: true` may go beyond its LR range: rounds of half a
-    decade (sptune.plan.lr_extension). One setting for the study, so every extending variant may go as far."""
+    decade (sptune.plan.lr_extension). One setting for the study, so every extending variant may go as far;
+    0 turns extension off for the whole study (e.g. from the command line)."""
 
-    max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound)", ge=1, le=MAX_EXTENSION_ROUNDS)
+    max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound), or 0 (off)", ge=0, le=MAX_EXTENSION_ROUNDS)
 
 
 class ResourcesSpec(Strict):

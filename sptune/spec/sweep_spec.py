@@ -95,7 +95,6 @@ class SweepSpec(Strict):
         self._check_baseline()
         self._check_variant_budgets()
         self._check_rerun_pretrain()
-        self._check_selection()
         return self
 
     def _check_model_family(self) -> None:
@@ -201,16 +200,6 @@ class SweepSpec(Strict):
         if self.pretrain.checkpoint is not None:
             message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
             raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
-
-    def _check_selection(self) -> None:
-        # More candidates than a search has trials would leave some variants fewer candidates than others.
-        k = self.selection.top_k
-        for name, v in self.variants.items():
-            grid = v.search.has_grid()
-            trials = v.search.grid_size() * self.variant_repeats(name) if grid else self.variant_samples(name)
-            if k > trials:
-                message = f"top_k {k} exceeds the {trials} trials of variant '{name}'s search"
-                raise problem(message, f"use top_k <= {trials}, or give that search more trials", "selection.top_k")
 
     def _check_budget_mode(self) -> None:
         if self.budget != TOTAL_MATCHED or not self.needs_pretraining():
