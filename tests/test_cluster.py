@@ -32,6 +32,7 @@ from helpers_cluster import (
     start_worker,
     write_token,
 )
+from helpers_tiny import PLAIN
 from mlflow.tracking import MlflowClient
 
 SPEC = "search_spaces/digits_quick.yaml"
@@ -39,13 +40,13 @@ SPEC = "search_spaces/digits_quick.yaml"
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 # Smaller still for the runs that must fail before training.
 MICRO = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1",
     "--set", "finetune.epochs=2", "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 STUDY_TIMEOUT_S = 240
 FAIL_FAST_S = 60  # a refused run must end well within this (it loads torch and the data first)

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers_cluster import MlflowServer, RayHead, cluster_env, wait_for, write_token
+from helpers_tiny import PLAIN
 from mlflow.tracking import MlflowClient
 
 SPEC = "search_spaces/digits_quick.yaml"
@@ -27,7 +28,7 @@ SMALL = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1", "--set", "finetune.epochs=2",
     "--set", "variants.scratch.num_samples=1", "--set", "variants.spt.num_samples=1",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
-    "--set", "resources.max_concurrent=1",
+    "--set", "resources.max_concurrent=1", *PLAIN,
 ]
 # The study that is stopped: its pretraining outlasts the others' whole studies.
 LONG = [*SMALL, "--set", "pretrain.epochs=400"]

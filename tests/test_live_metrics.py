@@ -32,6 +32,7 @@ import pytest
 import yaml
 from helpers_browser import CHROMIUM, headless
 from helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
+from helpers_tiny import PLAIN
 
 from sptune.tuning.callbacks.live_metrics import tokens_per_second
 
@@ -57,6 +58,7 @@ TINY = [
     "model.n_layers=1",
     "--set",
     "rerun_seeds=1",
+    *PLAIN,
 ]
 STUDY_TIMEOUT_S = 300
 POLL_S = 3.0

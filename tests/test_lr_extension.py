@@ -25,6 +25,7 @@ from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState
 from sptune.tuning.stages import variant_stages
 from tests.helpers_staged import DIGITS, run
+from tests.helpers_tiny import PLAIN_PICK
 
 # The seeded draws put the search's best LR (peaks above 4e-3) at 3.89e-3, within 1.5x of the top.
 EXTEND = ["variants.scratch.search.lr={type: loguniform, low: 0.001, high: 0.005, extend: true}"]
@@ -33,8 +34,9 @@ EXTEND = ["variants.scratch.search.lr={type: loguniform, low: 0.001, high: 0.005
 def _plan(repo_root: str, *overrides: str):
     """digits_quick with scratch alone (no pretraining), FIFO and random draws."""
     data = read_yaml(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
+    plain = [*PLAIN_PICK, "lr_extend.max_rounds=2", "variants.scratch.search.lr.extend=false"]  # the defaults
     for assignment in ("pretrain=null", "variants.spt=null", "variants.scratch.num_samples=5", "rerun_seeds=2",
-                       "scheduler.type=fifo", "searcher.type=random", *overrides):
+                       "scheduler.type=fifo", "searcher.type=random", *plain, *overrides):
         apply_override(data, assignment)
     data["variants"] = {k: v for k, v in data["variants"].items() if v is not None}
     return build_plan(from_dict(data), DIGITS, cluster_cpus=2)

@@ -25,7 +25,7 @@ from pathlib import Path
 import optuna
 import pytest
 from helpers_browser import headless
-from helpers_tiny import SHOWN_TRIALS
+from helpers_tiny import PLAIN, SHOWN_TRIALS
 
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
@@ -335,7 +335,7 @@ def _wait_for_json(url: str, timeout_s: float = 60) -> dict:
 RESUME = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 # fmt: on
 RESUME_TRIALS = {"pretrain": 2, "scratch": 3, "spt": 3}

@@ -23,9 +23,10 @@ from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState
 from sptune.tuning.stages import variant_stages
 from tests.helpers_staged import DIGITS, run
+from tests.helpers_tiny import PLAIN_PICK
 
 SMALL = ["pretrain=null", "variants.spt=null", "variants.scratch.num_samples=5", "rerun_seeds=2",
-         "scheduler.type=fifo", "searcher.type=random"]
+         "scheduler.type=fifo", "searcher.type=random", *PLAIN_PICK]
 ROBUST = ["selection.top_k=3", "selection.seeds=2"]
 
 

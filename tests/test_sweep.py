@@ -17,12 +17,14 @@ from helpers_browser import headless
 from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
+from tests.helpers_tiny import PLAIN
 
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
     "--set", "variants.spt.epochs=3",  # variants sharing a Tuner keep their own epoch budgets
+    *PLAIN,  # the counts below are a plain study's
 ]
 
 
@@ -70,8 +72,8 @@ def test_each_trial_folder_has_tunes_result_json_and_no_csv_or_tensorboard_copy(
 
 
 def test_trials_keep_only_the_checkpoints_they_need_and_every_selected_one_exists(study):
-    """sptune.tuning.callbacks.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one more, the
-    one the last snapshot named), not one per epoch; whatever the study selected is still there."""
+    """sptune.tuning.callbacks.checkpoint_pruning: each trial keeps its best and latest checkpoint (and at most one
+    more, the one the last snapshot named), not one per epoch; whatever the study selected is still there."""
     out, _, _, _ = study
     trials = [d for d in (out / "ray_results" / "study").glob("StudyTrainable*") if d.is_dir()]
     kept = {t.name: len(list(t.glob("checkpoint_*"))) for t in trials}

@@ -286,7 +286,7 @@ def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
         trials, epochs = trials + n, epochs + n * pretraining.epochs
     variants = plan.variant_searches()
     n = s.rerun_seeds * len(variants)
-    lines.append(f"  rerun: each variant's selected config re-trained with seeds {used} (none used by the search: "
+    lines.append(f"  rerun: each variant's pick re-trained with seeds {used} (none used by the search: "
                  f"seeds {searched}): {n} trials, no early stopping, each tested once")
     return lines, trials + n, epochs + sum(s.rerun_seeds * search.epochs for search in variants)
 
