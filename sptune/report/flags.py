@@ -310,8 +310,9 @@ def _compute_summary(data: ReportData) -> str:
     # results.json names each timeline entry's Tuner (its experiment) under "stage".
     timeline = [f"{st.get('stage')}: {float(st['end']) - float(st['start']):.0f} s wall-clock"
                 for st in data.timeline if as_float(st.get("start")) and as_float(st.get("end"))]
-    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search and seed "
-               "re-runs together; SPT pretraining is counted in full for every variant initialised from it.")
+    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search (with its LR "
+               "extension and candidates) and seed re-runs together; SPT pretraining is counted in full for every "
+               "variant initialised from it.")
     return summary + (" Tuners: " + "; ".join(timeline) + "." if timeline else "")
 
 

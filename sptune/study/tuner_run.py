@@ -120,6 +120,8 @@ class StageRecorder(tune.Callback):
             state.timeline.append(TunerRun(label, [stage.plan.variant_or_objective], start, time.time(), trials))
             if record.candidates:
                 _print_candidates(label, record)
+            elif stage.kind == "extend" and not trials:
+                print(f"[sptune] {label}: nothing to add (the pick is not at the edge)", flush=True)
             else:
                 _print_selected(label, record, start)
         self.state_file.save()
