@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+# digits_quick with its LR extension and seed-robust selection off: what tests that count a plain study's trials,
+# runs or stages add (whether an LR extension adds trials depends on where the search's pick lands).
+PLAIN_PICK = ["selection.top_k=1", "selection.seeds=0", "lr_extend.max_rounds=0"]
+PLAIN = [arg for override in PLAIN_PICK for arg in ("--set", override)]
+
+
 # FIFO: Ray restores no scheduler's rung state (neither synchronous halving's nor ASHA's), so after a
 # resume early stopping may stop different trials and change what Optuna is told (documented in the
 # README). With FIFO every decision is restored (the batched searcher's state included), so the resumed
@@ -12,7 +18,7 @@ from pathlib import Path
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]  # fmt: skip
 
 
@@ -40,7 +46,7 @@ def selected_rows(results: dict) -> list[tuple]:
 SHOWN = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
     "--set", "variants.scratch.num_samples=4", "--set", "variants.spt.num_samples=4",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
 ]  # fmt: skip
 SHOWN_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
 SHOWN_RERUN_SEEDS = 2

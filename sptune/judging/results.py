@@ -13,7 +13,9 @@ from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.expected_max import table_budgets
+from sptune.judging.extension_results import extension_lines
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
+from sptune.judging.robust_selection import candidate_lines
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.plan.seeds import SPREAD_TEXT
 
@@ -229,6 +231,8 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         *([budget_table(study["budget"]), ""] if "budget" in study else []),
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+        *extension_lines(study.get("lr_extension")),
+        *candidate_lines(study.get("candidates")),
         *expected_max_lines(study.get("expected_max")),
         *reread_lines(study.get("test_reads")),
         *provenance_lines(study.get("provenance")),

@@ -2,10 +2,10 @@
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints the trial kept
 (`sptune.tuning.callbacks.checkpoint_pruning`: its best and its latest, as Tune lists them) by
-`sptune.judging.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across trials
-too. The same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still runs, from
-`TrialOutcome`s the driver took from each ended trial (`sptune.tuning.stages`), so both ways pick the same trial
-and epoch.
+`sptune.judging.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across
+trials too. The same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still
+runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.tuning.stages`), so both ways
+pick the same trial and epoch.
 """
 
 from __future__ import annotations
@@ -127,10 +127,15 @@ def select_each(results: Iterable[Any], search: SearchPlan) -> list[Selection]:
 
 def select_best(results: Iterable[Any], search: SearchPlan) -> Selection:
     """The search's validation-best trial and epoch; `results` are Tune Results or TrialOutcomes."""
+    return rank_trials(results, search, 1)[0]
+
+
+def rank_trials(results: Iterable[Any], search: SearchPlan, k: int) -> list[Selection]:
+    """The search's `k` best configs by the ranking rule, best first, each as its best trial's validation-best
+    epoch (a config a grid repeats counts once: its best repeat); every one carries the search's statistics."""
     grid = list(results)
-    best: tuple | None = None
+    bests: list[tuple] = []
     n_div = n_fail = epochs = failures = 0
-    # Equal scores go to the trial created first (rank_key), never to the grid's order (it changes on restore).
     for result in grid:
         metrics = result.metrics or {}
         epochs += int(metrics.get("training_iteration", 0))
@@ -138,8 +143,33 @@ def select_best(results: Iterable[Any], search: SearchPlan) -> Selection:
         n_fail += int(result.error is not None)
         failures += _failures(result)
         candidate = _best_checkpoint(result, search) if _usable(result) else None
-        if candidate is not None and (best is None or candidate[0] < best[0]):
-            best = candidate
-    if best is None:
+        if candidate is not None:
+            bests.append(candidate)
+    if not bests:
         raise _nothing_usable(grid, search)
-    return _selection(best, search, len(grid), n_div, n_fail, epochs, failures)
+    # Equal scores go to the trial created first (rank_key), never to the grid's order (it changes on restore).
+    ranked, seen = [], set()
+    for best in sorted(bests, key=lambda c: c[0]):
+        config = searched_values(best[1].config, search)
+        if config not in seen:
+            seen.add(config)
+            ranked.append(_selection(best, search, len(grid), n_div, n_fail, epochs, failures))
+    return ranked[:k]
+
+
+def searched_values(config: dict[str, Any], search: SearchPlan) -> tuple:
+    """What makes two trials of a search the same config: its searched values, not its seed."""
+    return tuple(config.get(name) for name, _ in search.space.items())
+
+
+def rank_selections(selections: Iterable[Selection], search: SearchPlan, k: int) -> list[Selection]:
+    """The `k` best of selections listed in the order their trials were created, by the ranking rule (a tie goes
+    to the one listed first, the trial created first), each config once: a search's best configs merged with
+    trials that came after it."""
+    ranked, seen = [], set()
+    for sel in sorted(selections, key=lambda s: rank_key(s.metrics, search.epoch_score)[:-1]):  # stable
+        config = searched_values(sel.config, search)
+        if config not in seen:
+            seen.add(config)
+            ranked.append(sel)
+    return ranked[:k]

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from sptune.plan.selection_steps import selection_epochs
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
 
 TABLE = Path(__file__).with_name("epoch_seconds.yaml")
@@ -52,16 +53,17 @@ def epochs_per_round(plan: StudyPlan, search: SearchPlan) -> float:
 
 
 def stage_epochs(plan: StudyPlan) -> StageEpochs:
-    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, then re-runs);
+    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, what the
+    variants' selections add, then re-runs);
     a steps budget's evaluation rounds counted as the epochs they cover (`epochs_per_round`)."""
     s = plan.spec
     reruns = s.rerun_seeds if s.rerun_seeds >= 2 else 0
 
-    def epochs(search: SearchPlan, again: int) -> float:
-        return (search_epochs(plan, search) + again * search.epochs) * epochs_per_round(plan, search)
+    def epochs(search: SearchPlan, again: int, picking: int = 0) -> float:
+        return (search_epochs(plan, search) + again * search.epochs + picking) * epochs_per_round(plan, search)
 
     pre = sum(epochs(x, reruns if s.rerun_pretrain and x.epochs > 0 else 0) for x in plan.pretrainings())
-    fine = sum(epochs(x, reruns) for x in plan.variant_searches())
+    fine = sum(epochs(x, reruns, selection_epochs(s, x)) for x in plan.variant_searches())
     return StageEpochs(math.ceil(pre), math.ceil(fine))
 
 

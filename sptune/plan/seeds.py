@@ -1,18 +1,27 @@
 """Which seed each training of a study uses, and what spread over seeds its results show.
 
-Search trials use the spec's seed; the repeats of a grid point add their repeat index
-(seed, seed+1, ...), so no two search trials are the same training. Seed re-runs use seeds
-from a range the search never reaches (seed+1000, seed+1001, ...): a re-run is never a replay
-of the trial that won the search, whose score selected it (a winner's-curse bias in the mean).
-Readable offsets rather than hashed seeds: a user can tell a re-run's seed from a search's.
+Three disjoint ranges, each a readable offset from the spec's seed (a user can tell them apart):
+
+- search: seed, seed+1, ... (the repeats of a grid point add their repeat index, so no two search trials
+  are the same training); an LR extension's trials take seed+900, seed+901, ... in the same range;
+- re-runs: seed+1000, seed+1001, ...: a re-run is never a replay of the trial that won the search, whose
+  score selected it (a winner's-curse bias in the mean);
+- candidates (seed-robust selection): seed+2000, seed+2001, ...: no search trial and no re-run uses them, so
+  neither the pick nor the test numbers reuse a seed that selected something.
+
 Stdlib only: the spec, the plan and the study all read it.
 """
 
 from __future__ import annotations
 
-# Re-run i uses seed + RERUN_SEED_OFFSET + i; grid repeats stay below the offset (the spec caps them).
+# Grid repeats stay below the extension's seeds, and those below the re-runs' (the spec caps each count).
+EXTENSION_SEED_OFFSET = 900
+MAX_GRID_REPEATS = EXTENSION_SEED_OFFSET
 RERUN_SEED_OFFSET = 1000
-MAX_GRID_REPEATS = RERUN_SEED_OFFSET
+MAX_EXTENSION_TRIALS = RERUN_SEED_OFFSET - EXTENSION_SEED_OFFSET
+CANDIDATE_SEED_OFFSET = 2000
+MAX_RERUN_SEEDS = CANDIDATE_SEED_OFFSET - RERUN_SEED_OFFSET
+MAX_CANDIDATE_SEEDS = 1000
 
 # results.json's "spread": which sources of variance the reported mean ± std covers.
 NO_SPREAD, FINETUNE_SPREAD, PRETRAIN_SPREAD = "none", "finetune", "pretrain+finetune"
@@ -33,6 +42,19 @@ def search_seeds(seed: int, grid_repeats: int = 1) -> list[int]:
 def rerun_seeds(seed: int, n: int) -> list[int]:
     """The seeds of the re-runs: disjoint from every search seed (grid repeats < RERUN_SEED_OFFSET)."""
     return [seed + RERUN_SEED_OFFSET + i for i in range(n)]
+
+
+def extension_seeds(seed: int, first: int, n: int) -> list[int]:
+    """The seeds of an LR extension's trials `first` .. `first + n - 1` (counted over its rounds): in the
+    search's range, above every grid repeat."""
+    if first + n > MAX_EXTENSION_TRIALS:
+        raise ValueError(f"at most {MAX_EXTENSION_TRIALS} extension trials per search (asked for {first + n})")
+    return [seed + EXTENSION_SEED_OFFSET + first + i for i in range(n)]
+
+
+def candidate_seeds(seed: int, n: int) -> list[int]:
+    """The seeds each candidate of seed-robust selection is re-trained with: no search trial's, no re-run's."""
+    return [seed + CANDIDATE_SEED_OFFSET + i for i in range(n)]
 
 
 def spread(n_reruns: int, rerun_pretrain: bool) -> str:

@@ -1,8 +1,10 @@
 """The study plan: which searches run, over which search spaces, with how many trials.
 
-A study has three phases, all run in ONE Tuner (`sptune.tuning.stages`: each search a stage that starts
+A study has these phases, all run in ONE Tuner (`sptune.tuning.stages`: each search a stage that starts
 once what it needs is selected): `pretrain` (one search per pretraining objective), `search`
-(every variant's LR/batch search) and `rerun` (each variant's selected config
+(every variant's LR/batch search), `extend` (with `search.lr.extend`: LRs beyond a bound its pick sits at,
+`sptune.plan.lr_extension`), `candidate` (with `selection.seeds`: its best configs re-trained with fresh
+seeds, `sptune.plan.selection_steps`) and `rerun` (each variant's selected config
 re-trained per seed, and with `rerun_pretrain` each pretraining's selected config re-pretrained
 per seed first). A `SearchPlan` is one variant's (or objective's) trials in one phase.
 """
@@ -18,8 +20,12 @@ from sptune.judging.ranking import TIE_RULE
 from sptune.plan import rungs, seeds
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.budgets import Budget
+from sptune.plan.selection_steps import describe_selection
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
+
+# Phases whose trials train to the end of their budget: no early stopping, so they compete on equal epochs.
+TRAINED_TO_THE_END = ("rerun", "extend", "candidate")
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,8 @@ class SearchPlan:
         """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
         if self.phase == "rerun":
             return self.rerun_label
+        if self.phase == "candidate":
+            return self.candidates_label
         if self.phase == "pretrain":
             return self.source.stage_name
         return f"{self.phase}-{self.variant}"
@@ -87,6 +95,15 @@ class SearchPlan:
     def rerun_label(self) -> str:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
         return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
+
+    def extend_label(self, round_: int) -> str:
+        """The label of round `round_` of its LR extension (a variant's search only): extend-spt-1, ..."""
+        return f"extend-{self.variant}-{round_}"
+
+    @property
+    def candidates_label(self) -> str:
+        """The label of its seed-robust selection's candidates (a variant's search only): candidates-spt, ..."""
+        return f"candidates-{self.variant}"
 
 
 @dataclass(frozen=True)
@@ -114,6 +131,23 @@ class StudyPlan:
     def rerun_seeds(self) -> list[int]:
         """The re-runs' seeds (none used by a search); [] without re-runs."""
         return seeds.rerun_seeds(self.spec.seed, self.spec.rerun_seeds) if self.spec.rerun_seeds > 1 else []
+
+    def candidate_seeds(self) -> list[int]:
+        """The seeds seed-robust selection re-trains each candidate with (none a search's or a re-run's); []: off."""
+        return seeds.candidate_seeds(self.spec.seed, self.spec.selection.seeds) if self.spec.selection.enabled else []
+
+    def extend_rounds(self, search: SearchPlan) -> int:
+        """The most rounds a variant's LR extension runs (0: its search.lr does not extend)."""
+        return self.spec.lr_extend.max_rounds if search.space.lr.extend else 0
+
+    def selection_labels(self, search: SearchPlan) -> list[str]:
+        """The stages that make a variant's pick, in order: its search, its LR extension's rounds, its candidates;
+        the last one's selection is what the variant tests (or re-runs)."""
+        rounds = [search.extend_label(r) for r in range(1, self.extend_rounds(search) + 1)]
+        return [search.label, *rounds] + ([search.candidates_label] if self.spec.selection.enabled else [])
+
+    def pick_label(self, search: SearchPlan) -> str:
+        return self.selection_labels(search)[-1]
 
     def spread(self) -> str:
         """What the reported spread over seeds covers (sptune.plan.seeds: none, finetune, pretrain+finetune)."""
@@ -252,7 +286,7 @@ def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
         trials, epochs = trials + n, epochs + n * pretraining.epochs
     variants = plan.variant_searches()
     n = s.rerun_seeds * len(variants)
-    lines.append(f"  rerun: each variant's selected config re-trained with seeds {used} (none used by the search: "
+    lines.append(f"  rerun: each variant's pick re-trained with seeds {used} (none used by the search: "
                  f"seeds {searched}): {n} trials, no early stopping, each tested once")
     return lines, trials + n, epochs + sum(s.rerun_seeds * search.epochs for search in variants)
 
@@ -335,10 +369,11 @@ def describe(plan: StudyPlan) -> str:
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),
     ]
+    picking, pick_trials, pick_epochs = describe_selection(plan.spec, plan.variant_searches())
     reruns, rerun_trials, rerun_epochs = _describe_reruns(plan)
-    lines += reruns
-    total_trials = sum(search.n_trials for search in plan.searches) + rerun_trials
-    total_epochs = sum(search_epochs(plan, search) for search in plan.searches) + rerun_epochs
+    lines += picking + reruns
+    total_trials = sum(search.n_trials for search in plan.searches) + pick_trials + rerun_trials
+    total_epochs = sum(search_epochs(plan, search) for search in plan.searches) + pick_epochs + rerun_epochs
     lines.append(seeds.SPREAD_TEXT[plan.spread()])
     early = " (early stopping ends weak search trials sooner)" if stops_early else ""
     lines.append(

@@ -1,15 +1,28 @@
-"""Compute spent per variant: its own LR search and seed re-runs, plus the SPT pretraining it is initialised
-from, which is counted in full for every variant that builds on it."""
+"""Compute spent per variant: its own LR search (with its LR extension and seed-robust selection's candidates)
+and seed re-runs, plus the SPT pretraining it is initialised from, which is counted in full for every variant
+that builds on it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sptune.report.records import PRETRAIN, PRETRAIN_RERUN, RERUN, SEARCH, ReportData, Trial, pretrain_objective
+from sptune.report.records import (
+    CANDIDATE,
+    EXTEND,
+    PRETRAIN,
+    PRETRAIN_RERUN,
+    RERUN,
+    SEARCH,
+    ReportData,
+    Trial,
+    pretrain_objective,
+)
 from sptune.spec.variant_kinds import KINDS, as_built
 
 # SPT pretraining's compute: its search and, with rerun_pretrain, its re-runs per seed.
 PRETRAINING_PHASES = (PRETRAIN, PRETRAIN_RERUN)
+# What a variant spent finding its pick: its search, its LR extension's trials, its candidates.
+PICKING_PHASES = (SEARCH, EXTEND, CANDIDATE)
 
 COMPUTE_HEADER = ("variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
                   "total epochs", "total seconds")
@@ -33,7 +46,7 @@ def compute_table(data: ReportData, task: str, variants: list[str],
     pre = {obj: cost(ts) for obj, ts in data.pretraining(task, PRETRAINING_PHASES).items()}
     table, totals = [list(COMPUTE_HEADER)], {}
     for v in variants:
-        search, reruns = data.phase_trials((SEARCH,), task, v), data.phase_trials((RERUN,), task, v)
+        search, reruns = data.phase_trials(PICKING_PHASES, task, v), data.phase_trials((RERUN,), task, v)
         if not search and not reruns:
             continue
         ep, s = cost(search + reruns)

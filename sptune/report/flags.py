@@ -8,13 +8,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sptune.plan.lr_extension import EDGE_FACTOR
 from sptune.report.cells import Cell
 from sptune.report.compute import budget_note, compute_table, variant_objectives
 from sptune.report.formatting import fmt_lr
-from sptune.report.lr_search import BIN_DECADES, CurvePoint, describe_space, lr_binner, lr_curves, lr_space, sig, usable
+from sptune.report.lr_search import (
+    BIN_DECADES,
+    CurvePoint,
+    describe_space,
+    lr_binner,
+    lr_curves,
+    lr_space,
+    searched_space,
+    sig,
+    usable,
+)
 from sptune.report.records import RERUN, SEARCH, ReportData, as_float
 
-EDGE_FACTOR = 1.5  # a range search whose best LR is within this factor of a bound has not bracketed the optimum
 FLIP_TOL = 0.01  # accuracy differences below one point are noise at these sizes, not a ranking
 COMPUTE_RATIO = 1.5  # total-compute imbalance worth a warning
 
@@ -74,13 +84,17 @@ def flag_lr_edge(data: ReportData, cells: dict[tuple[str, str], Cell]) -> Flag:
     items = []
     for (task, variant), cell in cells.items():
         tried = [t.lr for t in data.trials if usable(t) and (t.task, t.variant) == (task, variant)]
-        hits = {seed: edge_side(lr, lr_space(data.spec, variant), tried) for seed, lr in cell.lrs.items()}
+        extension = data.lr_extension.get(variant) or {}
+        space = searched_space(lr_space(data.spec, variant), extension)  # widened by what its extension added
+        hits = {seed: edge_side(lr, space, tried) for seed, lr in cell.lrs.items()}
         hits = {s: h for s, h in hits.items() if h}
         if not hits:
             continue
         side, why = next(iter(hits.values()))
         lrs = ", ".join(dict.fromkeys(fmt_lr(cell.lrs[s]) for s in hits))
-        items.append(f"{variant} on {task}: best LR {lrs} ({len(hits)}/{len(cell.lrs)} seeds) is {why} — "
+        rounds = extension.get("rounds")
+        after = f" after {rounds} round(s) of LR extension (the limit, lr_extend.max_rounds)" if rounds else ""
+        items.append(f"{variant} on {task}: best LR {lrs} ({len(hits)}/{len(cell.lrs)} seeds) is {why}{after} — "
                      f"extend the search {'down' if side == 'low' else 'up'}ward; its optimum may lie outside.")
     if items:
         return Flag("lr-edge", "Best LR on the edge of the searched range", "warn",
@@ -88,7 +102,7 @@ def flag_lr_edge(data: ReportData, cells: dict[tuple[str, str], Cell]) -> Flag:
                     "so its reported accuracy may be an underestimate.", items)
     return Flag("lr-edge", "Best LR inside the searched range", "ok",
                 f"Every variant's selected LR has searched LRs on both sides (not a grid end, not within "
-                f"{EDGE_FACTOR:g}× of a range bound).")
+                f"{EDGE_FACTOR:g}× of a range bound; a range an LR extension widened counts as searched).")
 
 
 # ---------------------------------------------------------------- ranking flips across LRs
@@ -296,8 +310,9 @@ def _compute_summary(data: ReportData) -> str:
     # results.json names each timeline entry's Tuner (its experiment) under "stage".
     timeline = [f"{st.get('stage')}: {float(st['end']) - float(st['start']):.0f} s wall-clock"
                 for st in data.timeline if as_float(st.get("start")) and as_float(st.get("end"))]
-    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search and seed "
-               "re-runs together; SPT pretraining is counted in full for every variant initialised from it.")
+    summary = ("Trial-epochs and seconds (sum of per-epoch epoch_seconds) per variant, LR search (with its LR "
+               "extension and candidates) and seed re-runs together; SPT pretraining is counted in full for every "
+               "variant initialised from it.")
     return summary + (" Tuners: " + "; ".join(timeline) + "." if timeline else "")
 
 

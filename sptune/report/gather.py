@@ -161,4 +161,5 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
                       spec=spec, timeline=list(results.get("timeline") or []), source=source,
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
                       spread=results.get("spread"), tracking_uri=None if notes else uri,
-                      parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}))
+                      parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}),
+                      lr_extension=dict(results.get("lr_extension") or {}))

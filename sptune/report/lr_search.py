@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from sptune.report.formatting import fmt_lr
-from sptune.report.records import SEARCH, Trial, as_float
+from sptune.report.records import EXTEND, SEARCH, Trial, as_float
 
 BIN_DECADES = 0.25  # LR bin width when variants did not try the same LRs (random/Optuna searches)
 
@@ -26,6 +26,18 @@ def describe_space(space: dict[str, Any]) -> str:
     if space.get("values"):
         return f"{space.get('type', 'grid')} [{', '.join(fmt_lr(float(v)) for v in space['values'])}]"
     return f"{space.get('type', 'range')} [{fmt_lr(space.get('low'))}, {fmt_lr(space.get('high'))}]"
+
+
+def searched_space(space: dict[str, Any] | None, extension: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The LR space a variant searched in the end: its spec's, widened by what its LR extension added
+    (results.json's `lr_extension`)."""
+    if not space or not extension or not extension.get("rounds"):
+        return space
+    added = [float(x) for lrs in extension["added_lrs"] for x in lrs]
+    if space.get("values"):
+        return {**space, "values": sorted({*(float(v) for v in space["values"]), *added})}
+    low, high = extension["searched_range"]
+    return {**space, "low": low, "high": high}
 
 
 def space_bounds(space: dict[str, Any] | None) -> tuple[float, float, list[float]] | None:
@@ -45,8 +57,9 @@ def sig(x: float, digits: int = 4) -> float:
 
 
 def usable(t: Trial) -> bool:
-    """A finished search trial with an LR and a validation accuracy to place on an accuracy-vs-LR curve."""
-    return t.phase == SEARCH and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
+    """A finished search trial (or an LR extension's, beyond the search's range) with an LR and a validation
+    accuracy to place on an accuracy-vs-LR curve."""
+    return t.phase in (SEARCH, EXTEND) and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
 
 
 def lr_binner(trials: list[Trial]) -> tuple[Any, bool]:

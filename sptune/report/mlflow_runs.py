@@ -7,7 +7,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sptune.report.records import PRETRAIN, PRETRAIN_RERUN, RERUN, SEARCH, Trial, as_float, as_int, seed_key
+from sptune.report.records import (
+    EXTEND,
+    PRETRAIN,
+    PRETRAIN_RERUN,
+    RERUN,
+    SEARCH,
+    Trial,
+    as_float,
+    as_int,
+    seed_key,
+)
 
 
 def _search_children(client: Any, experiment_id: str, parent_id: str) -> list[Any]:
@@ -82,8 +92,9 @@ def rows_from_trials(trials: list[Trial]) -> list[dict[str, Any]]:
     """results.json-style rows rebuilt from the selected runs (when only MLflow is at hand): the per-seed
     re-runs where the study has them, else the search's selected trial."""
     reran = {(t.task, t.variant) for t in trials if t.phase == RERUN and t.selected}
+    # Without re-runs the pick is a search trial, or one its LR extension added.
     rows = [_selected_row(t, trials) for t in trials
-            if t.selected and t.phase == (RERUN if (t.task, t.variant) in reran else SEARCH)]
+            if t.selected and t.phase in ((RERUN,) if (t.task, t.variant) in reran else (SEARCH, EXTEND))]
     order = {key: i for i, key in enumerate(dict.fromkeys((t.task, t.variant) for t in trials))}
     return sorted(rows, key=lambda r: (order[(r["task"], r["variant"])], seed_key(str(r["seed"]))))
 

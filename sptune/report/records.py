@@ -11,8 +11,10 @@ from sptune.errors import SptuneError
 from sptune.judging.stats import DEFAULT_BASELINE, finite_float
 
 # The study's phases (MLflow tag sptune.phase): the LR/batch search (early-stopped by the study's scheduler),
-# re-training of the selected config per seed, SPT pretraining.
+# re-training of the selected config per seed, SPT pretraining; an LR extension's trials beyond the search's range;
+# seed-robust selection's candidates.
 SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
+EXTEND, CANDIDATE = "extend", "candidate"
 # Set by sptune.report.gather on every result row: its study's pretrain.objective, which `spt` follows.
 OBJECTIVE_KEY = "pretrain_objective"
 # Read from a rerun-phase run that names a pretraining objective (rerun_pretrain): SPT re-pretrained per seed.
@@ -72,6 +74,8 @@ class ReportData:
     parent_run_id: str | None = None
     # results.json's `budget` (sptune.judging.budget_report): the mode and what each tested model trained; {}: none.
     budget: dict[str, Any] = field(default_factory=dict)
+    # results.json's `lr_extension` (sptune.plan.lr_extension): per extending variant, what its search added.
+    lr_extension: dict[str, Any] = field(default_factory=dict)
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, model_validator
+from pydantic import AfterValidator, StrictBool, model_validator
 
 from sptune.spec.fields import Strict, problem
 
@@ -21,6 +21,8 @@ class ParamSpace(Strict):
     low: float | None = None
     high: float | None = None
     values: list[float] | None = None
+    # The LR only: a selected LR at a bound adds LRs beyond it (sptune.plan.lr_extension; limit: lr_extend).
+    extend: StrictBool = False
 
     @property
     def is_grid(self) -> bool:
@@ -133,6 +135,16 @@ class SearchSpec(Strict):
         optional = [("weight_decay", self.weight_decay), ("warmup_fraction", self.warmup_fraction),
                     ("dropout", self.dropout)]
         return [("lr", self.lr), ("batch_size", self.batch_size), *((n, p) for n, p in optional if p is not None)]
+
+    @model_validator(mode="after")
+    def _only_lr_extends(self) -> SearchSpec:
+        for name, space in self.items():
+            if space.extend and name != "lr":
+                raise problem("only the LR search is extended beyond its bounds", "drop extend", f"{name}.extend")
+        if self.lr.extend and self.lr.values is not None and len(set(self.lr.values)) < 2:
+            raise problem("extending needs at least two LRs (the list's spacing and which end is an edge)",
+                          "list two or more LRs, or drop extend", "lr.extend")
+        return self
 
     def has_grid(self) -> bool:
         return any(p.is_grid for _, p in self.items())

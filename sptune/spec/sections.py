@@ -8,7 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sptune.plan.seeds import MAX_GRID_REPEATS
+from sptune.plan.lr_extension import MAX_EXTENSION_ROUNDS
+from sptune.plan.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
@@ -148,6 +149,9 @@ class PretrainSpec(Strict):
         found = found or budget_unit_problem(written, self.steps, self.eval_every)
         if found:
             raise found
+        if self.search.lr.extend:
+            message = "extend applies to a variant's LR search (the pretraining's pick starts its SPT variants at once)"
+            raise problem(message, "drop extend here; set it on each variant's search.lr", "search.lr.extend")
         return self
 
 
@@ -241,6 +245,38 @@ class SearcherSpec(Strict):
     # of all of them (multivariate TPE), which can follow an optimum that moves with another parameter
     # (the best LR grows with the batch size) where the independent model averages it away.
     multivariate: bool = False
+
+
+class SelectionSpec(Strict):
+    """Seed-robust selection, off by default (top_k 1, seeds 0): before a variant's pick, its `top_k` best search
+    configs (the one ranking rule; all of them in a search with fewer) are re-trained with `seeds` seeds no search
+    trial and no re-run uses, to the end; the pick is the best mean validation score
+    (sptune.judging.robust_selection). One section for the study, so every variant's pick is made by one rule."""
+
+    top_k: int = ranged(1, "use e.g. 3 (1: the search's best alone)", ge=1)
+    seeds: int = ranged(0, "use e.g. 3 (0: off)", ge=0, le=MAX_CANDIDATE_SEEDS)
+
+    @property
+    def enabled(self) -> bool:
+        return self.seeds > 0
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> SelectionSpec:
+        if self.top_k > 1 and not self.seeds:
+            raise problem(f"top_k {self.top_k} candidates are compared over seeds, but seeds is 0",
+                          "set seeds: 3 (or more), or drop top_k", "seeds")
+        if self.top_k == 1 and self.seeds:
+            raise problem("with top_k 1 the one candidate is the pick whatever its seeds score",
+                          "use top_k: 3 (or more), or drop seeds", "top_k")
+        return self
+
+
+class LrExtendSpec(Strict):
+    """How far a variant's search with `search.lr.extend: true` may go beyond its LR range: rounds of half a
+    decade (sptune.plan.lr_extension). One setting for the study, so every extending variant may go as far;
+    0 turns extension off for the whole study (e.g. from the command line)."""
+
+    max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound), or 0 (off)", ge=0, le=MAX_EXTENSION_ROUNDS)
 
 
 class ResourcesSpec(Strict):

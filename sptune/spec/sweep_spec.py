@@ -8,18 +8,21 @@ from pydantic import Field, field_validator, model_validator
 
 from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
+from sptune.plan.seeds import MAX_RERUN_SEEDS
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
     LanguageModelSpec,
+    LrExtendSpec,
     ModelSpec,
     PretrainSource,
     PretrainSpec,
     ResourcesSpec,
     SchedulerSpec,
     SearcherSpec,
+    SelectionSpec,
     TaskSpec,
     TrackingSpec,
     TrainingSpec,
@@ -35,7 +38,7 @@ class SweepSpec(Strict):
     max_failures: int = ranged(0, "use 0 for no retries", ge=0)
     # > 1: each variant's selected config is re-trained with this many seeds (seed+1000, seed+1001, ...:
     # seeds no search trial used, so no re-run replays the trial that won the search).
-    rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1)
+    rerun_seeds: int = ranged(1, "use 1 (no re-training) or e.g. 3", ge=1, le=MAX_RERUN_SEEDS)
     # true: before the re-runs, the selected pretraining config is re-pretrained with each re-run seed, and
     # each SPT variant's re-run starts from the checkpoint of its own seed: the spread includes pretraining.
     rerun_pretrain: bool = False
@@ -50,6 +53,10 @@ class SweepSpec(Strict):
     # on top. total_matched: variants that do not start from SPT also train for the pretraining budget, so
     # every model trains as long (sptune.plan.budgets, the one place this is decided).
     budget: Literal[BUDGET_MODES] = "finetune_matched"
+    # Seed-robust selection (off by default): each variant's best configs compared over fresh seeds.
+    selection: SelectionSpec = Field(default_factory=SelectionSpec)
+    # How far a variant's `search.lr.extend` may go beyond its LR range (rounds of half a decade).
+    lr_extend: LrExtendSpec = Field(default_factory=LrExtendSpec)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     searcher: SearcherSpec = Field(default_factory=SearcherSpec)
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)

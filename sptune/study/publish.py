@@ -9,6 +9,7 @@ from typing import Any
 
 from sptune.judging.budget_report import budget_document
 from sptune.judging.expected_max import budget_table
+from sptune.judging.extension_results import extension_lines
 from sptune.judging.results import (
     EXPECTED_MAX_SCORE,
     ResultRow,
@@ -18,6 +19,8 @@ from sptune.judging.results import (
     summary_table,
     write_results,
 )
+from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
+from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.data_provenance import count_test_reads, provenance_document
 from sptune.study.final_evaluation import TEST_READS
@@ -92,13 +95,40 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
                                  _attempted_seeds(plan, rows))
     study["budget"] = _budget(plan, state)
+    study.update(_selection_steps(plan, state))
     return study
+
+
+def _selection_steps(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
+    """results.json's account of what made each variant's pick after its search (nothing when off): its LR
+    extension (`lr_extension`) and seed-robust selection's `candidates` per variant."""
+    found: dict[str, Any] = {}
+    extended = {s.variant: _lr_extension(plan, state, s) for s in plan.variant_searches() if plan.extend_rounds(s)}
+    if extended:
+        found["lr_extension"] = {v: e for v, e in extended.items() if e is not None}
+    if plan.spec.selection.enabled:
+        found["selection"] = {"top_k": plan.spec.selection.top_k, "seeds": plan.candidate_seeds(),
+                              "rule": CANDIDATE_RULE}
+        records = {s.variant: state.searches.get(s.candidates_label) for s in plan.variant_searches()}
+        found["candidates"] = {v: r.candidates for v, r in records.items() if r is not None and r.candidates}
+    return found
 
 
 def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
     """results.json's `budget`: the mode and what each variant's tested models trained (judging.budget_report)."""
     selected = {label: [picked.selection for picked in record.selected] for label, record in state.searches.items()}
     return budget_document(plan, selected)
+
+
+def _lr_extension(plan: StudyPlan, state: StudyState, search: SearchPlan) -> dict[str, Any] | None:
+    """What the variant's LR extension did, from its picks after its search and each round (None: no search pick)."""
+    picks = []
+    for label in [search.label] + [search.extend_label(r) for r in range(1, plan.extend_rounds(search) + 1)]:
+        record = state.searches.get(label)
+        if record is None:
+            break
+        picks.append(float(record.best.selection.config["lr"]))
+    return extension_record(search.space.lr, picks, plan.extend_rounds(search)) if picks else None
 
 
 def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:
@@ -130,6 +160,7 @@ def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Track
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    budget = "\n".join(expected_max_lines(study["expected_max"]))
+    budget = "\n".join(expected_max_lines(study["expected_max"]) + extension_lines(study.get("lr_extension"))
+                       + candidate_lines(study.get("candidates")))
     print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
           + "\n", flush=True)

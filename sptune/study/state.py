@@ -37,6 +37,10 @@ class SearchRecord:
     # Each of its trials' best epoch score (the selection's metric; early-stopped trials at the epoch they
     # reached; None for a trial with none, e.g. failed); None in state files that predate it.
     trial_scores: list[float | None] | None = None
+    # A search that ranks candidates for seed-robust selection: its best configs, best first; None otherwise.
+    ranked: list[Selection] | None = None
+    # A candidates stage: results.json's entry of each candidate (sptune.judging.robust_selection); None otherwise.
+    candidates: list[dict[str, Any]] | None = None
 
     @property
     def best(self) -> SelectedTrial:
@@ -44,7 +48,9 @@ class SearchRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SearchRecord:
-        return cls([SelectedTrial.from_json(s) for s in data["selected"]], data.get("trial_scores"))
+        ranked = data.get("ranked")
+        return cls([SelectedTrial.from_json(s) for s in data["selected"]], data.get("trial_scores"),
+                   None if ranked is None else [Selection(**r) for r in ranked], data.get("candidates"))
 
 
 @dataclass(frozen=True)

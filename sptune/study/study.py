@@ -1,12 +1,11 @@
-"""Runs a planned study: ONE Tuner for everything it trains (`sptune.tuning.stages`): each pretraining
-objective's search, every variant's search (each its own searcher, budget and early stopping; an SPT
-variant's starts once its pretraining is selected), the re-runs per seed of each selected config
-(with `rerun_pretrain` the selected pretraining config re-pretrained per seed first); then the
-single test evaluation per selected checkpoint, results and tracking.
+"""Runs a planned study: ONE Tuner for everything it trains (`sptune.tuning.stages`): each pretraining objective's
+search, every variant's search (each its own searcher, budget and early stopping; an SPT variant's starts once its
+pretraining is selected), what makes each variant's pick after it (its LR extension's rounds, seed-robust
+selection's candidates), the re-runs per seed of each pick (with `rerun_pretrain` the selected pretraining config
+re-pretrained per seed first); then the single test evaluation per selected checkpoint, results and tracking.
 
-Each search's selection is saved to ``study_state.json`` as soon as it is made, so ``--resume``
-restores an interrupted Tuner (or runs only the searches still to select) and never re-reads the
-test split.
+Each search's selection is saved to ``study_state.json`` as soon as it is made, so ``--resume`` restores an
+interrupted Tuner (or runs only the searches still to select) and never re-reads the test split.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 from sptune.tracking.optuna_studies import OptunaTarget, follow_move
-from sptune.tuning.stages import Stage, StartingCheckpoints
+from sptune.tuning.stages import Stage, StartingCheckpoints, variant_stages
 
 
 class Study:
@@ -82,7 +81,7 @@ class Study:
         searches, state = self.plan.variant_searches(), self.state_file.state
         found = {s.label: state.searches[s.label] for s in searches}
         rerun = self.plan.spec.rerun_seeds > 1
-        tested = {s.label: state.searches[s.rerun_label if rerun else s.label] for s in searches}
+        tested = {s.label: state.searches[s.rerun_label if rerun else self.plan.pick_label(s)] for s in searches}
         return [Candidate(s, found[s.label], picked) for s in searches for picked in tested[s.label].selected]
 
     def _stages(self) -> tuple[list[Stage], StartingCheckpoints]:
@@ -105,10 +104,8 @@ class Study:
                     checkpoints[pretraining.rerun_label] = dict(given)
         by_label = {p.label: p for p in self.plan.pretrainings()}
         for search in self.plan.variant_searches():
-            if search.label not in done:
-                stages.append(Stage(search, spt_from=search.init_from))
-            if seeds and search.rerun_label not in done:
-                source = by_label.get(search.init_from) if search.init_from else None
-                spt_from = None if source is None else source.rerun_label if per_seed else source.label
-                stages.append(Stage(search, seeds, spt_from))
+            source = by_label.get(search.init_from) if search.init_from else None
+            spt_from = None if source is None else source.rerun_label if per_seed else source.label
+            chain = variant_stages(self.plan, search, seeds, spt_from)
+            stages += [stage for stage in chain if stage.label not in done]
         return stages, checkpoints

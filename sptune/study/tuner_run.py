@@ -26,7 +26,8 @@ from sptune.tracking.optuna_studies import DB_FILE, OptunaTarget, default_url
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
-from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints, outcome_of
+from sptune.tuning.outcomes import outcome_of
+from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints
 from sptune.tuning.tuner import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
@@ -38,6 +39,14 @@ def _print_selected(label: str, record: SearchRecord, start: float) -> None:
             f"after {time.time() - start:.0f}s",
             flush=True,
         )
+
+
+def _print_candidates(label: str, record: SearchRecord) -> None:
+    for c in record.candidates or []:
+        config = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in c["config"].items())
+        mean = "-" if c["mean"] is None else f"{c['mean']:.4f}" + (f" ± {c['std']:.4f}" if c["std"] is not None else "")
+        print(f"[sptune] {label}: {config}: val acc {mean} over seeds {c['seeds']} ({c['n_used']} used)"
+              f"{'  <- picked' if c['picked'] else ''}", flush=True)
 
 
 def mark_selected(tracker: Tracker, picked: SelectedTrial) -> None:
@@ -101,16 +110,21 @@ class StageRecorder(tune.Callback):
                 print(f"[sptune] {label}: nothing to select ({self.searcher.failed[label][1]})", flush=True)
                 continue
             picked = [SelectedTrial(s, runs.get(s.trial_id)) for s in self.searcher.selected[label]]
-            record = SearchRecord(picked, self._trial_scores(label, stage.plan.epoch_score))
-            for picked in record.selected:
+            record = SearchRecord(picked, self._trial_scores(label, stage.plan.epoch_score),
+                                  self.searcher.ranked.get(label), self.searcher.candidates.get(label))
+            for picked in record.selected if stage.final else []:  # a pick a later stage may change is not marked
                 mark_selected(self.tracker, picked)
             state.searches[label] = record
             start = self.searcher.released_at.get(label, time.time())
             trials = len(self.searcher.outcomes[label])
             state.timeline.append(TunerRun(label, [stage.plan.variant_or_objective], start, time.time(), trials))
-            _print_selected(label, record, start)
+            if record.candidates:
+                _print_candidates(label, record)
+            elif stage.kind == "extend" and not trials:
+                print(f"[sptune] {label}: nothing to add (the pick is not at the edge)", flush=True)
+            else:
+                _print_selected(label, record, start)
         self.state_file.save()
-
 
     def _trial_scores(self, label: str, score: str) -> list[float | None]:
         """Each trial's best epoch score as it last reported it (`sptune.judging.expected_max` reads them)."""
@@ -141,7 +155,7 @@ class TunerRunner:
         if self.resume:
             self._drop_forgotten(grid, started)
         if self.optuna is not None:
-            self.optuna.close(tuple(s.search for s in stages if not s.is_rerun))
+            self.optuna.close(tuple(s.search for s in stages if s.kind == "search"))
         fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
         if fresh is not None:
             self.state.searches.update(fresh.searches)
@@ -167,7 +181,8 @@ class TunerRunner:
             THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage, experiment=experiment_dir)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
-        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna)
+        ranked = {label: list(r.ranked) for label, r in self.state.searches.items() if r.ranked}
+        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna, ranked)
         parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})

@@ -1,12 +1,14 @@
 """The study's stages: every search of the study is a *stage* of its one Tuner, run by one staged searcher.
 
-A stage is one `SearchPlan`'s trials: a pretraining search, a variant's search, or the re-runs per seed of a
-selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs another's
-selection (an SPT variant's search needs its pretraining's checkpoint; re-runs need their search's config)
-suggests nothing until that selection is made; then it is *released*: its own searcher starts proposing,
-and its trials carry what the selection gave them (`spt_checkpoint`, the selected config). Each stage keeps
-its own searcher, trial budget and early stopping (`sptune.tuning.schedulers.by_stage`), and is selected by
-the rule a finished search is (`sptune.judging.selection`), from what the driver saw of its ended trials.
+A stage is one `SearchPlan`'s trials: a pretraining search, a variant's search, what makes a variant's pick after
+it (`sptune.tuning.selection_stages`: its LR extension's rounds, seed-robust selection's candidates), or the
+re-runs per seed of a selected config (a variant's, or with `rerun_pretrain` a pretraining's). A stage that needs
+another's selection (an SPT variant's search needs its pretraining's checkpoint; an extension round or the
+candidates need the pick so far; re-runs need their variant's pick) suggests nothing until that selection is made;
+then it is *released*: its own searcher starts proposing, and its trials carry what the selection gave them
+(`spt_checkpoint`, the selected config). Each stage keeps its own searcher, trial budget and early stopping
+(`sptune.tuning.schedulers.by_stage`), and is selected by the rule a finished search is
+(`sptune.judging.selection`), from what the driver saw of its ended trials.
 """
 
 from __future__ import annotations
@@ -19,11 +21,19 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sptune import storage as stored
 from sptune.errors import RuntimeFailure
-from sptune.judging.selection import Selection, TrialOutcome, select_best, select_each
-from sptune.plan.study_plan import SearchPlan
+from sptune.judging.selection import Selection, TrialOutcome, rank_trials, select_each
+from sptune.plan import seeds
+from sptune.plan.lr_extension import MAX_ROUND_POINTS, round_trials
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.tuning.searchers import FixedConfigs
+from sptune.tuning.selection_stages import (
+    candidate_configs,
+    extension_configs,
+    rerun_configs,
+    select_candidates,
+    select_extension,
+)
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
 # seed None: the one checkpoint every trial starts from.
@@ -34,49 +44,77 @@ StartingCheckpoints = dict[str, dict[int | None, str]]
 class Stage:
     """One search of the study inside its one Tuner."""
 
-    search: SearchPlan  # what it searches; a re-run stage: the search whose selected config it re-trains
+    search: SearchPlan  # what it searches; any other stage: the search whose configs it re-trains
     rerun_seeds: tuple[int, ...] = ()  # a re-run stage: one trial per seed, no early stopping
     spt_from: str | None = None  # finetuning from SPT: the label whose checkpoint(s) its trials start from
+    after: str | None = None  # the stage whose pick it continues from (None: its search)
+    candidate_seeds: tuple[int, ...] = ()  # a candidates stage: each of `top_k` configs once per seed, to the end
+    top_k: int = 1  # a search: how many best configs it ranks (for candidates); candidates: how many it re-trains
+    final: bool = True  # its pick is the one its variant (or pretraining) goes on with: marked selected in MLflow
+    extend_round: int = 0  # an LR extension's round (from 1): LRs beyond the bound its pick sits at, to the end
+    extend_seeds: tuple[int, ...] = ()  # ... the seeds of its trials, in the order of its LRs
+
+    @property
+    def kind(self) -> str:
+        """search | extend | candidates | rerun."""
+        if self.rerun_seeds:
+            return "rerun"
+        return "extend" if self.extend_round else "candidates" if self.candidate_seeds else "search"
 
     @property
     def is_rerun(self) -> bool:
-        return bool(self.rerun_seeds)
+        return self.kind == "rerun"
+
+    @property
+    def source(self) -> str:
+        """The label of the stage whose selection gives its configs (a search: its own)."""
+        return self.after or self.search.label
 
     @cached_property
     def plan(self) -> SearchPlan:
-        """The plan its trials run under (a re-run's configs are filled in when it is released)."""
-        if not self.is_rerun:
+        """The plan its trials run under (given configs are filled in when it is released)."""
+        phase = {"rerun": "rerun", "extend": "extend", "candidates": "candidate"}.get(self.kind)
+        if phase is None:
             return self.search
-        return replace(self.search, phase="rerun", num_samples=1, searcher="grid", grid_repeats=1)
+        return replace(self.search, phase=phase, num_samples=1, searcher="grid", grid_repeats=1)
 
     @property
     def label(self) -> str:
-        return self.plan.label
+        return self.search.extend_label(self.extend_round) if self.extend_round else self.plan.label
 
     @property
     def budget(self) -> int:
-        return len(self.rerun_seeds) if self.is_rerun else self.search.n_trials
+        """Its most trials (a stage given fewer configs when released ends sooner)."""
+        if self.kind == "rerun":
+            return len(self.rerun_seeds)
+        if self.kind == "candidates":
+            return self.top_k * len(self.candidate_seeds)
+        if self.kind == "extend":
+            return round_trials(self.search.space.lr)
+        return self.search.n_trials
 
     @property
     def needs(self) -> tuple[str, ...]:
         """The labels whose selections (or given checkpoints) it waits for."""
-        return ((self.search.label,) if self.is_rerun else ()) + ((self.spt_from,) if self.spt_from else ())
+        return ((self.source,) if self.kind != "search" else ()) + ((self.spt_from,) if self.spt_from else ())
 
 
-def rerun_configs(
-    search: SearchPlan, best: Selection, seeds: list[int] | tuple[int, ...], spt: dict[int | None, str] | None = None
-) -> list[dict[str, Any]]:
-    """The search's selected config once per re-run seed; for an SPT variant each names the checkpoint
-    its seed starts from (`spt`: seed -> checkpoint, or None -> the one for every seed), carried in its
-    config so its MLflow params show it."""
-    configs = []
-    for seed in seeds:
-        # lr, batch_size and any other searched value (weight_decay, warmup_fraction, dropout)
-        config = {**{name: best.config[name] for name, _ in search.space.items()}, "seed": seed}
-        if spt is not None:
-            config["spt_checkpoint"] = spt.get(seed, spt.get(None))
-        configs.append(config)
-    return configs
+def variant_stages(plan: StudyPlan, search: SearchPlan, rerun_seeds: tuple[int, ...],
+                   rerun_spt: str | None) -> list[Stage]:
+    """A variant's stages in order: its search, its LR extension's rounds, its candidates (seed-robust selection),
+    its re-runs (`rerun_seeds`, starting from `rerun_spt`'s checkpoints); each continues from the one before."""
+    top_k, candidate_seeds = plan.spec.selection.top_k, tuple(plan.candidate_seeds())
+    rounds, after = plan.extend_rounds(search), {"spt_from": search.init_from, "top_k": top_k}
+    chain = [Stage(search, **after, final=not (rounds or candidate_seeds))]
+    for r in range(1, rounds + 1):
+        round_seeds = tuple(seeds.extension_seeds(plan.spec.seed, (r - 1) * MAX_ROUND_POINTS, MAX_ROUND_POINTS))
+        chain.append(Stage(search, **after, after=chain[-1].label, extend_round=r, extend_seeds=round_seeds,
+                           final=r == rounds and not candidate_seeds))
+    if candidate_seeds:
+        chain.append(Stage(search, **after, after=chain[-1].label, candidate_seeds=candidate_seeds))
+    if rerun_seeds:
+        chain.append(Stage(search, rerun_seeds, rerun_spt, after=chain[-1].label))
+    return chain
 
 
 def spt_checkpoints_of(stage: Stage, picked: list[Selection]) -> dict[int | None, str] | None:
@@ -89,47 +127,13 @@ def spt_checkpoints_of(stage: Stage, picked: list[Selection]) -> dict[int | None
     return {None: picked[0].checkpoint_path}
 
 
-@dataclass(frozen=True)
-class StoredCheckpoint:
-    """A kept checkpoint as selection records it: a local path, or a URI under a remote --storage
-    (Ray's own Checkpoint.path drops the scheme and the endpoint options)."""
-
-    path: str
-
-
-def outcome_of(trial: Any, storage: str | None = None) -> TrialOutcome:
-    """What selection needs of an ended Tune trial (as `ResultGrid` would give it, read while it runs);
-    `storage`: the study's --storage, whose URI every kept checkpoint's path is given under."""
-    error = None
-    if trial.status == "ERROR":
-        try:
-            error = str(trial.get_error() or "the trial failed")
-        except Exception:  # the error file went missing: the trial still failed
-            error = "the trial failed"
-    kept = trial.run_metadata.checkpoint_manager.best_checkpoint_results
-    return TrialOutcome(
-        config=dict(trial.config),
-        metrics=dict(trial.last_result or {}),
-        error=error,
-        path=str(trial.path) if trial.storage is not None else "",
-        best_checkpoints=[(_located(k.checkpoint, storage), dict(k.metrics)) for k in kept],
-        # Tune's own count: every failure it retried from the last checkpoint, and the last one if it gave up.
-        failures=int(getattr(trial, "num_failures", 0) or 0),
-    )
-
-
-def _located(checkpoint: Any, storage: str | None) -> Any:
-    if not stored.is_remote(storage):
-        return checkpoint
-    return StoredCheckpoint(stored.checkpoint_uri(storage, checkpoint.path))
-
-
 class StagedSearcher(Searcher):
     """Every stage's own searcher in one Tune searcher. A stage suggests only once released (what it needs is
     selected or given), round-robin with the other released stages within its own budget, and is selected as
     soon as its last trial has ended; each result goes back to the searcher that proposed the trial.
-    `selections` holds what was selected before (a resumed study's state), `checkpoints` what pretrainings
-    give without trials (a given or cached checkpoint, 0 epochs). Among released stages, those with the
+    `selections` holds what was selected before (a resumed study's state; `ranked`: the best configs of those
+    that rank some for candidates), `checkpoints` what pretrainings give without trials (a given or cached
+    checkpoint, 0 epochs). Among released stages, those with the
     longest chain of stages waiting on them go first (pretraining before the searches that need it).
     It also limits how many trials run at once, leaving out trials paused at a rung (docs/design/tuning.md)."""
 
@@ -140,6 +144,7 @@ class StagedSearcher(Searcher):
         fixed: dict[str, dict[str, Any]],
         checkpoints: StartingCheckpoints,
         selections: dict[str, list[Selection]],
+        ranked: dict[str, list[Selection]] | None = None,
     ) -> None:
         super().__init__()
         self.stages = {s.label: s for s in stages}
@@ -156,6 +161,8 @@ class StagedSearcher(Searcher):
         self.paused: set[str] = set()  # live, but waiting at a rung without a slot
         self.checkpoints = {label: dict(c) for label, c in checkpoints.items()}
         self.selected = {label: list(s) for label, s in selections.items()}
+        self.ranked = {label: list(r) for label, r in (ranked or {}).items()}  # label -> its best configs, best first
+        self.candidates: dict[str, list[dict[str, Any]]] = {}  # a candidates stage's label -> results.json's entries
         self.failed: dict[str, tuple[str, str, str]] = {}  # label -> RuntimeFailure's (where, problem, fix)
         self.outcomes: dict[str, dict[str, TrialOutcome]] = {label: {} for label in self.stages}
         self.released_at: dict[str, float] = {}
@@ -178,24 +185,41 @@ class StagedSearcher(Searcher):
         needs = self.stages[label].needs
         return all(self._satisfied(n) or (n in self.stages and self._can_run(n)) for n in needs)
 
-    def _release_ready(self) -> None:
+    def _release_ready(self) -> bool:
+        released = False
         for label, stage in self.stages.items():
             if label not in self.searchers and label not in self.failed and all(map(self._satisfied, stage.needs)):
                 self._release(stage)
+                released = True
+        return released
 
     def _release(self, stage: Stage) -> None:
         label, fixed = stage.label, dict(self.stage_fixed[stage.label])
         spt = self.checkpoints.get(stage.spt_from) if stage.spt_from else None
-        if stage.is_rerun:
-            best = self.selected[stage.search.label][0]
-            searcher: Searcher = FixedConfigs(rerun_configs(stage.search, best, stage.rerun_seeds, spt))
-        else:
-            searcher = self.pending.pop(label)
+        budget = stage.budget
+        if stage.kind == "search":
+            searcher: Searcher = self.pending.pop(label)
             if spt is not None:  # an SPT variant's search: every trial starts from the selected checkpoint
                 fixed["spt_checkpoint"] = spt[None]
-        self.searchers[label], self.budgets[label], self.fixed[label] = searcher, stage.budget, fixed
+        else:
+            configs = self._given_configs(stage, spt)
+            searcher, budget = FixedConfigs(configs), len(configs)
+        self.searchers[label], self.budgets[label], self.fixed[label] = searcher, budget, fixed
         self.suggested[label] = 0
         self.released_at[label] = time.time()
+
+    def _given_configs(self, stage: Stage, spt: dict[int | None, str] | None) -> list[dict[str, Any]]:
+        """What a stage that re-trains selected configs trains, fixed when it is released."""
+        if stage.kind == "candidates":
+            return candidate_configs(stage.search, self._ranked(stage.source), stage.candidate_seeds, spt)
+        if stage.kind == "extend":
+            pick = self.selected[stage.source][0]
+            return extension_configs(stage.search, pick, stage.extend_round, stage.extend_seeds, spt)
+        return rerun_configs(stage.search, self.selected[stage.source][0], stage.rerun_seeds, spt)
+
+    def _ranked(self, label: str) -> list[Selection]:
+        """A selected stage's best configs, best first (its pick alone if it ranked none)."""
+        return self.ranked.get(label) or self.selected[label][:1]
 
     # ------------------------------------------------------------ Tune's calls
 
@@ -227,9 +251,14 @@ class StagedSearcher(Searcher):
         turn = names[self.turn :] + names[: self.turn]
         return sorted(turn, key=lambda label: -self.depth[label])  # stable
 
+    def _advance(self) -> None:
+        """Release what is ready and select what is complete, until neither changes anything (a stage released
+        with no trials is selected at once, which may release the next)."""
+        while self._release_ready() | self._select_ready():
+            pass
+
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        self._release_ready()
-        self._select_ready()  # a stage whose searcher ran out before its budget may be complete now
+        self._advance()  # a stage whose searcher ran out before its budget may be complete now
         if self._at_limit():
             return None if self._open() else Searcher.FINISHED
         for label in self._order():
@@ -299,19 +328,22 @@ class StagedSearcher(Searcher):
             self.outcomes[label][trial_id] = outcome
             self._select_ready()
 
-    def _select_ready(self) -> None:
+    def _select_ready(self) -> bool:
+        selected = False
         for label in list(self.searchers):
             if label in self.selected or label in self.failed or self.suggested[label] < self.budgets[label]:
                 continue
             owned = sum(owner == label for owner in self.owner.values())
             if len(self.outcomes[label]) == owned:
                 self._select(self.stages[label])
+                selected = True
+        return selected
 
     def _select(self, stage: Stage) -> None:
         label = stage.label
         outcomes = list(self.outcomes[label].values())  # the order does not matter: ranking breaks ties
         try:
-            picked = select_each(outcomes, stage.plan) if stage.is_rerun else [select_best(outcomes, stage.plan)]
+            picked = self._picked(stage, outcomes)
             self._check_seeds(stage, picked)
         except RuntimeFailure as failure:
             self.failed[label] = (failure.where, failure.problem, failure.fix)
@@ -321,6 +353,24 @@ class StagedSearcher(Searcher):
             if spt is not None:
                 self.checkpoints[label] = spt
         self.news.append(label)
+
+    def _picked(self, stage: Stage, outcomes: list[TrialOutcome]) -> list[Selection]:
+        """What the stage selects: a search its best trial, an extension round the best so far and its own trials'
+        best (both ranking `top_k` for candidates), candidates the pick among them, re-runs each seed's best
+        epoch."""
+        if stage.kind == "rerun":
+            return select_each(outcomes, stage.plan)
+        if stage.kind == "candidates":
+            ranked = self._ranked(stage.source)
+            best, self.candidates[stage.label] = select_candidates(stage.plan, ranked, stage.candidate_seeds, outcomes)
+            return [best]
+        if stage.kind == "extend":
+            ranked = select_extension(stage.plan, self._ranked(stage.source), outcomes, stage.top_k)
+        else:
+            ranked = rank_trials(outcomes, stage.plan, stage.top_k)
+        if stage.top_k > 1:
+            self.ranked[stage.label] = ranked
+        return ranked[:1]
 
     @staticmethod
     def _check_seeds(stage: Stage, picked: list[Selection]) -> None:

@@ -12,7 +12,7 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
 from sptune.judging.selection import Selection
-from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.plan.study_plan import TRAINED_TO_THE_END, SearchPlan, StudyPlan
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
@@ -37,7 +37,7 @@ def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
     """The search's own early stopping, as the spec's `scheduler` section asks."""
     s = plan.spec.scheduler
-    if s.type == "fifo" or search.phase == "rerun":  # re-runs train to the end
+    if s.type == "fifo" or search.phase in TRAINED_TO_THE_END:  # re-runs and candidates train to the end
         return FIFOScheduler()
     if s.type == "asha":  # asynchronous: faster, but who survives depends on finish order
         return ASHAScheduler(
@@ -84,12 +84,14 @@ def staged_search(
     checkpoints: StartingCheckpoints,
     selections: dict[str, list[Selection]],
     optuna: OptunaTarget | None = None,
+    ranked: dict[str, list[Selection]] | None = None,
 ) -> tuple[StagedSearcher, StageScheduler]:
-    """Every stage its own searcher (re-runs get theirs when released; each Optuna search persisted in
-    `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names."""
-    searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if not s.is_rerun}
+    """Every stage its own searcher (stages of given configs get theirs when released; each Optuna search
+    persisted in `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names.
+    `selections` (and `ranked`, the best configs of those that rank some) were made before (a resumed study)."""
+    searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind == "search"}
     fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
-    searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections)
+    searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections, ranked)
     schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
     return searcher, StageScheduler(schedulers, plan.concurrency)
 

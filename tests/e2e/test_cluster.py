@@ -34,19 +34,20 @@ from tests.helpers_cluster import (
     start_worker,
     write_token,
 )
+from tests.helpers_tiny import PLAIN
 
 SPEC = "search_spaces/digits_quick.yaml"
 # The small digits study of tests/test_sweep.py: 2 pretrain + 3 scratch + 3 spt trials.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 # Smaller still for the runs that must fail before training.
 MICRO = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1",
     "--set", "finetune.epochs=2", "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
-    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 STUDY_TIMEOUT_S = 240
 FAIL_FAST_S = 60  # a refused run must end well within this (it loads torch and the data first)

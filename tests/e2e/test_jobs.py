@@ -21,6 +21,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.helpers_cluster import MlflowServer, RayHead, cluster_env, wait_for, write_token
+from tests.helpers_tiny import PLAIN
 
 SPEC = "search_spaces/digits_quick.yaml"
 # The smallest digits study: 1 pretraining + 1 scratch + 1 spt trial, one at a time.
@@ -28,7 +29,7 @@ SMALL = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=1", "--set", "finetune.epochs=2",
     "--set", "variants.scratch.num_samples=1", "--set", "variants.spt.num_samples=1",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
-    "--set", "resources.max_concurrent=1",
+    "--set", "resources.max_concurrent=1", *PLAIN,
 ]
 # The study that is stopped: its pretraining outlasts the others' whole studies.
 LONG = [*SMALL, "--set", "pretrain.epochs=400"]

@@ -49,6 +49,7 @@ from tests.helpers_cluster import (
     start_worker,
     write_token,
 )
+from tests.helpers_tiny import PLAIN
 
 SPEC = "search_spaces/digits_quick.yaml"
 FINETUNE_EPOCHS = 6
@@ -60,7 +61,7 @@ STUDY = [
     "--set", f"finetune.epochs={FINETUNE_EPOCHS}",
     "--set", "variants.scratch.num_samples=2", "--set", "variants.spt.num_samples=2",
     "--set", f"scheduler.grace_period={FIRST_RUNG}", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
-    "--set", "max_failures=2",
+    "--set", "max_failures=2", *PLAIN,
 ]
 STUDY_TIMEOUT_S = 240
 KILL_WITHIN_S = 150  # the worker must get a finetuning trial past epoch 2 well before the study ends

@@ -35,6 +35,7 @@ from sptune.report.mlflow_runs import fetch_trials
 from sptune.report.records import SEARCH
 from sptune.sweep import main
 from sptune.tuning.trainable import StudyTrainable
+from tests.helpers_tiny import PLAIN
 
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
@@ -44,7 +45,7 @@ TINY = [
     "--set", "rerun_seeds=1",
     # Three slots (on 2 CPUs): with two, each variant's first trial would run alone at first, and
     # the first trial to reach a rung is never stopped, so finish order could not matter there.
-    "--set", "resources.cpu=0.5", "--set", "resources.max_concurrent=3",
+    "--set", "resources.cpu=0.5", "--set", "resources.max_concurrent=3", *PLAIN,
 ]
 DEFAULTS = ["--set", "scheduler.type=sha", "--set", "searcher.mode=batched"]  # the shipped spec names asha
 DECISIONS = os.environ.get("SPTUNE_REPRO_DECISIONS", "").split() or DEFAULTS

@@ -17,12 +17,14 @@ from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
 from tests.helpers_browser import headless
+from tests.helpers_tiny import PLAIN
 
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
     "--set", "variants.spt.epochs=3",  # variants sharing a Tuner keep their own epoch budgets
+    *PLAIN,  # the counts below are a plain study's
 ]
 
 

@@ -12,12 +12,13 @@ from mlflow.tracking import MlflowClient
 
 from sptune.plan.seeds import PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.sweep import main
+from tests.helpers_tiny import PLAIN
 
 LR_GRID = "{type: grid, values: [3.0e-4, 1.0e-3, 3.0e-3]}"
 TINY = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=2",
     "--set", "model.n_layers=1", "--set", "scheduler.grace_period=1",
-    "--set", "rerun_seeds=2", "--set", "rerun_pretrain=true",
+    "--set", "rerun_seeds=2", "--set", "rerun_pretrain=true", *PLAIN,
 ]
 GRID_SEARCH = [
     arg for variant in ("scratch", "spt")

@@ -8,6 +8,7 @@ from pathlib import Path
 from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import SweepSpec, apply_override, from_dict, load_spec, read_yaml
 from sptune.tasks.base import TaskInfo
+from tests.helpers_tiny import PLAIN_PICK
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 LR_GRID = "{type: grid, values: [3.0e-4, 1.0e-3, 3.0e-3]}"
@@ -20,7 +21,7 @@ def _spec(*overrides: str) -> SweepSpec:
     for variant in ("scratch", "spt"):
         for assignment in (f"search.lr={LR_GRID}", f"search.batch_size={ONE_BATCH}", "num_samples=null"):
             apply_override(data, f"variants.{variant}.{assignment}")
-    for assignment in overrides:
+    for assignment in (*PLAIN_PICK, *overrides):  # these count a plain study's trials
         apply_override(data, assignment)
     return from_dict(data)
 

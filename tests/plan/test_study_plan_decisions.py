@@ -7,12 +7,13 @@ import pytest
 from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
+from tests.helpers_tiny import PLAIN_PICK
 
 INFO = TaskInfo("digits", "continuous", 64, 10)
 
 
 def _describe(repo_root: str, *overrides: str) -> str:
-    spec = load_spec(f"{repo_root}/search_spaces/digits_quick.yaml", list(overrides))
+    spec = load_spec(f"{repo_root}/search_spaces/digits_quick.yaml", [*PLAIN_PICK, *overrides])  # a plain study's
     return describe(build_plan(spec, INFO, cluster_cpus=2))
 
 

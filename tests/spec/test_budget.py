@@ -45,7 +45,7 @@ def _refused(*overrides: str) -> SpecError:
          "nothing to re-pretrain"),
         (["rerun_pretrain=true", "rerun_seeds=2", "pretrain.checkpoint=/some/state.pt"], "rerun_pretrain",
          "cannot be re-pretrained"),
-        (["finetune.grid_repeats=1001"], "finetune.grid_repeats", "must be in [1, 1000]"),
+        (["finetune.grid_repeats=901"], "finetune.grid_repeats", "must be in [1, 900]"),
     ],
 )
 def test_refused_naming_the_field(overrides, where, says):

@@ -51,7 +51,8 @@ def test_the_document_keeps_its_keys(plan):
                                                                                         2.0, 3.0, 12)])
     rows = [_row("scratch", "scratch", 0, 0.8), _row("spt", "spt", 0, 0.85)]
     doc = results_document(plan, state, rows)
-    assert list(doc) == ["study", "task", "mlflow", "timeline", "pretrain", "seeds", "spread", "summary", "budget"]
+    assert list(doc) == ["study", "task", "mlflow", "timeline", "pretrain", "seeds", "spread", "summary", "budget",
+                         "lr_extension", "selection", "candidates"]  # digits_quick extends and picks robustly
     # Re-runs use seeds no search trial used; the spread says what it covers.
     assert doc["seeds"] == {"search": [0], "rerun": [1000, 1001, 1002]} and doc["spread"] == "finetune"
     assert doc["mlflow"] == {"tracking_uri": "sqlite:///m.db", "experiment_id": "1", "parent_run_id": "parent"}

@@ -37,7 +37,7 @@ from sptune.tracking.optuna_studies import (
     variant_importances,
 )
 from tests.helpers_browser import headless
-from tests.helpers_tiny import SHOWN_TRIALS
+from tests.helpers_tiny import PLAIN, SHOWN_TRIALS
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -357,7 +357,7 @@ def _wait_for_json(url: str, timeout_s: float = 60) -> dict:
 RESUME = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]
 # fmt: on
 RESUME_TRIALS = {"pretrain": 2, "scratch": 3, "spt": 3}

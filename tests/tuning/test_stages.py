@@ -18,6 +18,7 @@ from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 from sptune.tuning.stages import Stage, StagedSearcher
 from sptune.tuning.tuner import staged_search
+from tests.helpers_tiny import PLAIN_PICK
 
 DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
 SMALL = ["pretrain.num_samples=3", "variants.scratch.num_samples=3", "variants.spt.num_samples=4",
@@ -201,13 +202,27 @@ def _study_stages(plan, out: Path):
 
 
 def test_rerun_pretrain_stages_wait_for_the_seeds_own_pretraining(repo_root, tmp_path):
-    needs, checkpoints = _study_stages(_plan(repo_root, "rerun_pretrain=true"), tmp_path)
+    needs, checkpoints = _study_stages(_plan(repo_root, "rerun_pretrain=true", *PLAIN_PICK), tmp_path)
     assert needs == {
         "pretrain": (), "pretrain-rerun": ("pretrain",),
         "search-scratch": (), "rerun-scratch": ("search-scratch",),
         "search-spt": ("pretrain",), "rerun-spt": ("search-spt", "pretrain-rerun"),
     }
     assert checkpoints == {}
+
+
+def test_a_variants_pick_goes_through_its_lr_extension_and_candidates_before_its_reruns(repo_root, tmp_path):
+    """digits_quick's own chain: each variant's search, 2 LR extension rounds, candidates, re-runs; every stage
+    after the search also waits for what its SPT variant starts from."""
+    needs, _ = _study_stages(_plan(repo_root, "rerun_pretrain=true"), tmp_path)
+    assert needs == {
+        "pretrain": (), "pretrain-rerun": ("pretrain",),
+        "search-scratch": (), "extend-scratch-1": ("search-scratch",), "extend-scratch-2": ("extend-scratch-1",),
+        "candidates-scratch": ("extend-scratch-2",), "rerun-scratch": ("candidates-scratch",),
+        "search-spt": ("pretrain",), "extend-spt-1": ("search-spt", "pretrain"),
+        "extend-spt-2": ("extend-spt-1", "pretrain"), "candidates-spt": ("extend-spt-2", "pretrain"),
+        "rerun-spt": ("candidates-spt", "pretrain-rerun"),
+    }
 
 
 def test_zero_spt_epochs_need_no_pretraining_stage(repo_root, tmp_path):

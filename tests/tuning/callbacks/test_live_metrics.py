@@ -34,6 +34,7 @@ import yaml
 from sptune.tuning.callbacks.live_metrics import tokens_per_second
 from tests.helpers_browser import CHROMIUM, headless
 from tests.helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
+from tests.helpers_tiny import PLAIN
 
 REPO = Path(__file__).resolve().parents[3]
 PROMETHEUS = "/usr/bin/prometheus"
@@ -57,6 +58,7 @@ TINY = [
     "model.n_layers=1",
     "--set",
     "rerun_seeds=1",
+    *PLAIN,
 ]
 STUDY_TIMEOUT_S = 300
 POLL_S = 3.0

@@ -1,0 +1,91 @@
+"""The stages that make a variant's pick after its search (`sptune.tuning.stages` routes them): what their trials
+train, given the pick so far, and what they select once their trials have ended.
+
+- an LR extension's round (`search.lr.extend`): LRs beyond the bound the pick so far sits at
+  (`sptune.plan.lr_extension`), with its other values; the pick is then selected again over the best so far and
+  the round's trials by the ranking rule;
+- candidates (`selection: {top_k, seeds}`): the search's `top_k` best configs, each once per candidate seed; the
+  pick is the best mean over seeds (`sptune.judging.robust_selection`), recorded as that config's search trial.
+
+Every config is fixed when the stage is released, so what they train and pick never depends on finish order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sptune.errors import RuntimeFailure
+from sptune.judging.robust_selection import CandidateRuns, candidate_entries, pick_candidate
+from sptune.judging.selection import Selection, TrialOutcome, rank_selections, select_each
+from sptune.plan.lr_extension import extension_lrs
+from sptune.plan.study_plan import SearchPlan
+
+CANDIDATE_KEY = "candidate"  # a candidate trial's config: its candidate's rank in the search (0: the best)
+
+
+def searched(search: SearchPlan, config: dict[str, Any]) -> dict[str, Any]:
+    """A config's searched values: lr, batch_size and any other searched one (weight_decay, ...)."""
+    return {name: config[name] for name, _ in search.space.items()}
+
+
+def _start(config: dict[str, Any], seed: int, spt: dict[int | None, str] | None) -> dict[str, Any]:
+    """A given config with its seed, and for an SPT variant the checkpoint that seed starts from (`spt`: seed ->
+    checkpoint, or None -> the one for every seed), carried in its config so its MLflow params show it."""
+    config = {**config, "seed": seed}
+    if spt is not None:
+        config["spt_checkpoint"] = spt.get(seed, spt.get(None))
+    return config
+
+
+def rerun_configs(
+    search: SearchPlan, best: Selection, seeds: list[int] | tuple[int, ...], spt: dict[int | None, str] | None = None
+) -> list[dict[str, Any]]:
+    """The selected config once per re-run seed."""
+    return [_start(searched(search, best.config), seed, spt) for seed in seeds]
+
+
+def candidate_configs(search: SearchPlan, ranked: list[Selection], seeds: tuple[int, ...],
+                      spt: dict[int | None, str] | None = None) -> list[dict[str, Any]]:
+    """Each candidate (the search's best configs, best first) once per candidate seed, candidate by candidate."""
+    return [_start({**searched(search, best.config), CANDIDATE_KEY: rank}, seed, spt)
+            for rank, best in enumerate(ranked) for seed in seeds]
+
+
+def extension_configs(search: SearchPlan, pick: Selection, round_: int, seeds: tuple[int, ...],
+                      spt: dict[int | None, str] | None = None) -> list[dict[str, Any]]:
+    """Round `round_` of the search's LR extension: each LR it adds beyond the bound the pick sits at ([] when it
+    does not), with the pick's other searched values and a seed of the round's own."""
+    lrs = extension_lrs(search.space.lr, float(pick.config["lr"]), round_)
+    others = searched(search, pick.config)
+    return [_start({**others, "lr": lr}, seed, spt) for lr, seed in zip(lrs, seeds[: len(lrs)], strict=True)]
+
+
+def select_extension(plan: SearchPlan, best: list[Selection], outcomes: list[TrialOutcome], k: int) -> list[Selection]:
+    """The `k` best configs (best first) over the best so far (`best`, created before the round) and the round's
+    trials, each at its validation-best epoch (a trial that diverged or failed has none)."""
+    trials = [s for o in outcomes if (s := _selected(o, plan)) is not None]
+    return rank_selections([*best, *sorted(trials, key=lambda s: int(s.config["seed"]))], plan, k)
+
+
+def _selected(outcome: TrialOutcome, plan: SearchPlan) -> Selection | None:
+    try:
+        return select_each([outcome], plan)[0]
+    except RuntimeFailure:
+        return None
+
+
+def _best_epoch(outcome: TrialOutcome, plan: SearchPlan) -> dict[str, Any] | None:
+    """The trial's validation-best epoch's metrics; None when it diverged, failed or kept no checkpoint."""
+    selected = _selected(outcome, plan)
+    return None if selected is None else selected.metrics
+
+
+def select_candidates(plan: SearchPlan, ranked: list[Selection], seeds: tuple[int, ...],
+                      outcomes: list[TrialOutcome]) -> tuple[Selection, list[dict[str, Any]]]:
+    """The pick among the candidates (its search trial's selection, whose checkpoint is tested without re-runs)
+    and results.json's entries of every candidate."""
+    runs = {(int(o.config[CANDIDATE_KEY]), int(o.config["seed"])): _best_epoch(o, plan) for o in outcomes}
+    candidates = [CandidateRuns(searched(plan, best.config), seeds, tuple(runs.get((rank, s)) for s in seeds))
+                  for rank, best in enumerate(ranked)]
+    picked = pick_candidate(candidates, plan.epoch_score)
+    return ranked[picked], candidate_entries(candidates, picked, [best.score for best in ranked])
