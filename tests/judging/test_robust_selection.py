@@ -181,7 +181,7 @@ def _as_json(record: SearchRecord) -> dict:
 
 
 def _study_stages(plan, out: Path, done: dict) -> dict:
-    from sptune.study import Study
+    from sptune.study.study import Study
     from sptune.study.pretraining import SptCheckpoints
     from sptune.study.state import StateFile
 

@@ -35,7 +35,7 @@ from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import BatchedSearcher, FixedConfigs, RandomConfigs, grid_configs, tpe_sampler
-from sptune.tuning.stages import Stage
+from sptune.tuning.stages import Stage, variant_stages
 from sptune.tuning.tuner import staged_search
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -311,10 +311,12 @@ def _staged_plan(repo_root: str):
 
 
 def _stages(plan) -> list[Stage]:
+    """The study's stages as digits_quick chains them: each variant's search, its LR extension's rounds, its
+    candidates (seed-robust selection), its re-runs."""
     seeds = tuple(plan.rerun_seeds())
     stages = [Stage(p) for p in plan.pretrainings()]
     for search in plan.variant_searches():
-        stages += [Stage(search, spt_from=search.init_from), Stage(search, seeds, search.init_from)]
+        stages += variant_stages(plan, search, seeds, search.init_from)
     return stages
 
 
@@ -363,6 +365,24 @@ def test_staged_searcher_breaks_ties_by_the_ranking_rule(repo_root):
         for label, proposed in run["proposed"].items():
             if label.startswith("rerun") or label.endswith("-rerun"):
                 continue  # re-runs select one trial per seed
+            if label.startswith(("extend-", "candidates-")):  # ties keep the search's pick, created first
+                assert run["selected"][label] == run["selected"][f"search-{label.split('-')[1]}"], label
+                continue
             first = proposed[0]
             [(lr, seed, _)] = run["selected"][label]
             assert (lr, seed) == (first[0], first[2]), label
+
+
+def test_staged_searcher_extends_the_lr_range_and_picks_the_same_in_any_order(repo_root):
+    """A score rising with the LR puts every search's pick at its top bound: the LR extension's rounds run, and
+    they, the candidates and every pick are the same whatever the order and concurrency."""
+    def rising(config: dict) -> float:
+        return round(0.5 + 0.1 * math.log10(config["lr"] / 1e-4), 3)
+
+    runs = [run_staged(repo_root, order, concurrency, rising) for concurrency in (1, 2, 4) for order in (0, 1, 2)]
+    for run in runs:
+        assert run["proposed"] == runs[0]["proposed"] and run["selected"] == runs[0]["selected"]
+    proposed = runs[0]["proposed"]
+    assert {"extend-scratch-1", "extend-scratch-2", "extend-spt-1", "extend-spt-2"} <= set(proposed)
+    assert [lr for lr, *_ in proposed["extend-scratch-2"]] == [0.05623, 0.1]
+    assert runs[0]["selected"]["candidates-scratch"][0][0] == 0.1
