@@ -181,14 +181,14 @@ def _as_json(record: SearchRecord) -> dict:
 
 
 def _study_stages(plan, out: Path, done: dict) -> dict:
-    from sptune.study.study import Study
-    from sptune.study.pretraining import SptCheckpoints
+    from sptune.study.pretraining import PretrainedWithoutTrials
     from sptune.study.state import StateFile
+    from sptune.study.study import Study
 
     study = Study.__new__(Study)
     study.plan, study.state_file = plan, StateFile(out)
     study.state_file.state.searches.update(done)
-    study.spt = SptCheckpoints(plan, SimpleNamespace(info=DIGITS), out, study.state_file, None)
+    study.pretrained = PretrainedWithoutTrials(plan, SimpleNamespace(info=DIGITS), out, study.state_file, None)
     stages, _ = study._stages()
     return {s.label: s.needs for s in stages}
 

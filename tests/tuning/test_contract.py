@@ -383,6 +383,9 @@ def test_staged_searcher_extends_the_lr_range_and_picks_the_same_in_any_order(re
     for run in runs:
         assert run["proposed"] == runs[0]["proposed"] and run["selected"] == runs[0]["selected"]
     proposed = runs[0]["proposed"]
-    assert {"extend-scratch-1", "extend-scratch-2", "extend-spt-1", "extend-spt-2"} <= set(proposed)
+    assert {"extend-scratch-1", "extend-scratch-2"} <= set(proposed)
+    for variant in ("scratch", "spt"):  # a search extends exactly when its pick is within 1.5x of the top bound
+        [(pick, *_)] = runs[0]["selected"][f"search-{variant}"]
+        assert (f"extend-{variant}-1" in proposed) == (pick * 1.5 >= 1e-2), variant
     assert [lr for lr, *_ in proposed["extend-scratch-2"]] == [0.05623, 0.1]
     assert runs[0]["selected"]["candidates-scratch"][0][0] == 0.1
