@@ -18,7 +18,7 @@ from ray.tune import CLIReporter
 
 # Seconds between two reports; 0 (or "off") prints nothing while Tuners run.
 PROGRESS_ENV = "SPTUNE_PROGRESS_SECONDS"
-DEFAULT_SECONDS = 20.0  # often enough to follow a study, rarely enough to read it
+DEFAULT_SECONDS = 60.0  # often enough to follow a study, rarely enough that its own result lines stand out
 TABLE_ROWS = 8  # Tune's trial table, best first: the per-stage lines carry the totals
 
 
