@@ -8,6 +8,7 @@ so two packages may each have a `test_x.py`); the helpers are imported as `tests
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -23,6 +24,28 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+# An end-to-end test that outlives this fails with its stack instead of holding CI until its own limit.
+E2E_TIMEOUT_S = 900
+
+
+@pytest.fixture(autouse=True)
+def e2e_time_limit(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("slow") is None or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{request.node.nodeid} ran past {E2E_TIMEOUT_S} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(E2E_TIMEOUT_S)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
