@@ -37,6 +37,8 @@ from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import BatchedSearcher, FixedConfigs, RandomConfigs, grid_configs, tpe_sampler
 from sptune.tuning.stages import Stage, variant_stages
 from sptune.tuning.tuner import staged_search
+from tests.helpers_tune import Controller
+from tests.helpers_tune import stub_trial as _trial
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -53,48 +55,6 @@ def _curves(seed: int, n: int = N_TRIALS, levels: int = 5) -> list[list[float]]:
 
 
 # ------------------------------------------------------------------ schedulers
-
-
-class _PauseLog:
-    """The searcher's side of pausing (what StagedSearcher does with on_pause / on_unpause)."""
-
-    def __init__(self) -> None:
-        self.paused: set[str] = set()
-
-    def on_pause(self, trial_id: str) -> None:
-        self.paused.add(trial_id)
-
-    def on_unpause(self, trial_id: str) -> None:
-        self.paused.discard(trial_id)
-
-
-class Controller:
-    """What Tune's controller does with a scheduler, minus actors: statuses, stop, resume."""
-
-    def __init__(self, scheduler: TrialScheduler) -> None:
-        self.scheduler, self.trials = scheduler, []
-        self.search_alg = SimpleNamespace(searcher=_PauseLog())
-
-    def get_trials(self) -> list[Trial]:
-        return self.trials
-
-    def add(self, trial: Trial) -> None:
-        self.trials.append(trial)
-        self.scheduler.on_trial_add(self, trial)
-
-    def stop_trial(self, trial: Trial) -> None:
-        if trial.status in (Trial.PENDING, Trial.PAUSED):
-            self.scheduler.on_trial_remove(self, trial)
-        else:
-            self.scheduler.on_trial_complete(self, trial, {})
-        trial.set_status(Trial.TERMINATED)
-
-    def running(self) -> list[Trial]:
-        return [t for t in self.trials if t.status == Trial.RUNNING]
-
-
-def _trial(index: int, stage: str = "a") -> Trial:
-    return Trial("x", config={"stage": stage}, trial_id=f"t{index}", experiment_tag=f"{index}_lr=x", stub=True)
 
 
 def drive_scheduler(

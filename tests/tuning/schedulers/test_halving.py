@@ -16,6 +16,8 @@ from sptune.judging.ranking import creation_index
 from sptune.plan.rungs import planned_epochs, rung_epochs
 from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
+from tests.helpers_tune import Controller
+from tests.helpers_tune import stub_trial as _trial
 
 # Validation accuracy per epoch of six trials (index 1..6); trials 3 and 4 are identical.
 CURVES = [
@@ -27,49 +29,6 @@ CURVES = [
     [0.50, 0.52, 0.53, 0.54, 0.55, 0.56, 0.57, 0.58],
 ]
 MAX_T = 8
-
-
-class PauseLog:
-    """The searcher's side of pausing: which trials currently hold no slot."""
-
-    def __init__(self) -> None:
-        self.paused: set[str] = set()
-
-    def on_pause(self, trial_id: str) -> None:
-        self.paused.add(trial_id)
-
-    def on_unpause(self, trial_id: str) -> None:
-        self.paused.discard(trial_id)
-
-
-class Controller:
-    """What Tune's controller does with a scheduler, minus actors: statuses, stop, resume."""
-
-    def __init__(self, scheduler: TrialScheduler) -> None:
-        self.scheduler, self.trials = scheduler, []
-        self.search_alg = SimpleNamespace(searcher=PauseLog())
-
-    def get_trials(self) -> list[Trial]:
-        return self.trials
-
-    def add(self, trial: Trial) -> None:
-        self.trials.append(trial)
-        self.scheduler.on_trial_add(self, trial)
-
-    def stop_trial(self, trial: Trial) -> None:
-        if trial.status in (Trial.PENDING, Trial.PAUSED):
-            self.scheduler.on_trial_remove(self, trial)
-        else:
-            self.scheduler.on_trial_complete(self, trial, {})
-        trial.set_status(Trial.TERMINATED)
-
-    def start_chosen(self) -> None:
-        while (trial := self.scheduler.choose_trial_to_run(self)) is not None:
-            trial.set_status(Trial.RUNNING)
-
-
-def _trial(index: int, stage: str = "a") -> Trial:
-    return Trial("x", config={"stage": stage}, trial_id=f"t{index}", experiment_tag=f"{index}_lr=x", stub=True)
 
 
 def _report(controller: Controller, trial: Trial, epoch: int, curves: list[list[float]]) -> None:
