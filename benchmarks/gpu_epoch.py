@@ -1,7 +1,7 @@
 """CIFAR-LRA (32x32, d64 x 3, 45k train) epoch time per attention kernel and trials per GPU.
 
 Both stages run sptune's own loops (`PretrainLoop`, `FinetuneLoop.train_epoch`), built with the
-OptimConfig a trial would get (`sptune.tuning.trainable._optim_config`), so the spec's ``training``
+OptimConfig a trial would get (`sptune.training.model_configs.optim_config`), so the spec's ``training``
 settings apply exactly as in a sweep. Each arm forces ``model.attention_kernel`` (sdpa: PyTorch's
 scaled_dot_product_attention, which picks its own backend; flash: the flash-attn 2 package), and
 runs as N separate processes at once on the one device, as N fractional-GPU trials would
@@ -56,13 +56,12 @@ def load_cifar(spec: Any, data_dir: str | None, synthetic: bool) -> Any:
 
 def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float, batch: int) -> Any:
     from sptune.training.loops import FinetuneLoop, PretrainLoop, PretrainObjective
-    from sptune.training.model_configs import classifier_config, encoder_config
-    from sptune.tuning.trainable import _optim_config
+    from sptune.training.model_configs import classifier_config, encoder_config, optim_config
 
     config = {"lr": lr, "batch_size": batch, "seed": spec.seed}
     if stage == "spt":
         p = spec.pretrain
-        optim = _optim_config(config, spec, spec.pretrain_budget(), p.weight_decay)
+        optim = optim_config(config, spec, spec.pretrain_budget(), p.weight_decay)
         return PretrainLoop(
             encoder_config(spec.model, info),
             PretrainObjective(p.objective, p.mask_ratio, p.loss),
@@ -71,7 +70,7 @@ def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float,
             val,
             optim,
         )
-    optim = _optim_config(config, spec, spec.finetune_budget(), spec.finetune.weight_decay)
+    optim = optim_config(config, spec, spec.finetune_budget(), spec.finetune.weight_decay)
     return FinetuneLoop(classifier_config(spec.model, info), info, train, val, optim)
 
 

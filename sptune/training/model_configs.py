@@ -1,10 +1,17 @@
-"""Spec + task info -> model configs (shared by trials, selection and test evaluation)."""
+"""Spec + task info -> the model and optimiser configs a trial trains with (shared by trials, selection,
+test evaluation and benchmarks)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskInfo
+from sptune.training.loops import OptimConfig
 from sptune.training.models import EncoderConfig, ModelConfig
+
+if TYPE_CHECKING:  # only its optim_fields() is called: training needs no import of the plan package
+    from sptune.plan.budgets import Budget
 
 
 def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
@@ -42,3 +49,23 @@ def variant_classifier_config(
     """The classifier config of one variant: causal exactly when its kind's model is (the kinds table).
     ``model`` replaces the spec's model section (a trial's searched dropout)."""
     return classifier_config(model or spec.model, info, causal=spec.variant_is_causal(variant))
+
+
+def optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: float) -> OptimConfig:
+    """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec."""
+    t = spec.training
+    return OptimConfig(
+        lr=float(config["lr"]),
+        batch_size=int(config["batch_size"]),
+        **budget.optim_fields(),
+        weight_decay=float(config.get("weight_decay", weight_decay)),
+        warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
+        grad_clip=t.grad_clip,
+        betas=tuple(t.betas),
+        eps=t.eps,
+        seed=int(config.get("seed", spec.seed)),
+        device=t.device,
+        precision=t.precision,
+        compile=t.compile,
+        deterministic=t.deterministic,
+    )

@@ -19,38 +19,17 @@ from ray import tune
 
 from sptune.judging.convergence import trial_done
 from sptune.judging.ranking import rank_key
-from sptune.plan.budgets import Budget
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
 from sptune.training.device import precision_in_use
-from sptune.training.loops import Diverged, EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
-from sptune.training.model_configs import encoder_config, variant_classifier_config
+from sptune.training.loops import Diverged, EpochLoop, FinetuneLoop, PretrainLoop, PretrainObjective
+from sptune.training.model_configs import encoder_config, optim_config, variant_classifier_config
 from sptune.training.variants import build_model, trainable_summary
 from sptune.tuning.callbacks.live_metrics import export_epoch
 
 # The CheckpointConfig score attribute: the trial's best epoch gets its highest value (see StudyTrainable.step).
 CHECKPOINT_RANK = "checkpoint_rank"
-
-
-def _optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: float) -> OptimConfig:
-    """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec."""
-    t = spec.training
-    return OptimConfig(
-        lr=float(config["lr"]),
-        batch_size=int(config["batch_size"]),
-        **budget.optim_fields(),
-        weight_decay=float(config.get("weight_decay", weight_decay)),
-        warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
-        grad_clip=t.grad_clip,
-        betas=tuple(t.betas),
-        eps=t.eps,
-        seed=int(config.get("seed", spec.seed)),
-        device=t.device,
-        precision=t.precision,
-        compile=t.compile,
-        deterministic=t.deterministic,
-    )
 
 
 def _model_spec(config: dict, spec: SweepSpec) -> ModelSpec:
@@ -73,7 +52,7 @@ class Pretraining:
             data.info,
             data.train,
             data.val,
-            _optim_config(config, spec, spec.pretrain_budget(), p.weight_decay),
+            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay),
         )
         self.budget = spec.pretrain_budget()
 
@@ -101,7 +80,7 @@ class Finetuning:
         model = build_model(spec.variant_kind(variant), cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
         self.budget = spec.variant_budget(variant)
-        optim = _optim_config(config, spec, self.budget, spec.finetune.weight_decay)
+        optim = optim_config(config, spec, self.budget, spec.finetune.weight_decay)
         self.loop: EpochLoop = FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
 
     def first_epoch_metrics(self) -> dict[str, Any]:

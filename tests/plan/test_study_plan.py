@@ -107,3 +107,27 @@ def test_the_plan_states_the_one_ranking(repo_root):
     text = _describe(repo_root)
     assert "rank best_val_acc (max)" in text and "rank best_val_loss (min)" in text
     assert "ties: higher val_acc, then lower val_loss, then the earlier epoch" in text
+
+
+def _shipped(name: str) -> tuple[dict, str]:
+    """A shipped spec's YAML as written, and its plan's text on its task's shapes."""
+    path = BASE.parent / name
+    spec = load_spec(path)
+    info = {"digits": TaskInfo("digits", "continuous", 64, 10, levels=17),
+            "image": TaskInfo("image", "continuous", 1024, 10, levels=256)}[spec.task.name]
+    return read_yaml(path), describe(build_plan(spec, info, cluster_cpus=2))
+
+
+def test_the_headline_spec_tests_3_seeds_and_ranks_trials_after_the_lr_warm_up():
+    written, text = _shipped("cifar_lr.yaml")
+    assert written["rerun_seeds"] >= 3
+    assert "Note:" not in text  # e.g. the first rung before the LR warm-up ends
+
+
+def test_the_main_job_states_its_fairness_settings_in_its_own_file():
+    """Written in digits_quick.yaml, not left to defaults a reader cannot see."""
+    written, text = _shipped("digits_quick.yaml")
+    assert written["budget"] in ("finetune_matched", "total_matched")
+    assert written["selection"]["top_k"] >= 2 and written["selection"]["seeds"] >= 2
+    assert all(v["search"]["lr"].get("extend") is True for v in written["variants"].values())
+    assert f"Budget: {written['budget']}" in text and "candidates:" in text and "Note:" not in text
