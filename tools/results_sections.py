@@ -175,16 +175,18 @@ def stats_table(results: dict[str, Any]) -> str:
 
 
 def cross_study_rows(group: list[tuple[str, Path, dict[str, Any]]]) -> tuple[str, str, list[tuple]]:
-    """A campaign's variants in studies without the baseline, Δ paired by seed with the member that has it:
-    (baseline, its member, [(member, variant, seeds, test Summary, Δ Summary)])."""
+    """A campaign's variants, Δ paired by seed with the baseline of their own study, or, in a study without
+    it (e.g. an SPT-budget axis that trains scratch once), with the first member that has it:
+    (baseline, that member, [(member, variant, seeds, test Summary, Δ Summary)])."""
     base = next(((n, r) for n, _, r in group if r.get("baseline") in r.get("summary", {})), None)
     if base is None:
         return "", "", []
     name, results = base
     baseline = results["baseline"]
-    base_rows = stats.values_by_seed([r for r in results["rows"] if r["variant"] == baseline], "test_acc")
     found = []
     for member, _, r in group:
+        own = r if baseline in r.get("summary", {}) else results
+        base_rows = stats.values_by_seed([x for x in own["rows"] if x["variant"] == baseline], "test_acc")
         for variant, entry in r.get("summary", {}).items():
             if variant != baseline:
                 mine = stats.values_by_seed([x for x in r["rows"] if x["variant"] == variant], "test_acc")
@@ -193,15 +195,39 @@ def cross_study_rows(group: list[tuple[str, Path, dict[str, Any]]]) -> tuple[str
     return baseline, name, found
 
 
+def rankings(group: list[tuple[str, Path, dict[str, Any]]]) -> list[tuple[str, list[str]]]:
+    """(member, its variants from the highest mean test accuracy down) for each member with 2+ variants."""
+    out = []
+    for member, _, r in group:
+        means = {v: e.get("test_acc_mean") for v, e in (r.get("summary") or {}).items()}
+        if len(means) > 1 and all(m is not None for m in means.values()):
+            out.append((member, sorted(means, key=lambda v: -means[v])))
+    return out
+
+
+def ranking_lines(group: list[tuple[str, Path, dict[str, Any]]]) -> list[str]:
+    """Each member's ranking by mean test accuracy, and whether the members' rankings of the same variants agree."""
+    ranked = rankings(group)
+    if len(ranked) < 2:
+        return []
+    lines = [f"- {member}: {' > '.join(order)}" for member, order in ranked]
+    shared = set.intersection(*(set(order) for _, order in ranked))
+    orders = {tuple(v for v in order if v in shared) for _, order in ranked}
+    verdict = "the same in every study" if len(orders) == 1 else "**differs between the studies**"
+    return ["Ranking by mean test accuracy (an order within its studies' intervals is not a significant one):",
+            "", *lines, "", f"Ranking of the variants they share: {verdict}."]
+
+
 def cross_study_lines(group: list[tuple[str, Path, dict[str, Any]]]) -> list[str]:
     baseline, name, found = cross_study_rows(group)
-    lines = [f"| study | variant | seeds | test acc mean ± std | Δ test vs {baseline} of {name} (paired by seed) |",
-             "|---|---|---|---|---|"]
+    header = f"Δ test vs {baseline} (paired by seed: its own study's, else {name}'s)"
+    lines = [f"| study | variant | seeds | test acc mean ± std | {header} |", "|---|---|---|---|---|"]
     for member, variant, seeds, test, delta in found:
         spread = "-" if test is None else f"{test.mean:.4f}" + (f" ± {test.std:.4f}" if test.std is not None else "")
         shown = "-" if delta is None else f"{delta.mean:+.4f} {stats.interval_text(delta, lambda x: f'{x:+.4f}')}"
         lines.append(f"| {member} | {variant} | {seeds} | {spread} | {shown} |")
-    return lines if found else []
+    ranking = ranking_lines(group)
+    return (lines if found else []) + (["", *ranking] if ranking else [])
 
 
 def derived_values(group: list[tuple[str, Path, dict[str, Any]]]) -> list[float]:

@@ -80,6 +80,23 @@ def test_campaign_page_pairs_spt_only_studies_with_the_baseline_member(campaign)
     assert results_page.PLACEHOLDER in text and "*Pending: no results collected in `docs/results/later/` yet.*" in text
 
 
+def test_members_with_their_own_baseline_pair_with_it_and_their_rankings_are_compared(tmp_path):
+    """A data-scale or fixed-vs-swept campaign: each study has its own scratch, so each Δ pairs with it."""
+    root = tmp_path / "runs" / "scale"
+    _study(root / "small", "s", {"scratch": [0.20, 0.25, 0.22], "spt": [0.50, 0.55, 0.52]})
+    _study(root / "large", "s", {"scratch": [0.90, 0.91, 0.92], "spt": [0.80, 0.81, 0.85]}, start=300.0)
+    (root / "results.json").write_text(json.dumps({"campaign": "scale", "rows": [],
+                                                   "studies": {"small": {}, "large": {}}}))
+    docs = tmp_path / "docs"
+    results_page.collect(root, "scale", docs)
+    text = results_page.render([{"id": "scale", "title": "S", "command": "c", "output": "runs/scale"}], docs)
+    own = stats.paired_delta({"1000": 0.80, "1001": 0.81, "1002": 0.85}, {"1000": 0.90, "1001": 0.91, "1002": 0.92})
+    line = next(x for x in text.splitlines() if x.startswith("| large | spt |"))
+    assert f"{own.mean:+.4f} [{own.interval[0]:+.4f}, {own.interval[1]:+.4f}]" in line  # not small's scratch
+    assert "- small: spt > scratch\n- large: scratch > spt" in text
+    assert "Ranking of the variants they share: **differs between the studies**." in text
+
+
 def test_the_page_reads_only_the_collected_files(campaign):
     studies = [{"id": "budget", "title": "Budget", "command": "c", "output": "runs/budget"}]
     docs = campaign / "docs"
