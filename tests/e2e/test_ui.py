@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from sptune.tracking.mlflow_tracker import VIEW_COLUMNS
-from tests.helpers_browser import CHROMIUM, FLAGS
+from tests.helpers_browser import CHROMIUM, FLAGS, screenshot_path
 from tests.helpers_tiny import SHOWN_EPOCHS, SHOWN_RERUN_SEEDS, SHOWN_TRIALS
 
 RERUNS = 2 * SHOWN_RERUN_SEEDS  # scratch and spt, each re-trained per seed and tested once
-SHOT = Path(__file__).resolve().parents[2] / "dashboards" / "screenshots" / "mlflow-ui.png"
+SHOT = screenshot_path("mlflow-ui.png")
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,6 @@ def test_the_printed_url_opens_the_study_with_its_trials_nested_in_sptunes_colum
             parent_row.locator("button[data-component-id*=runnamecellrenderer]").first.click()
             for child in children:
                 page.locator(f'[role=row][row-id="{child.info.run_id}"]').first.wait_for(timeout=30_000)
-            SHOT.parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOT))
             parent_x = page.locator(f'a[href$="/runs/{parent_id}"]').first.bounding_box()["x"]
             assert page.get_by_text(client.get_run(parent_id).info.run_name, exact=True).count() >= 1

@@ -1,7 +1,8 @@
 """The fairness report on hand-made studies (no Ray): a real MLflow SQLite store written with MlflowClient,
 results.json and spec.yaml, then build_report, the flags, the tables, the matplotlib figures (SVG, PDF, PNG, and
 logged to the parent run), the page rendered from dashboards/report/, and the page as headless Chromium draws it
-(its screenshot is dashboards/screenshots/report.png, shown by dashboards/README.md).
+(its screenshot: dashboards/screenshots/report.png, shown by dashboards/README.md, rewritten with
+SPTUNE_UPDATE_SCREENSHOTS=1).
 
 Two studies, two seeds each:
 - "narrow": spt searched a too-narrow grid (1e-4 … 1e-3) and its accuracy still rises at 1e-3 (best on the edge);
@@ -39,10 +40,10 @@ from sptune.report.figures import halving_rungs
 from sptune.report.flags import edge_side
 from sptune.report.page import DASHBOARDS_ENV
 from sptune.report.records import ReportError
-from tests.helpers_browser import CHROMIUM, headless
+from tests.helpers_browser import CHROMIUM, headless, screenshot_path
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOT = REPO / "dashboards" / "screenshots" / "report.png"  # shown by dashboards/README.md
+SCREENSHOT = screenshot_path("report.png")  # dashboards/README.md shows the committed one
 FIGURES = ("lr", "curves", "survival", "delta", "budget")
 TASK = "digits"
 TASK_OFFSET = {"digits": 0.0, "image": 0.3}  # a harder second task for the multi-task control
@@ -310,7 +311,6 @@ def test_browser_renders_table_figures_and_flags(reports, tmp_path):
     assert len(re.findall(r"<svg\b", dom)) == len(FIGURES)  # each figure inline, drawn as SVG paths and text
     assert "learning rate (log scale)" in dom and "scratch: 10/10 trials reached epoch 2" in dom
     assert {k: flag_levels(dom).get(k) for k in ("lr-edge", "rank-flip")} == {"lr-edge": "warn", "rank-flip": "warn"}
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     _chromium(url, tmp_path, f"--screenshot={SCREENSHOT}")
     with Image.open(SCREENSHOT) as img:
         assert img.size == (1400, 2400)

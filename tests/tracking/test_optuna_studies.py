@@ -36,7 +36,7 @@ from sptune.tracking.optuna_studies import (
     redact,
     variant_importances,
 )
-from tests.helpers_browser import headless
+from tests.helpers_browser import headless, screenshot_path
 from tests.helpers_tiny import PLAIN, SHOWN_TRIALS
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -327,8 +327,7 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
         url = f"http://127.0.0.1:{port}/dashboard/"
         chromium = headless(tmp_path / "profile", "--window-size=1400,900", "--virtual-time-budget=10000")
         dom = subprocess.run([*chromium, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
-        shot = Path(repo_root) / "dashboards" / "screenshots" / "optuna-dashboard.png"
-        shot.parent.mkdir(parents=True, exist_ok=True)
+        shot = screenshot_path("optuna-dashboard.png")
         subprocess.run([*chromium, f"--screenshot={shot}", url], capture_output=True, timeout=120)
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -8,7 +8,7 @@ The study runs in a subprocess with its own Ray (RAY_TMPDIR: its own temp dir), 
 touches the Ray session the other tests share; everything started here is stopped by PID.
 Grafana cannot be installed on the dev machine: proving each panel's query is the test of the
 dashboard. Also saves Prometheus' graph page of one sptune metric (headless Chromium) as
-dashboards/screenshots/prometheus.png, on purpose into the repository (dashboards/README.md shows it).
+prometheus.png (into dashboards/screenshots/, which dashboards/README.md shows, with SPTUNE_UPDATE_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from sptune.tuning.callbacks.live_metrics import tokens_per_second
-from tests.helpers_browser import CHROMIUM, headless
+from tests.helpers_browser import CHROMIUM, headless, screenshot_path
 from tests.helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
 from tests.helpers_tiny import PLAIN
 
@@ -357,8 +357,7 @@ def test_screenshot_of_prometheus_graph_of_an_sptune_metric(live):
     """Prometheus' own graph page (its TSDB keeps the study's samples after the study ended)."""
     from PIL import Image
 
-    out = REPO / "dashboards" / "screenshots" / "prometheus.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = screenshot_path("prometheus.png")
     out.unlink(missing_ok=True)
     query = urllib.parse.urlencode({"g0.expr": SCREENSHOT_EXPR, "g0.tab": "0", "g0.range_input": "5m"})
     with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
