@@ -29,6 +29,7 @@ COLUMNS = (
     "batch_size",
     "best_epoch",
     "val_acc",
+    "train_acc",
     "test_acc",
     DELTA_COLUMN,
     "delta_baseline",
@@ -70,6 +71,9 @@ class ResultRow:
     test_precision: str | None = None
     # The selected epoch is in the last 10 % of its budget (sptune.judging.convergence.may_be_unconverged).
     may_be_unconverged: bool = False
+    # The training accuracy of the selected epoch (its running mean over the epoch's batches, dropout on): beside
+    # test_acc it separates "did not fit the training data" from "did not generalise". None in older results.
+    train_acc: float | None = None
 
 
 def _pairings(rows: list[ResultRow], baseline: str, pretrain_objective: str | None) -> dict[str, Pairing]:
@@ -118,7 +122,7 @@ def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_
         val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
         entry = {"seeds": len(mine), **_attempts(variant, test, attempted),
                  **_fields("test_acc", stats.summarize(list(test.values()))),
-                 "val_acc_mean": val.mean if val else None}
+                 "val_acc_mean": val.mean if val else None, "train_acc_mean": _mean_of(mine, "train_acc")}
         if variant in paired:
             pair = paired[variant]
             entry.update(delta_vs=pair.baseline, delta_like_for_like=pair.like_for_like, delta_pairing=pair.note)
@@ -126,6 +130,11 @@ def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_
                                                                                         "test_acc"))))
         summary[variant] = entry
     return summary
+
+
+def _mean_of(rows: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
 
 
 def _fields(prefix: str, s: Summary | None) -> dict[str, Any]:
@@ -155,14 +164,15 @@ def _against_cell(entry: dict[str, Any]) -> str:
 def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BASELINE) -> str:
     """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
     then the rules."""
-    lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs "
+             "| train acc at the selected epochs |", "|---|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
         interval = "-" if test is None else stats.interval_text(test, _fraction)
         lines.append(f"| {variant} | {_seeds_cell(entry)} | {spread} | {interval} | "
-                     f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} |")
+                     f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} | "
+                     f"{_cell('train_acc', entry.get('train_acc_mean'))} |")
     rules = [stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE]
     return "\n".join(lines + ["", *_unused_seed_lines(summary), *rules])
 

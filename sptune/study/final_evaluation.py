@@ -37,7 +37,13 @@ def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore) -> ResultRo
         failures=search.n_failures,
         trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
         may_be_unconverged=_may_be_unconverged(candidate),
+        train_acc=_train_accuracy(sel.metrics),
     )
+
+
+def _train_accuracy(metrics: dict) -> float | None:
+    value = metrics.get("train_acc")
+    return None if value is None else float(value)
 
 
 def _may_be_unconverged(candidate: Candidate) -> bool:

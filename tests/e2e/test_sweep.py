@@ -202,6 +202,11 @@ def test_results_carry_provenance_test_reads_expected_max_and_seeds_used(study):
     for variant, entry in results["summary"].items():
         assert (entry["n_attempted"], entry["n_used"], entry["seeds_not_used"]) == (1, 1, []), variant
     assert all((row["test_device"], row["test_precision"]) == ("cpu", "fp32") for row in rows)
+    client = study[2]
+    for row in rows:  # the selected epoch's training accuracy, as the trial logged it
+        logged = {m.step: m.value for m in client.get_metric_history(row["mlflow_run_id"], "train_acc")}
+        assert row["train_acc"] == pytest.approx(logged[row["best_epoch"]]), row["variant"]
+    assert all(entry["train_acc_mean"] is not None for entry in results["summary"].values())
     # The curve is over the same per-trial scores MLflow holds (what the report draws it from).
     parent = results["mlflow"]["parent_run_id"]
     budget = results["expected_max"]
