@@ -2,8 +2,8 @@
 report.html, figures/): `collect` copies a study's files into docs/results/<id>/, and the page is rendered from
 those only: one section per study with its command, wall time from its timeline and its table; a campaign's
 SPT-only studies get their Δ paired by seed with the baseline rows of the member that has them.
-The end-to-end run on a real study's output is in tests/test_regression_guard.py; the page's traceability (every
-number in a committed file, every commit an ancestor) in tests/test_results_traceable.py."""
+The end-to-end run on a real study's output is in tests/e2e/test_regression_guard.py; the page's traceability (every
+number in a committed file, every commit an ancestor) in tests/tools/test_results_traceable.py."""
 
 from __future__ import annotations
 
@@ -145,5 +145,4 @@ def test_the_shipped_manifest_names_every_study_of_the_issue():
         spec = study["command"].split()[3]
         assert (REPO / spec).is_file(), spec
         assert f"--output {study['output']}" in study["command"]
-    assert {"cifar16_1layer", "cifar16_2layer_ranking", "pathfinder32_budget", "listops_budget",
-            "digits_quick"} <= {s["id"] for s in studies}
+    assert {"digits_quick", "data_scale", "cifar16_converged", "frozen_vs_unfrozen"} <= {s["id"] for s in studies}
