@@ -10,7 +10,9 @@ bound (the last round's outermost LR after the first):
   many as fit in half a decade;
 - a range: 2 points, at a quarter and half a decade.
 
-Round r > 1 runs only if the pick after round r - 1 is its outermost LR (still at the edge). Everything is a
+With seed-robust selection (`selection.top_k` > 1) any of the search's top-k configs may become the pick, so a
+round extends from the best-ranked of them that sits at a bound, not from the search's best alone.
+Round r > 1 runs only if one of those after round r - 1 is its outermost LR (still at the edge). Everything is a
 pure function of the space, the pick and the round, so the configs and picks never depend on finish order, and
 the results can say what was added from the picks alone. Stdlib only: the spec, the plan and the study use it.
 """
@@ -18,6 +20,7 @@ the results can say what was added from the picks alone. Stdlib only: the spec, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 EDGE_FACTOR = 1.5  # a range whose best LR is within this factor of a bound has not bracketed the optimum
@@ -95,25 +98,37 @@ def extension_lrs(space: LrRange, pick: float, round_: int) -> list[float]:
     return []
 
 
+def extension_step(space: LrRange, ranked: Sequence[float], round_: int) -> tuple[int, list[float]] | None:
+    """(index in `ranked`, the LRs round `round_` adds) for the best-ranked LR that sits at the edge; None if none
+    does. `ranked`: the LRs the pick may still come from, best first (the pick alone without top_k)."""
+    for index, lr in enumerate(ranked):
+        lrs = extension_lrs(space, lr, round_)
+        if lrs:
+            return index, lrs
+    return None
+
+
 def _bounds(space: LrRange) -> list[float]:
     values = _listed(space)
     return [values[0], values[-1]] if values is not None else [space.low, space.high]
 
 
-def extension_record(space: LrRange, picks: list[float], max_rounds: int) -> dict[str, Any]:
-    """results.json's `lr_extension` of a variant: `picks[0]` its search's LR, `picks[r]` its pick after round r.
-    The rounds that added LRs, what each added, the range searched in the end, and whether the final pick still
-    sits at its edge (it would have extended again, had rounds been left)."""
-    added = []
-    for r, pick in enumerate(picks[:max_rounds], 1):
-        lrs = extension_lrs(space, pick, r)
-        if not lrs or r >= len(picks):
+def extension_record(space: LrRange, ranked: Sequence[float | Sequence[float]], max_rounds: int) -> dict[str, Any]:
+    """results.json's `lr_extension` of a variant: `ranked[0]` its search's LRs the pick may come from (best first;
+    a float: the pick alone), `ranked[r]` those after round r. The rounds that added LRs, what each added, the
+    range searched in the end, and whether the final pick's set still sits at its edge (it would have extended
+    again, had rounds been left)."""
+    stages = [[float(x) for x in r] if isinstance(r, Sequence) else [float(r)] for r in ranked]
+    added, side = [], None
+    for r, lrs_so_far in enumerate(stages[:max_rounds], 1):
+        step = extension_step(space, lrs_so_far, r)
+        if step is None or r >= len(stages):
             break
-        added.append(lrs)
+        side = side or edge_side(lrs_so_far[step[0]], space)
+        added.append(step[1])
     everything = _bounds(space) + [lr for lrs in added for lr in lrs]
-    final = picks[len(added)]
+    final = stages[len(added)]
     original = {"values": _listed(space)} if space.values is not None else {"low": space.low, "high": space.high}
-    return {"original": original, "max_rounds": max_rounds, "rounds": len(added),
-            "side": edge_side(picks[0], space) if added else None, "added_lrs": added,
-            "searched_range": [min(everything), max(everything)], "final_lr": final,
-            "final_at_edge": bool(extension_lrs(space, final, len(added) + 1))}
+    return {"original": original, "max_rounds": max_rounds, "rounds": len(added), "side": side,
+            "added_lrs": added, "searched_range": [min(everything), max(everything)], "final_lr": final[0],
+            "final_at_edge": extension_step(space, final, len(added) + 1) is not None}

@@ -59,10 +59,12 @@ def _extension_lines(spec: SweepSpec, variants: Sequence[Searched]) -> list[str]
     rounds, first = spec.lr_extend.max_rounds, spec.seed + seeds.EXTENSION_SEED_OFFSET
     each = ", ".join(f"{n} trials to {name}'s" for name, n in extending.items())
     decades = f"{rounds * 0.5:g} decade{'s' if rounds > 2 else ''}"
-    return [f"  extend: a search whose selected LR sits at a bound of its LRs (a grid's or choice's end value; "
+    which = (f"selected LR, or the LR of one of its top {spec.selection.top_k} configs (the candidates the pick "
+             f"may come from),") if spec.selection.enabled else "selected LR"
+    return [f"  extend: a search whose {which} sits at a bound of its LRs (a grid's or choice's end value; "
             f"within {EDGE_FACTOR:g}x of a range's bound) adds LRs beyond it, half a decade per round (a range: "
             f"{RANGE_POINTS} LRs; a list: at its own spacing), up to {rounds} round{'s' if rounds > 1 else ''} "
-            f"({decades}), with the selected config's other values and seeds from {first} (the search's range), "
+            f"({decades}), with that config's other values and seeds from {first} (the search's range), "
             f"each to the end of its budget; its pick is then selected again over the search and the added trials. "
             f"The extension may add up to {each} search (counted in Total)"]
 

@@ -122,13 +122,14 @@ def _budget(plan: StudyPlan, state: StudyState) -> dict[str, Any]:
 
 def _lr_extension(plan: StudyPlan, state: StudyState, search: SearchPlan) -> dict[str, Any] | None:
     """What the variant's LR extension did, from its picks after its search and each round (None: no search pick)."""
-    picks = []
+    ranked = []
     for label in [search.label] + [search.extend_label(r) for r in range(1, plan.extend_rounds(search) + 1)]:
         record = state.searches.get(label)
         if record is None:
             break
-        picks.append(float(record.best.selection.config["lr"]))
-    return extension_record(search.space.lr, picks, plan.extend_rounds(search)) if picks else None
+        best = record.ranked or [record.best.selection]  # the configs the pick may come from, best first
+        ranked.append([float(s.config["lr"]) for s in best])
+    return extension_record(search.space.lr, ranked, plan.extend_rounds(search)) if ranked else None
 
 
 def audit_document(data: TaskSplits, output_dir: Path) -> dict[str, Any]:

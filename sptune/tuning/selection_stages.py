@@ -1,9 +1,9 @@
 """The stages that make a variant's pick after its search (`sptune.tuning.stages` routes them): what their trials
 train, given the pick so far, and what they select once their trials have ended.
 
-- an LR extension's round (`search.lr.extend`): LRs beyond the bound the pick so far sits at
-  (`sptune.plan.lr_extension`), with its other values; the pick is then selected again over the best so far and
-  the round's trials by the ranking rule;
+- an LR extension's round (`search.lr.extend`): LRs beyond the bound the pick so far (with top_k, the
+  best-ranked of the configs it may still come from) sits at (`sptune.plan.lr_extension`), with its other
+  values; the pick is then selected again over the best so far and the round's trials by the ranking rule;
 - candidates (`selection: {top_k, seeds}`): the search's `top_k` best configs, each once per candidate seed; the
   pick is the best mean over seeds (`sptune.judging.robust_selection`), recorded as that config's search trial.
 
@@ -17,7 +17,7 @@ from typing import Any
 from sptune.errors import RuntimeFailure
 from sptune.judging.robust_selection import CandidateRuns, candidate_entries, pick_candidate
 from sptune.judging.selection import Selection, TrialOutcome, rank_selections, select_each
-from sptune.plan.lr_extension import extension_lrs
+from sptune.plan.lr_extension import extension_step
 from sptune.plan.study_plan import SearchPlan
 
 CANDIDATE_KEY = "candidate"  # a candidate trial's config: its candidate's rank in the search (0: the best)
@@ -51,12 +51,16 @@ def candidate_configs(search: SearchPlan, ranked: list[Selection], seeds: tuple[
             for rank, best in enumerate(ranked) for seed in seeds]
 
 
-def extension_configs(search: SearchPlan, pick: Selection, round_: int, seeds: tuple[int, ...],
+def extension_configs(search: SearchPlan, ranked: list[Selection], round_: int, seeds: tuple[int, ...],
                       spt: dict[int | None, str] | None = None) -> list[dict[str, Any]]:
-    """Round `round_` of the search's LR extension: each LR it adds beyond the bound the pick sits at ([] when it
-    does not), with the pick's other searched values and a seed of the round's own."""
-    lrs = extension_lrs(search.space.lr, float(pick.config["lr"]), round_)
-    others = searched(search, pick.config)
+    """Round `round_` of the search's LR extension: each LR it adds beyond the bound the best-ranked config at the
+    edge sits at (`ranked`: the configs the pick may come from, best first; [] when none is at the edge), with
+    that config's other searched values and a seed of the round's own."""
+    step = extension_step(search.space.lr, [float(s.config["lr"]) for s in ranked], round_)
+    if step is None:
+        return []
+    index, lrs = step
+    others = searched(search, ranked[index].config)
     return [_start({**others, "lr": lr}, seed, spt) for lr, seed in zip(lrs, seeds[: len(lrs)], strict=True)]
 
 

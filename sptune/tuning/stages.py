@@ -213,8 +213,8 @@ class StagedSearcher(Searcher):
         if stage.kind == "candidates":
             return candidate_configs(stage.search, self._ranked(stage.source), stage.candidate_seeds, spt)
         if stage.kind == "extend":
-            pick = self.selected[stage.source][0]
-            return extension_configs(stage.search, pick, stage.extend_round, stage.extend_seeds, spt)
+            return extension_configs(stage.search, self._ranked(stage.source), stage.extend_round, stage.extend_seeds,
+                                     spt)
         return rerun_configs(stage.search, self.selected[stage.source][0], stage.rerun_seeds, spt)
 
     def _ranked(self, label: str) -> list[Selection]:

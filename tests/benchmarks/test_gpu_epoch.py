@@ -42,3 +42,20 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
         assert [t["trial"] for t in arm["per_trial"]] == [0, 1]  # both processes reported
         assert all(t["steps"] == 5625 and t["epoch_s"] > 0 for t in arm["per_trial"])
         assert arm["epoch_s_max"] == max(t["epoch_s"] for t in arm["per_trial"])
+
+
+def test_gpu_epoch_imports_no_ray(repo_root):
+    """A GPU box may have PyTorch but not Ray: every sptune module the script imports (at the top or inside its
+    functions) is pure training/spec code, so `ray` never gets imported."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(repo_root) / "benchmarks" / "gpu_epoch.py").read_text())
+    modules = sorted({n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+                      and n.module.startswith("sptune")})
+    assert "sptune.training.model_configs" in modules  # the trial's optimiser settings, as a trial gets them
+    probe = "import sys, importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules) + \
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -141,6 +141,27 @@ def test_rounds_add_lrs_until_the_pick_is_inside_and_the_reruns_train_it(repo_ro
     assert [(c["lr"], c["seed"]) for c in by_stage["rerun-scratch"]] == [(0.008891, 1000), (0.008891, 1001)]
 
 
+def test_a_candidate_at_the_edge_extends_the_range_though_the_searchs_best_is_inside(repo_root):
+    """With top_k candidates any of them may become the pick, so one at a bound extends the range (the
+    search's best alone, 2e-3, is inside [1e-3, 4e-3]; its runner-up, 4e-3, is the grid's end)."""
+    grid = "variants.scratch.search.lr={type: grid, values: [0.001, 0.002, 0.004], extend: true}"
+    plan = _plan(repo_root, grid, "variants.scratch.num_samples=null", "selection.top_k=2", "selection.seeds=2")
+    scores = {1e-3: 0.90, 2e-3: 0.95, 4e-3: 0.94}
+
+    def score(config: dict) -> tuple[float, bool]:
+        return scores.get(float(config["lr"]), 0.93), False  # beyond the grid: worse than both candidates
+
+    searcher, configs = run(plan, _stages(plan), score)
+    by_stage = _stage_configs(configs)
+    assert searcher.selected["search-scratch"][0].config["lr"] == 2e-3
+    assert [c["lr"] for c in by_stage["extend-scratch-1"]] == [0.008]  # beyond the runner-up's bound
+    assert "extend-scratch-2" not in by_stage  # neither candidate is the round's outermost LR
+    assert sorted({c["lr"] for c in by_stage["candidates-scratch"]}) == [0.002, 0.004]
+    record = extension_record(plan.variant_searches()[0].space.lr, [[2e-3, 4e-3], [2e-3, 4e-3]], 2)
+    assert record["rounds"] == 1 and record["added_lrs"] == [[0.008]] and record["side"] == "high"
+    assert record["searched_range"] == [1e-3, 0.008] and not record["final_at_edge"]
+
+
 def test_an_lr_inside_the_range_adds_nothing(repo_root):
     plan = _plan(repo_root, *EXTEND)
     searcher, configs = run(plan, _stages(plan), peak_at(2.5e-3))
