@@ -22,7 +22,7 @@ from sptune.tasks.base import TaskInfo
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",
             "trials", "diverged", "failed", "trial_epochs", "trial_id", "mlflow_run_id", "checkpoint",
             "delta_test_vs_baseline", "delta_baseline", "failures", "test_device", "test_precision",
-            "may_be_unconverged"]
+            "may_be_unconverged", "train_acc"]
 SELECTION_KEYS = ["trial_id", "config", "checkpoint_path", "metric", "score", "epoch", "n_trials", "n_diverged",
                   "n_failed", "trial_epochs", "n_failures"]
 
