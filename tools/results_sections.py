@@ -21,7 +21,7 @@ from sptune.judging.results import summary_table
 from sptune.plan.seeds import NO_SPREAD, PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
-from sptune.report.lr_search import describe_space, lr_space
+from sptune.report.lr_search import describe_space, lr_space, searched_space
 
 LR_RULE = (f"Inside the searched range: the selected LR has searched LRs on both sides (not a grid end, not "
            f"within {EDGE_FACTOR:g}× of a range bound), the report's rule.")
@@ -130,10 +130,14 @@ def selection_table(results: dict[str, Any], spec: dict[str, Any]) -> list[str]:
         rows = [r for r in results.get("rows") or [] if r["variant"] == variant]
         lrs = list(dict.fromkeys(float(r["lr"]) for r in rows))
         space = lr_space(spec, variant)
+        # As the report's edge flag: a range the variant's LR extension widened counts as searched.
+        final = searched_space(space, (results.get("lr_extension") or {}).get(variant))
         searched = describe_space(space) if space else "-"
+        if final != space:
+            searched += f", extended to {describe_space(final)}"
         budget, chosen, before = _epochs(results, variant, rows)
         lines.append(f"| {variant} | {searched} | {', '.join(fmt_lr(x) for x in lrs) or '-'} | "
-                     f"{_lr_verdict(lrs, space)} | {budget} | {chosen} | {before} |")
+                     f"{_lr_verdict(lrs, final)} | {budget} | {chosen} | {before} |")
     return lines + ["", LR_RULE, EPOCH_RULE]
 
 

@@ -27,14 +27,18 @@ def extension_line(variant: str, entry: dict[str, Any]) -> str:
     where = (f"still at the {entry['side']} edge of the searched [{_lr(low)}, {_lr(high)}] after the limit of "
              f"{entry['max_rounds']} round(s): its optimum may lie further out" if entry["final_at_edge"]
              else f"inside the searched [{_lr(low)}, {_lr(high)}]")
-    return (f"- {variant}: the search's LR sat at the {entry['side']} bound of {_original(entry)}; added {added}; "
-            f"final LR {_lr(entry['final_lr'])}, {where}.")
+    start = entry.get("extended_from")  # None in results written before it was recorded
+    which = "the search's LR" if start is None else (
+        f"the search's pick, LR {_lr(start['lr'])}," if start["rank"] == 0 else
+        f"the LR of the search's candidate {start['rank'] + 1} ({_lr(start['lr'])}; its pick was inside),")
+    return (f"- {variant}: {which} sat at the {entry['side']} bound of {_original(entry)}; added {added}; "
+            f"best LR after it {_lr(entry['final_lr'])}, {where}.")
 
 
 def extension_lines(extensions: dict[str, dict[str, Any]] | None) -> list[str]:
     """results.md's section on the LR extensions (nothing when no variant extends)."""
     if not extensions:
         return []
-    return ["", "LR extension (search.lr.extend: a selected LR at a bound of its range adds LRs beyond it, half a "
-            "decade per round, and the pick is selected again):", "",
+    return ["", "LR extension (search.lr.extend: a selected LR, or a candidate's with selection.top_k, at a bound of "
+            "its range adds LRs beyond it, half a decade per round, and the pick is selected again):", "",
             *(extension_line(v, e) for v, e in extensions.items())]

@@ -119,16 +119,17 @@ def extension_record(space: LrRange, ranked: Sequence[float | Sequence[float]], 
     range searched in the end, and whether the final pick's set still sits at its edge (it would have extended
     again, had rounds been left)."""
     stages = [[float(x) for x in r] if isinstance(r, Sequence) else [float(r)] for r in ranked]
-    added, side = [], None
+    added, side, start = [], None, None
     for r, lrs_so_far in enumerate(stages[:max_rounds], 1):
         step = extension_step(space, lrs_so_far, r)
         if step is None or r >= len(stages):
             break
-        side = side or edge_side(lrs_so_far[step[0]], space)
+        if start is None:  # the search's LR the first round extended from, and its rank (0: the search's pick)
+            start, side = {"lr": lrs_so_far[step[0]], "rank": step[0]}, edge_side(lrs_so_far[step[0]], space)
         added.append(step[1])
     everything = _bounds(space) + [lr for lrs in added for lr in lrs]
     final = stages[len(added)]
     original = {"values": _listed(space)} if space.values is not None else {"low": space.low, "high": space.high}
-    return {"original": original, "max_rounds": max_rounds, "rounds": len(added), "side": side,
+    return {"original": original, "max_rounds": max_rounds, "rounds": len(added), "side": side, "extended_from": start,
             "added_lrs": added, "searched_range": [min(everything), max(everything)], "final_lr": final[0],
             "final_at_edge": extension_step(space, final, len(added) + 1) is not None}

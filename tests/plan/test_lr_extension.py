@@ -160,6 +160,7 @@ def test_a_candidate_at_the_edge_extends_the_range_though_the_searchs_best_is_in
     record = extension_record(plan.variant_searches()[0].space.lr, [[2e-3, 4e-3], [2e-3, 4e-3]], 2)
     assert record["rounds"] == 1 and record["added_lrs"] == [[0.008]] and record["side"] == "high"
     assert record["searched_range"] == [1e-3, 0.008] and not record["final_at_edge"]
+    assert record["extended_from"] == {"lr": 0.004, "rank": 1}  # the runner-up, not the pick
 
 
 def test_an_lr_inside_the_range_adds_nothing(repo_root):
@@ -225,7 +226,8 @@ def test_results_say_what_the_extension_did(repo_root, tmp_path):
     assert entry["original"] == {"low": 1e-3, "high": 5e-3} and not entry["final_at_edge"]
     write_results(tmp_path, {**doc, "summary": {}}, [])
     md = (tmp_path / "results.md").read_text()
-    assert "LR extension" in md and "added round 1: 0.00889, 0.0158; final LR 0.00889, inside the searched" in md
+    assert "LR extension" in md and "round 1: 0.00889, 0.0158; best LR after it 0.00889, inside the searched" in md
+    assert "the search's pick, LR 0.00389, sat at the high bound" in md and entry["extended_from"]["rank"] == 0
     assert "lr_extension" not in results_document(_plan(repo_root), _state(searcher), [])
 
 

@@ -97,6 +97,20 @@ def test_members_with_their_own_baseline_pair_with_it_and_their_rankings_are_com
     assert "Ranking of the variants they share: **differs between the studies**." in text
 
 
+def test_the_lr_verdict_counts_the_range_the_extension_widened(tmp_path):
+    """As the report's edge flag: a pick at the spec's grid end is inside once the extension searched beyond it."""
+    run = tmp_path / "runs" / "one"
+    _study(run, "one", {"scratch": [0.30, 0.32, 0.31], "spt": [0.40, 0.41, 0.45]})
+    doc = json.loads((run / "results.json").read_text())
+    doc["lr_extension"] = {"spt": {"rounds": 1, "added_lrs": [[0.0003]], "searched_range": [0.0003, 0.003]}}
+    (run / "results.json").write_text(json.dumps(doc))
+    docs = tmp_path / "docs"
+    results_page.collect(run, "one", docs)
+    text = results_page.render([{"id": "one", "title": "One", "command": "c", "output": "runs/one"}], docs)
+    line = next(x for x in text.splitlines() if x.startswith("| spt | grid"))
+    assert "extended to grid [3e-4, 1e-3, 3e-3]" in line and "| 1e-3 | yes |" in line
+
+
 def test_the_page_reads_only_the_collected_files(campaign):
     studies = [{"id": "budget", "title": "Budget", "command": "c", "output": "runs/budget"}]
     docs = campaign / "docs"
