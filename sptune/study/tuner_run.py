@@ -121,7 +121,7 @@ class StageRecorder(tune.Callback):
             if record.candidates:
                 _print_candidates(label, record)
             elif stage.kind == "extend" and not trials:
-                print(f"[sptune] {label}: nothing to add (the pick is not at the edge)", flush=True)
+                print(f"[sptune] {label}: nothing to add (no config the pick may come from is at the edge)", flush=True)
             else:
                 _print_selected(label, record, start)
         self.state_file.save()
