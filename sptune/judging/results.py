@@ -120,9 +120,10 @@ def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_
     for variant, mine in groups.items():
         test = stats.values_by_seed(mine, "test_acc")
         val = stats.summarize(list(stats.values_by_seed(mine, "val_acc").values()))
+        train = stats.summarize([r["train_acc"] for r in mine if r.get("train_acc") is not None])
         entry = {"seeds": len(mine), **_attempts(variant, test, attempted),
                  **_fields("test_acc", stats.summarize(list(test.values()))),
-                 "val_acc_mean": val.mean if val else None, "train_acc_mean": _mean_of(mine, "train_acc")}
+                 "val_acc_mean": val.mean if val else None, "train_acc_mean": train.mean if train else None}
         if variant in paired:
             pair = paired[variant]
             entry.update(delta_vs=pair.baseline, delta_like_for_like=pair.like_for_like, delta_pairing=pair.note)
@@ -130,11 +131,6 @@ def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_
                                                                                         "test_acc"))))
         summary[variant] = entry
     return summary
-
-
-def _mean_of(rows: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return sum(values) / len(values) if values else None
 
 
 def _fields(prefix: str, s: Summary | None) -> dict[str, Any]:

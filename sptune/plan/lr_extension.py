@@ -113,12 +113,12 @@ def _bounds(space: LrRange) -> list[float]:
     return [values[0], values[-1]] if values is not None else [space.low, space.high]
 
 
-def extension_record(space: LrRange, ranked: Sequence[float | Sequence[float]], max_rounds: int) -> dict[str, Any]:
+def extension_record(space: LrRange, ranked: Sequence[Sequence[float]], max_rounds: int) -> dict[str, Any]:
     """results.json's `lr_extension` of a variant: `ranked[0]` its search's LRs the pick may come from (best first;
-    a float: the pick alone), `ranked[r]` those after round r. The rounds that added LRs, what each added, the
+    the pick alone without top_k), `ranked[r]` those after round r. The rounds that added LRs, what each added, the
     range searched in the end, and whether the final pick's set still sits at its edge (it would have extended
     again, had rounds been left)."""
-    stages = [[float(x) for x in r] if isinstance(r, Sequence) else [float(r)] for r in ranked]
+    stages = [[float(x) for x in r] for r in ranked]
     added, side, start = [], None, None
     for r, lrs_so_far in enumerate(stages[:max_rounds], 1):
         step = extension_step(space, lrs_so_far, r)

@@ -3,10 +3,12 @@ skips flash-attn with the reason, and still times two concurrent trial processes
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, repo_root):
@@ -47,9 +49,6 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
 def test_gpu_epoch_imports_no_ray(repo_root):
     """A GPU box may have PyTorch but not Ray: every sptune module the script imports (at the top or inside its
     functions) is pure training/spec code, so `ray` never gets imported."""
-    import ast
-    from pathlib import Path
-
     tree = ast.parse((Path(repo_root) / "benchmarks" / "gpu_epoch.py").read_text())
     modules = sorted({n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
                       and n.module.startswith("sptune")})

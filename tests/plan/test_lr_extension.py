@@ -85,12 +85,12 @@ def test_a_grid_extends_at_its_own_spacing_and_a_fine_grid_at_a_tenth_of_a_decad
 
 def test_the_record_says_what_was_added_and_whether_the_pick_is_still_at_the_edge():
     space = ParamSpace(type="loguniform", low=1e-4, high=1e-2)
-    inside = extension_record(space, [1e-3, 1e-3, 1e-3], 2)
+    inside = extension_record(space, [[1e-3], [1e-3], [1e-3]], 2)
     assert inside["rounds"] == 0 and inside["added_lrs"] == [] and not inside["final_at_edge"]
-    settled = extension_record(space, [8.1e-3, 0.01778, 0.01778], 2)
+    settled = extension_record(space, [[8.1e-3], [0.01778], [0.01778]], 2)
     assert settled["rounds"] == 1 and settled["added_lrs"] == [[0.01778, 0.03162]] and settled["side"] == "high"
     assert settled["searched_range"] == [1e-4, 0.03162] and not settled["final_at_edge"]
-    limit = extension_record(space, [8.1e-3, 0.03162, 0.1], 2)
+    limit = extension_record(space, [[8.1e-3], [0.03162], [0.1]], 2)
     assert limit["rounds"] == 2 and limit["final_lr"] == 0.1 and limit["final_at_edge"]
     assert limit["original"] == {"low": 1e-4, "high": 1e-2}
 
@@ -242,10 +242,10 @@ def _report(lr: float, extension: dict | None) -> ReportData:
 def test_the_edge_flag_counts_the_extended_range():
     space = ParamSpace(type="loguniform", low=1e-4, high=1e-2)
     assert _report(8.1e-3, None).level == "warn"  # not extended: on the edge
-    settled = extension_record(space, [8.1e-3, 8.1e-3, 8.1e-3], 2)
+    settled = extension_record(space, [[8.1e-3], [8.1e-3], [8.1e-3]], 2)
     assert settled["rounds"] == 1 and settled["searched_range"] == [1e-4, 0.03162]
     assert _report(8.1e-3, settled).level == "ok"  # LRs above it were tried and lost
-    assert _report(0.01778, extension_record(space, [8.1e-3, 0.01778, 0.01778], 2)).level == "ok"
-    limit = _report(0.1, extension_record(space, [8.1e-3, 0.03162, 0.1], 2))
+    assert _report(0.01778, extension_record(space, [[8.1e-3], [0.01778], [0.01778]], 2)).level == "ok"
+    limit = _report(0.1, extension_record(space, [[8.1e-3], [0.03162], [0.1]], 2))
     assert limit.level == "warn" and "after 2 round(s) of LR extension" in limit.items[0]
 
