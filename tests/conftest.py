@@ -7,9 +7,11 @@ so two packages may each have a `test_x.py`); the helpers are imported as `tests
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +28,21 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
-# An end-to-end test that outlives this fails with its stack instead of holding CI until its own limit.
-E2E_TIMEOUT_S = 900
+_STDERR = pytest.StashKey()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The terminal's stderr, copied while pytest's capture is suspended: the stack dumps below must reach
+    # CI's log even when a captured test is the one that hangs.
+    config.stash[_STDERR] = os.fdopen(os.dup(sys.stderr.fileno()), "w")
+
+
+# An end-to-end test that outlives this fails with its stack instead of holding CI until its own limit
+# (the slowest takes ~3 min here).
+E2E_TIMEOUT_S = 600
+# After this many end-to-end tests ran out of time the rest would most likely hang too: stop the run.
+E2E_TIMEOUTS_BEFORE_STOP = 2
+_timed_out: list[str] = []
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +50,13 @@ def e2e_time_limit(request: pytest.FixtureRequest):
     if request.node.get_closest_marker("slow") is None or not hasattr(signal, "SIGALRM"):
         yield
         return
+    if len(_timed_out) >= E2E_TIMEOUTS_BEFORE_STOP:
+        pytest.exit(f"stopped: {len(_timed_out)} end-to-end tests ran out of time ({', '.join(_timed_out)})", 1)
 
     def expired(signum: int, frame: object) -> None:
+        _timed_out.append(request.node.nodeid)
+        # Every thread's stack: what the main thread waits on is often a helper thread.
+        faulthandler.dump_traceback(file=request.config.stash[_STDERR], all_threads=True)
         raise TimeoutError(f"{request.node.nodeid} ran past {E2E_TIMEOUT_S} s")
 
     previous = signal.signal(signal.SIGALRM, expired)
@@ -48,11 +68,38 @@ def e2e_time_limit(request: pytest.FixtureRequest):
         signal.signal(signal.SIGALRM, previous)
 
 
+# The backstop: a test whose setup, call or teardown is stuck where the alarm's exception cannot reach it
+# (a C call, a loop that catches Exception, a session fixture) dumps every thread's stack and ends the
+# run, so CI prints where it hung instead of waiting out its own limit.
+HARD_LIMIT_S = {"slow": E2E_TIMEOUT_S + 300, "fast": 600}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    kind = "slow" if item.get_closest_marker("slow") is not None else "fast"
+    faulthandler.dump_traceback_later(HARD_LIMIT_S[kind], exit=True, file=item.config.stash[_STDERR])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     e2e = TESTS / "e2e"
     for item in items:
         if e2e in Path(item.path).parents:
             item.add_marker(pytest.mark.slow)
+
+
+RAY_SESSION_CPUS = 2
+RELEASE_WAIT_S = 30  # Tune stops a finished study's actors asynchronously
+
+
+def _start_ray():
+    import ray
+
+    ray.init(num_cpus=RAY_SESSION_CPUS, include_dashboard=False, log_to_driver=False)
+    return ray
 
 
 @pytest.fixture(scope="session")
@@ -61,10 +108,35 @@ def ray_session():
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        _start_ray()
     yield ray
     if started:
         ray.shutdown()
+
+
+def _busy_cpus(ray) -> float:
+    return ray.cluster_resources().get("CPU", 0.0) - ray.available_resources().get("CPU", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def ray_session_released(request: pytest.FixtureRequest):
+    """A test that ran studies on the shared Ray session must leave every CPU free: an actor it leaked would
+    leave the next study's trials pending forever. Such a test fails here, and the session is restarted so
+    the tests after it still run on a clean one."""
+    yield
+    if "ray_session" not in request.fixturenames:
+        return
+    import ray
+
+    if not ray.is_initialized():
+        return
+    deadline = time.monotonic() + RELEASE_WAIT_S
+    while (busy := _busy_cpus(ray)) > 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if busy > 0:
+        ray.shutdown()
+        _start_ray()
+        pytest.fail(f"{busy:g} CPU(s) of the shared Ray session still held {RELEASE_WAIT_S} s after the test")
 
 
 @pytest.fixture(scope="session")
