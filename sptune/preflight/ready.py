@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sptune.errors import SptuneError
+from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, concurrency
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
@@ -30,7 +30,7 @@ from sptune.preflight.services import (
 )
 from sptune.spec import SweepSpec, read_yaml
 from sptune.spec.campaign import CampaignStudy, expand, is_campaign
-from sptune.storage import join
+from sptune.storage import STATE_NAME, join
 from sptune.study import ray_session
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import given_url
@@ -116,11 +116,16 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     # Absolute: trials run in their own working directories and open files the driver writes here.
     root = (options.output or default_output_dir(name)).expanduser().resolve()
     studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
+    if planned.campaign is not None and options.resume and all(s.resume_state is None for s in studies):
+        raise SpecError(
+            f"--output {root}", "no interrupted campaign to resume here (none of its studies has a study_state.json)",
+            "pass --output DIR of the campaign to continue",
+        )
     for uri in dict.fromkeys(s.tracking.uri for s in studies):
         check_tracking_server(uri)
     for study in studies:
         if study.optuna_storage is not None:
-            check_optuna_storage(study.optuna_storage, study.run_name, options.resume)
+            check_optuna_storage(study.optuna_storage, study.run_name, study.resume_state is not None)
     cpus = _connect_cluster(address, options.storage)
     studies = [dataclasses.replace(s, plan=_fit(s.plan, cpus)) for s in studies]
     if planned.campaign is None:
@@ -137,7 +142,9 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         storage = join(storage, member.name)
     if options.output is not None:  # --resume from a remote --storage alone: its files come first
         fetch_from_storage(out, storage, options.resume)
-    state = check_output_dir(out, spec, options.resume, explicit=options.output is not None)
+    # A campaign resumed: the studies it had not reached yet start new (prepare checks one had started).
+    resume = options.resume and not (in_campaign and not (out / STATE_NAME).exists())
+    state = check_output_dir(out, spec, resume, explicit=options.output is not None)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
         check_optuna_record(out, optuna_storage)

@@ -3,9 +3,15 @@ paragraph naming the file and the fix, nothing written."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 
+from sptune.preflight.options import RunOptions
+from sptune.preflight.outputs import resolved_spec_text
+from sptune.preflight.ready import prepare, prepare_inputs
+from sptune.study.state import STATE_FILE, StudyState
 from sptune.sweep import main
 
 
@@ -38,3 +44,32 @@ def test_cli_module_holds_no_checks():
     source = (Path(__file__).parents[2] / "sptune" / "sweep.py").read_text()
     for check in ("SpecError(", "DataError(", "RuntimeFailure(", "ray.init", "ray.nodes", "socket"):
         assert check not in source, check
+
+
+def _campaign(tmp_path: Path) -> Path:
+    spec = Path(__file__).parents[2] / "search_spaces" / "digits_quick.yaml"
+    path = tmp_path / "campaign.yaml"
+    path.write_text(f"campaign: scale\nstudies:\n  - spec: {spec}\n    name: d\n"
+                    "    axes: {task.train_fraction: [0.5, 1.0]}\n")
+    return path
+
+
+def test_a_resumed_campaign_starts_the_studies_it_had_not_reached(tmp_path, capsys):
+    """Killed in its first study, a campaign resumes that one and starts the next one new (before, every
+    study it had not reached refused the resume: "no interrupted study to resume here")."""
+    campaign, out = _campaign(tmp_path), tmp_path / "out"
+    options = RunOptions(spec_path=campaign, output=out, resume=True)
+    first = prepare_inputs(options).studies[0]
+    (out / first.member.name).mkdir(parents=True)
+    (out / first.member.name / "spec.yaml").write_text(resolved_spec_text(first.inputs.spec))
+    (out / first.member.name / STATE_FILE).write_text(json.dumps(asdict(StudyState())))
+
+    ready = prepare(options)
+    assert [s.resume_state is not None for s in ready.studies] == [True, False]
+    assert not (out / ready.studies[1].run_name).exists()  # nothing of the new study is made by the preflight
+
+
+def test_resuming_a_campaign_none_of_whose_studies_started_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused_in_one_paragraph([str(_campaign(tmp_path)), "--output", str(out), "--resume"], capsys,
+                              f"--output {out}", "no interrupted campaign to resume")
