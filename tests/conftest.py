@@ -96,11 +96,10 @@ RAY_SESSION_CPUS = 2
 RELEASE_WAIT_S = 10  # Tune stops a finished study's actors asynchronously
 
 
-def _start_ray():
+def _start_ray() -> None:
     import ray
 
     ray.init(num_cpus=RAY_SESSION_CPUS, include_dashboard=False, log_to_driver=False)
-    return ray
 
 
 @pytest.fixture(scope="session")

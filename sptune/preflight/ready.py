@@ -143,7 +143,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     if options.output is not None:  # --resume from a remote --storage alone: its files come first
         fetch_from_storage(out, storage, options.resume)
     # A campaign resumed: the studies it had not reached yet start new (prepare checks one had started).
-    resume = options.resume and not (in_campaign and not (out / STATE_NAME).exists())
+    resume = options.resume and (not in_campaign or (out / STATE_NAME).exists())
     state = check_output_dir(out, spec, resume, explicit=options.output is not None)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
