@@ -1,5 +1,5 @@
 """The regression guard: a small study whose direction (SPT not below scratch) held across seeds when it
-was chosen (search_spaces/regression_guard.yaml says with which numbers), run through the CLI. A change that
+was chosen (docs/results/regression_guard/ has its numbers), run through the CLI. A change that
 makes SPT significantly worse than scratch there (the whole 95 % interval of Δ below zero) fails it.
 The same study's output is then collected and rendered by tools/results_page.py end to end."""
 
