@@ -1,6 +1,6 @@
-"""The regression guard: a small study whose direction (SPT not below scratch) held across seeds when it
-was chosen (docs/results/regression_guard/ has its numbers), run through the CLI. A change that
-makes SPT significantly worse than scratch there (the whole 95 % interval of Δ below zero) fails it.
+"""The regression guard: a small study of the whole SPT path, run through the CLI (docs/results/regression_guard/
+has its numbers). A change that makes SPT significantly worse than scratch there (the whole 95 % interval of
+Δ below zero) fails it.
 The same study's output is then collected and rendered by tools/results_page.py end to end."""
 
 from __future__ import annotations
