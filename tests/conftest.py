@@ -121,9 +121,9 @@ def _busy_cpus(ray) -> float:
 @pytest.fixture(autouse=True)
 def ray_session_released(request: pytest.FixtureRequest):
     """Each test that used the shared Ray session hands on a session with every CPU free. Ray can keep a
-    fractional CPU leased after a study with no actor or placement group left to hold it (0.4 CPU after
-    test_machine_independent_selection's 0.4-CPU trials, not every time); the tests after it would find that
-    much less Ray. Then the session restarts, and the terminal says so."""
+    fractional CPU leased after a study with no actor or placement group left to hold it (seen after
+    test_machine_independent_selection's fractional-CPU trials, not every time); the tests after it would find
+    that much less Ray. Then the session restarts, and the terminal says so."""
     yield
     if "ray_session" not in request.fixturenames:
         return
