@@ -17,6 +17,7 @@ from sptune.judging.extension_results import extension_lines
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.robust_selection import candidate_lines
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
+from sptune.judging.trivial_check import trivial_lines
 from sptune.plan.seeds import SPREAD_TEXT
 
 DELTA_COLUMN = "delta_test_vs_baseline"
@@ -237,6 +238,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         *([budget_table(study["budget"]), ""] if "budget" in study else []),
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),
         "Selected on validation accuracy (best trial and epoch per variant); test read once per selected checkpoint.",
+        *trivial_lines(study),
         *extension_lines(study.get("lr_extension")),
         *candidate_lines(study.get("candidates")),
         *expected_max_lines(study.get("expected_max")),

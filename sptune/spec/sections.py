@@ -84,7 +84,9 @@ class ModelSpec(Strict):
     dropout: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
     # > 0 disables the fast fused attention kernels
     attention_dropout: float = ranged(0.0, "use 0.0", ge=0, lt=1)
-    positions: Literal["rotary", "learned", "none"] = "learned"
+    # sinusoidal: the reference's fixed table; learned: a table initialised at std 0.02; rotary: relative
+    # positions inside attention. A task's own default comes from sptune.spec.task_defaults.
+    positions: Literal["sinusoidal", "rotary", "learned", "none"] = "sinusoidal"
     # auto: flash-attn 2 where it can run (CUDA, bf16/fp16, head size a multiple of 8 up to 256, no
     # padding in the batch), else PyTorch SDPA; sdpa/flash force one (flash: an error where it can't).
     attention_kernel: Literal["auto", "sdpa", "flash"] = "auto"
@@ -132,6 +134,8 @@ class PretrainSpec(Strict):
     # A grid search trains each grid point this many times, repeat r with seed + r (sptune.plan.seeds).
     grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
+    # Pretraining's own warm-up in optimizer steps (the reference warms up longer here); None: training's warm-up.
+    warmup_steps: int | None = ranged(None, "use e.g. 2500 (the reference's on Image)", ge=1)
     search: SearchSpec
     # Reuse an existing SPT checkpoint (an sptune state.pt, or the folder holding it) for
     # the `objective` stage instead of pretraining again.
@@ -288,10 +292,14 @@ class ResourcesSpec(Strict):
 class TrainingSpec(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    # Linear warm-up over this share of the steps, then cosine decay to 0. Early stopping's first
-    # rung (scheduler.grace_period) should come after the warm-up, or it ranks LRs mid-warm-up
-    # (the plan warns when it does not).
+    # Linear warm-up over warmup_steps optimizer steps (when given) or this share of the budget's steps, then
+    # cosine: decay to 0 at the budget's end; constant: the peak LR to the end (the reference's constant_warmup,
+    # and the only schedule under which until_converged's "converged" is not a plateau of a still-high LR).
+    # Early stopping's first rung (scheduler.grace_period) should come after the warm-up, or it ranks LRs
+    # mid-warm-up (the plan warns when it does not).
+    schedule: Literal["cosine", "constant"] = "cosine"
     warmup_fraction: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
+    warmup_steps: int | None = ranged(None, "use e.g. 2000 (the reference's), or drop it for warmup_fraction", ge=1)
     grad_clip: float = ranged(1.0, "use e.g. 1.0, or 0 for no clipping", ge=0)  # 0: no clipping
     compile: bool = False
     # PyTorch's deterministic algorithms (and cuDNN's deterministic, non-benchmarked kernels) in every trial:

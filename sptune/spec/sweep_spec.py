@@ -28,6 +28,7 @@ from sptune.spec.sections import (
     TrainingSpec,
     VariantSpec,
 )
+from sptune.spec.task_defaults import under_task_defaults
 from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_built
 
 
@@ -66,6 +67,8 @@ class SweepSpec(Strict):
 
     # ------------------------------------------------------------ rules
 
+    _task_defaults = model_validator(mode="before")(under_task_defaults)
+
     @field_validator("variants")
     @classmethod
     def _known_kinds(cls, variants: dict[str, VariantSpec]) -> dict[str, VariantSpec]:
@@ -83,6 +86,7 @@ class SweepSpec(Strict):
     @model_validator(mode="after")
     def _sections_agree(self) -> SweepSpec:
         self._check_model_family()
+        self._check_shared_positions()
         self._check_pretraining_stage()
         self._check_budget_mode()  # before any rule that reads a variant's budget
         self._check_variant_units()
@@ -102,6 +106,19 @@ class SweepSpec(Strict):
         if self.model.family == "ssm" and attention_only:
             fix = "use model.family: transformer, or drop the variant"
             raise problem("this variant is defined on attention weights", fix, f"variants.{attention_only[0]}")
+
+    def _check_shared_positions(self) -> None:
+        # qk_init copies, and frozen_attn freezes, attention maps that read the position code: with a learned
+        # table each model has its own trainable one, so the maps would meet positions they never saw.
+        if self.model.positions != "learned":
+            return
+        attention_only = [name for name, kind in self._kinds().items() if kind.attention_only]
+        if attention_only:
+            message = (f"variant '{attention_only[0]}' copies or freezes attention maps that read the position "
+                       "code, but positions: learned gives each model its own trainable table (the maps would meet "
+                       "positions they were not trained with)")
+            fix = "use model.positions: sinusoidal (the reference's fixed table) or rotary, which every model shares"
+            raise problem(message, fix, "model.positions")
 
     def _check_pretraining_stage(self) -> None:
         if self.needs_pretraining() and (self.pretrain is None or not self.pretrain.enabled):
@@ -217,6 +234,11 @@ class SweepSpec(Strict):
 
     def _check_until_converged(self) -> None:
         u = self.finetune.until_converged
+        if u is not None and self.training.schedule == "cosine":
+            message = ("until_converged stops a trial once validation stalls, but a cosine schedule decays over "
+                       "max_epochs: a trial stopped early stalls at a still-high LR, not at convergence")
+            fix = "use training.schedule: constant (a fixed LR after the warm-up)"
+            raise problem(message, fix, "training.schedule")
         longest = max(self.finetune_budget(name).amount for name in self.variants)
         if u is not None and u.max_epochs < longest:
             message = f"max_epochs {u.max_epochs} is below the {longest} finetuning epochs a variant trains anyway"

@@ -10,11 +10,13 @@ from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.results import ResultRow, add_deltas
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
-from sptune.tasks.base import TaskSplits
+from sptune.tasks.base import ArraySplit, TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
-from sptune.training.final_scores import HeldOutScore, accuracy_on_test
+from sptune.training.final_scores import HeldOutScore, accuracy_on, accuracy_on_test
 
 TEST_READS = "test_reads.jsonl"
+# Training rows each selected checkpoint's train_acc is measured on (sptune.study.final_evaluation.train_sample).
+TRAIN_SAMPLE = 5000
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Candidate:
     tested: SelectedTrial
 
 
-def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore) -> ResultRow:
+def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore, train_score: HeldOutScore) -> ResultRow:
     sel, search = candidate.tested.selection, candidate.search_record.best.selection
     return ResultRow(
         variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
@@ -37,13 +39,14 @@ def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore) -> ResultRo
         failures=search.n_failures,
         trial_id=sel.trial_id, mlflow_run_id=candidate.tested.mlflow_run_id, checkpoint=sel.checkpoint_path,
         may_be_unconverged=_may_be_unconverged(candidate),
-        train_acc=_train_accuracy(sel.metrics),
+        train_acc=train_score.accuracy,
     )
 
 
-def _train_accuracy(metrics: dict) -> float | None:
-    value = metrics.get("train_acc")
-    return None if value is None else float(value)
+def train_sample(data: TaskSplits) -> ArraySplit:
+    """The training rows a selected checkpoint's train accuracy is measured on: the first TRAIN_SAMPLE (all of
+    a smaller split), the same rows for every checkpoint of the study."""
+    return ArraySplit(data.train.x[:TRAIN_SAMPLE], data.train.y[:TRAIN_SAMPLE])
 
 
 def _may_be_unconverged(candidate: Candidate) -> bool:
@@ -58,13 +61,17 @@ def evaluate_on_test(
     """Test every candidate once (each read audited in test_reads.jsonl). Nothing else happens here:
     the caller records the rows before anything that can fail (MLflow), so a resume never reads again."""
     rows = []
+    train_rows = train_sample(data)
     with holdout.final_evaluation(output_dir / TEST_READS):
         for candidate in candidates:
             checkpoint = candidate.tested.selection.checkpoint_path
             with holdout.reading_for(checkpoint):
                 test = data.test
             score = accuracy_on_test(plan.spec, plan.info, checkpoint, test, candidate.search.variant)
-            rows.append(_row(plan, candidate, score))
+            # Coser & Orvieto compare how well each model fits its training data: the checkpoint itself, in eval
+            # mode, on training rows (not the running minibatch mean of its last epoch, with dropout on).
+            train_score = accuracy_on(plan.spec, plan.info, checkpoint, train_rows, candidate.search.variant)
+            rows.append(_row(plan, candidate, score, train_score))
     add_deltas(rows, plan.spec.baseline, plan.spec.pretrain_objective)
     return rows
 

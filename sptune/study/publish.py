@@ -20,6 +20,7 @@ from sptune.judging.results import (
     write_results,
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
+from sptune.judging.trivial_check import versus_trivial
 from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.data_provenance import count_test_reads, provenance_document
@@ -46,7 +47,9 @@ def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, 
     record = state.searches.get(pretraining.label)
     if record is not None:
         selection = {k: v for k, v in asdict(record.best.selection).items() if k not in _NOT_IN_ENTRIES}
-        return {"stage": pretraining.phase, "variant": pretraining.variant_or_objective, **selection}
+        entry = {"stage": pretraining.phase, "variant": pretraining.variant_or_objective, **selection}
+        trivial = versus_trivial(record.best.selection.metrics)
+        return {**entry, "versus_trivial": trivial} if trivial else entry
     # No Tuner ran: 0 epochs, or a given or cached checkpoint replaced it.
     if pretraining.epochs == 0:
         return {"epochs": 0}

@@ -27,6 +27,9 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
         "scheduler": spec.scheduler.model_dump(mode="json"),
         "searcher": _searcher_key(spec),
         "training": _training_key(spec),
+        # Continuous inputs reach the model standardised (sptune.tasks.value_stats); checkpoints cached before
+        # saw raw [0, 1] values, and their keys lack this entry, so none of them is reused.
+        "inputs": "standardised",
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -70,8 +70,14 @@ class TaskInfo:
     vocab_size: int = 0
     pad_id: int = 0
     mask_id: int = 1
-    # Continuous tasks: values are integers in [0, levels); the model sees x / (levels - 1).
+    # Continuous tasks: values are integers in [0, levels), scaled to v = x / (levels - 1); the model sees v
+    # standardised, (v - value_mean) / value_std, with the training split's statistics (sptune.tasks.value_stats;
+    # the defaults leave v as it is).
     levels: int = 256
+    value_mean: float = 0.0
+    value_std: float = 1.0
+    # Image tasks: the side of the square image each sequence is read from row-major (0: not an image).
+    image_side: int = 0
     # Paired tasks (retrieval): x is (N, 2, L) and the head compares two encodings.
     paired: bool = False
     vocab: tuple[str, ...] = field(default=(), compare=False, repr=False)

@@ -51,7 +51,7 @@ def load(request: TaskRequest) -> TaskSplits:
     trainval_idx, _ = _split_indices(len(y))
     n_val = int(round(len(y) * VAL_FRACTION))
     train, val = carve_validation(x[trainval_idx], y[trainval_idx], n_val, SPLIT_SEED + 1)
-    info = TaskInfo(name="digits", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
+    info = TaskInfo(name="digits", input_kind="continuous", seq_len=64, num_classes=10, levels=17, image_side=8)
     return TaskSplits(info, train, val, _read_test, source="sklearn.datasets.load_digits")
 
 

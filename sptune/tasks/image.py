@@ -181,7 +181,8 @@ def load(request: TaskRequest) -> TaskSplits:
     if max_train:
         train = ArraySplit(train.x[:max_train], train.y[:max_train])
     resolution = int(request.option("resolution"))
-    info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=10, levels=256)
+    info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=10, levels=256,
+                    image_side=resolution)
     source = str(find_npz(request.data_dir) or find_batches(request.data_dir) or f"hf:{HF_DATASET}")
     return TaskSplits(info, train, val, lambda: ArraySplit(*_read_split(request, "test")), source=source)
 

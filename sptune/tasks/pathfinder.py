@@ -150,7 +150,8 @@ def _build(task: str, root: Path, source: str) -> TaskSplits:
     train = _read_split(task, root, parts["train"], "train", resolution)
     val = _read_split(task, root, parts["val"], "val", resolution)
     skipped = skipped_counts(task)
-    info = TaskInfo(name=task, input_kind="continuous", seq_len=resolution**2, num_classes=2, levels=256)
+    info = TaskInfo(name=task, input_kind="continuous", seq_len=resolution**2, num_classes=2, levels=256,
+                    image_side=resolution)
     note = f"{source} (skipped unreadable images: train {skipped['train']}, val {skipped['val']})"
     load_test = lambda: _read_split(task, root, parts["test"], "test", resolution)  # noqa: E731
     return TaskSplits(info, train, val, load_test, note)

@@ -12,6 +12,7 @@ from typing import Any
 from sptune.errors import SpecError
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
+from sptune.tasks.value_stats import with_value_stats
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
     splits = compact_splits(task.load(_full_request(task, request)))
-    return nested_subset(splits, float(request.options.get("train_fraction", 1.0)))
+    return with_value_stats(nested_subset(splits, float(request.options.get("train_fraction", 1.0))))
 
 
 def check_task(request: TaskRequest) -> None:

@@ -39,7 +39,7 @@ VIEW_COLUMNS = (
 # Numeric results worth a time series; Ray's bookkeeping fields are left out.
 EPOCH_METRICS = (
     "loss",
-    "train_acc",
+    "train_acc_running",
     "train_masked_acc",
     "lr",
     "grad_norm",

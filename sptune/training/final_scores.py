@@ -40,6 +40,12 @@ def accuracy_on_test(
     spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, test: ArraySplit, variant: str
 ) -> HeldOutScore:
     """Test loss and accuracy of the variant's classifier stored in ``checkpoint_dir``, and how it was run."""
+    return accuracy_on(spec, info, checkpoint_dir, test, variant)
+
+
+def accuracy_on(spec: SweepSpec, info: TaskInfo, checkpoint_dir: str, split: ArraySplit, variant: str) -> HeldOutScore:
+    """Loss and accuracy of the variant's stored classifier on ``split``, in eval mode, on the device and
+    precision its trial trained with."""
     state = load_state(checkpoint_dir)
     device_type, precision = trial_device_and_precision(spec, state)
     device = torch.device("cuda" if device_type == "cuda" and torch.cuda.is_available() else "cpu")
@@ -48,6 +54,6 @@ def accuracy_on_test(
     model = build_for_evaluation(spec.variant_kind(variant), cfg, lm.path if lm else None)
     model.load_state_dict(state["model"])
     model.to(device)
-    x, y = torch.from_numpy(test.x), torch.from_numpy(test.y).long()
+    x, y = torch.from_numpy(split.x), torch.from_numpy(split.y).long()
     loss, acc = score(model, info, x, y, device, precision)
     return HeldOutScore(loss, acc, device.type, precision)

@@ -28,7 +28,8 @@ from sptune.training.device import autocast, pick_device, precision_in_use, set_
 from sptune.training.device_data import on_device
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
-from sptune.training.optimizer import global_grad_norm, parameter_groups, warmup_cosine
+from sptune.training.optimizer import global_grad_norm, lr_schedule, parameter_groups
+from sptune.training.trivial_scores import TrivialScores, most_frequent_token
 
 EVAL_BATCH = 256
 
@@ -49,6 +50,8 @@ class OptimConfig:
     epochs: int  # the schedule's horizon, even if the scheduler stops the trial earlier (with steps: the rounds)
     weight_decay: float = 0.0
     warmup_fraction: float = 0.1
+    warmup_steps: int | None = None  # when given, the warm-up in optimizer steps (else warmup_fraction of the budget)
+    schedule: str = "cosine"  # after the warm-up: cosine decay to 0 at the horizon, or constant
     grad_clip: float = 1.0
     seed: int = 0
     device: str = "auto"
@@ -96,8 +99,10 @@ class _EpochSums:
 class EpochLoop:
     """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state."""
 
-    # The name of the training accuracy this loop reports each epoch.
-    train_accuracy_key = "train_acc"
+    # The name of the training accuracy this loop reports each epoch: the running mean over the epoch's
+    # minibatches (dropout on, weights moving), not the checkpoint's accuracy on the training split, which the
+    # final evaluation measures as `train_acc` (sptune.study.final_evaluation).
+    train_accuracy_key = "train_acc_running"
 
     def __init__(self, model: nn.Module, info: TaskInfo, train: ArraySplit, val: ArraySplit, cfg: OptimConfig) -> None:
         self.cfg = cfg
@@ -121,7 +126,8 @@ class EpochLoop:
         self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
         self.steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         total_steps = cfg.steps if cfg.steps is not None else self.steps_per_epoch * cfg.epochs
-        self.schedule = warmup_cosine(self.optimizer, total_steps, cfg.warmup_fraction)
+        warmup = cfg.warmup_steps if cfg.warmup_steps is not None else int(total_steps * cfg.warmup_fraction)
+        self.schedule = lr_schedule(self.optimizer, total_steps, warmup, cfg.schedule)
         self.last_lr = self.optimizer.param_groups[0]["lr"]
         self.epoch = 0  # rounds trained: epochs, or evaluation rounds of a steps budget
         self.tokens_seen = 0
@@ -299,36 +305,52 @@ class PretrainLoop(EpochLoop):
         # Validation masks are fixed (seeded) so val loss is comparable across epochs;
         # training masks are redrawn from self.generator for every batch served.
         self.val_generator_seed = cfg.seed + 10_000
+        self.most_frequent = most_frequent_token(self.train_x, info)
+        self.trivial: dict[str, float] | None = None  # the trivial predictors' scores, from the first validation
 
     # Masked-token (or next-element) accuracy, named like the validation one.
     train_accuracy_key = "train_masked_acc"
 
-    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> BatchResult:
+    def _positions(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Where the loss is scored: a fresh mask, or (causal) every position with a next element."""
+        if self.objective.kind == "causal":
+            return obj.causal_positions(x, self.info)
+        padding = obj.padding_of(x, self.info)
+        return obj.draw_mask(x.shape, self.objective.mask_ratio, generator, padding).to(x.device)
+
+    def _loss_and_hits(self, x: torch.Tensor, where: torch.Tensor) -> BatchResult:
         info, o = self.info, self.objective
         padding = obj.padding_of(x, info)
         targets = obj.targets_for(x, info, o.loss)
         if o.kind == "causal":
             pred = self.net(obj.model_inputs(x, info), padding, causal=True)
-            where, targets = obj.causal_positions(x, info), obj.shift_left(targets)
+            targets = obj.shift_left(targets)
         else:
-            where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding).to(x.device)
             pred = self.net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
-        return self._loss_and_hits(x, self.generator)
+        return self._loss_and_hits(x, self._positions(x, self.generator))
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
+        """Validation loss and masked accuracy on masks fixed by seed, and (once: they do not change) the
+        trivial predictors' scores on the same masks (`trivial_scores`)."""
         self.model.eval()
         gen = torch.Generator(device="cpu").manual_seed(self.val_generator_seed)
         loss_sum, hits, count = 0.0, 0, 0
+        trivial = TrivialScores(self.info, self.objective, self.most_frequent) if self.trivial is None else None
         for x in self.val_x.split(EVAL_BATCH):
+            where = self._positions(x, gen)
             with autocast(self.device, self.cfg.precision):
-                loss, h, c = self._loss_and_hits(x, gen)
+                loss, h, c = self._loss_and_hits(x, where)
             loss_sum, hits, count = loss_sum + float(loss) * int(c), hits + int(h), count + int(c)
-        return {"val_loss": loss_sum / max(count, 1), "val_masked_acc": hits / max(count, 1)}
+            if trivial is not None:
+                trivial.add(x, where)
+        if trivial is not None:
+            self.trivial = trivial.means()
+        return {"val_loss": loss_sum / max(count, 1), "val_masked_acc": hits / max(count, 1), **self.trivial}
 
 
 class FinetuneLoop(EpochLoop):

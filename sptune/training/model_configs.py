@@ -51,8 +51,11 @@ def variant_classifier_config(
     return classifier_config(model or spec.model, info, causal=spec.variant_is_causal(variant))
 
 
-def optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: float) -> OptimConfig:
-    """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec."""
+def optim_config(
+    config: dict, spec: SweepSpec, budget: Budget, weight_decay: float, warmup_steps: int | None = None
+) -> OptimConfig:
+    """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec.
+    ``warmup_steps``: the stage's own warm-up in steps (pretrain.warmup_steps), else training's."""
     t = spec.training
     return OptimConfig(
         lr=float(config["lr"]),
@@ -60,6 +63,9 @@ def optim_config(config: dict, spec: SweepSpec, budget: Budget, weight_decay: fl
         **budget.optim_fields(),
         weight_decay=float(config.get("weight_decay", weight_decay)),
         warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
+        # A searched warmup_fraction replaces the fixed warm-up in steps.
+        warmup_steps=None if "warmup_fraction" in config else warmup_steps or t.warmup_steps,
+        schedule=t.schedule,
         grad_clip=t.grad_clip,
         betas=tuple(t.betas),
         eps=t.eps,

@@ -2,7 +2,8 @@
 
 Masks are drawn afresh every time a batch is served (never frozen), and the loss is
 computed on masked positions only. A masked position's value never reaches the model:
-tokens become the `<mask>` id, continuous values are zeroed and flagged in a mask channel.
+tokens become the `<mask>` id, continuous values are set to the (standardised) mean 0 and flagged in a mask
+channel. Reconstruction targets stay in the task's own units, x / (levels - 1).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def model_inputs(x: torch.Tensor, info: TaskInfo, mask: torch.Tensor | None = No
     if info.input_kind == "tokens":
         ids = x.long()
         return ids.masked_fill(mask, info.mask_id) if mask is not None else ids
-    values = x.float() / (info.levels - 1)
+    # Standardised with the training split's statistics (sptune.tasks.value_stats): a masked value becomes
+    # 0, the training mean, and its flag says it is hidden.
+    values = (x.float() / (info.levels - 1) - info.value_mean) / info.value_std
     flags = torch.zeros_like(values)
     if mask is not None:
         values = values.masked_fill(mask, 0.0)

@@ -10,14 +10,20 @@ from torch import nn
 from sptune.training.models.encoder import INPUT_EMBEDDING
 
 
-def warmup_cosine(
-    optimizer: torch.optim.Optimizer, total_steps: int, warmup_fraction: float
+def lr_schedule(
+    optimizer: torch.optim.Optimizer, total_steps: int, warmup_steps: int, shape: str = "cosine"
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    warmup = max(1, int(total_steps * warmup_fraction))
+    """Linear warm-up over ``warmup_steps`` (at least 1), then ``shape``: cosine decay to 0 at ``total_steps``,
+    or constant at the peak (the reference's constant_warmup)."""
+    if shape not in ("cosine", "constant"):
+        raise ValueError(f"unknown LR schedule {shape!r}: use cosine or constant")
+    warmup = max(1, warmup_steps)
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if shape == "constant":
+            return 1.0
         progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
         return 0.5 * (1 + math.cos(math.pi * progress))
 

@@ -52,7 +52,7 @@ class Pretraining:
             data.info,
             data.train,
             data.val,
-            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay),
+            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps),
         )
         self.budget = spec.pretrain_budget()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -12,7 +13,11 @@ from sptune.training.models.attention import KernelChoice, SelfAttention
 from sptune.training.models.dropout import Dropout
 from sptune.training.models.ssm import SSMMixer
 
-Positions = Literal["rotary", "learned", "none"]
+Positions = Literal["sinusoidal", "rotary", "learned", "none"]
+
+# BERT's and GPT-2's init for a learned table: small next to a standardised input, so the model starts out
+# seeing its input (a unit-scale table left pixels ~1 % of a token's variance; tests/training/models).
+LEARNED_POSITION_STD = 0.02
 
 # Attribute on the layer that maps raw inputs to the model width (a token or value embedding).
 INPUT_EMBEDDING = "is_input_embedding"
@@ -37,7 +42,8 @@ class EncoderConfig:
     # Separate from `dropout`: any attention dropout forces PyTorch's math attention kernel on CPU,
     # which materialises the L x L attention matrices (docs/design/training.md).
     attention_dropout: float = 0.0
-    positions: Positions = "learned"
+    # The reference's (Amos et al.) fixed table; the spec's default comes from the task (sptune.spec.task_defaults).
+    positions: Positions = "sinusoidal"
     # auto: flash-attn wherever it can run (sptune.training.models.attention.attention_kernel), else SDPA.
     attention_kernel: KernelChoice = "auto"
     max_len: int = 1024
@@ -50,6 +56,17 @@ class EncoderConfig:
     # "transformer" mixes positions with attention, "ssm" with a diagonal state-space layer.
     family: Literal["transformer", "ssm"] = "transformer"
     ssm_state: int = 64
+
+
+def sinusoidal_table(length: int, width: int) -> torch.Tensor:
+    """(1, length, width) fixed positions of Vaswani et al.: sin in even, cos in odd features, wavelengths
+    from 2*pi to 10000*2*pi; each feature has variance ~1/2 over positions."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(length, width)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate[: width // 2])
+    return table[None]
 
 
 class Block(nn.Module):
@@ -90,19 +107,22 @@ class Encoder(nn.Module):
             self.embed = nn.Linear(cfg.input_channels, cfg.d_model)
         mark_input_embedding(self.embed)
         n_pos = cfg.max_len + int(cfg.use_cls)
-        self.positions = nn.Parameter(torch.zeros(1, n_pos, cfg.d_model)) if cfg.positions == "learned" else None
-        if self.positions is not None:
-            # Unit-scale positions (like nn.Embedding): tiny ones leave attention + pooling
-            # nearly permutation-invariant, and pixel tasks then learn very slowly.
-            nn.init.normal_(self.positions, std=1.0)
+        if cfg.positions == "learned":
+            self.positions = nn.Parameter(torch.randn(1, n_pos, cfg.d_model) * LEARNED_POSITION_STD)
+        else:
+            # sinusoidal: a buffer, not a parameter: fixed, so qk_init's and frozen_attn's copied or frozen maps
+            # see the same position code in both models. Not persistent: rebuilt from the config, never saved.
+            table = sinusoidal_table(n_pos, cfg.d_model) if cfg.positions == "sinusoidal" else None
+            self.register_buffer("positions", table, persistent=False)
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if cfg.use_cls else None
         self.drop = Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
 
-    def forward(
-        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False
-    ) -> torch.Tensor:
+    def block_input(
+        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What the first block receives (before dropout): embedded inputs, [CLS], plus positions."""
         h = self.embed(inputs)
         if self.cls is not None:
             h = torch.cat([self.cls.expand(len(h), -1, -1), h], dim=1)
@@ -110,6 +130,12 @@ class Encoder(nn.Module):
                 key_padding = torch.cat([key_padding.new_zeros(len(h), 1), key_padding], dim=1)
         if self.positions is not None:
             h = h + self.positions[:, : h.shape[1]]
+        return h, key_padding
+
+    def forward(
+        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
+        h, key_padding = self.block_input(inputs, key_padding)
         h = self.drop(h)
         for block in self.blocks:
             h = block(h, key_padding, causal)
