@@ -10,20 +10,37 @@ from __future__ import annotations
 
 from typing import Any
 
+
+# section -> field -> value. Only the model, training and pretrain sections take task defaults: searches (LR,
+# batch size) are written by every spec, and the table gives the reference's values to write there.
+def _reference(model: dict[str, Any], warmup: tuple[int, int], pretrain: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One LRA task's reference settings. Common to every transformer LRA config of the reference: dropout 0
+    everywhere, a fixed sinusoidal table, no gradient clipping, constant_warmup stepped per step; ``warmup`` is
+    (finetune, pretrain) warm-up steps."""
+    return {
+        "model": {**model, "dropout": 0.0, "positions": "sinusoidal"},
+        "training": {"grad_clip": 0.0, "schedule": "constant", "warmup_steps": warmup[0]},
+        "pretrain": {**pretrain, "warmup_steps": warmup[1]},
+    }
+
+
+def _sizes(d_model: int, n_layers: int, n_heads: int, d_ff: int, pooling: str) -> dict[str, Any]:
+    return {"d_model": d_model, "n_layers": n_layers, "n_heads": n_heads, "d_ff": d_ff, "pooling": pooling}
+
+
 # section -> field -> value. Only the model, training and pretrain sections take task defaults: searches (LR,
 # batch size) are written by every spec, and the table gives the reference's values to write there.
 TASK_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "image": {
-        "model": {"d_model": 64, "n_layers": 3, "n_heads": 4, "d_ff": 128, "dropout": 0.0,
-                  "positions": "sinusoidal", "pooling": "max"},
-        "training": {"grad_clip": 0.0, "schedule": "constant", "warmup_steps": 2000},
-        "pretrain": {"mask_ratio": 0.5, "loss": "l1"},
-    },
+    "listops": _reference(_sizes(512, 6, 8, 2048, "mean"), (2000, 2000), {"mask_ratio": 0.1, "loss": "ce"}),
+    "text": _reference(_sizes(512, 6, 8, 2048, "mean"), (2000, 5000), {"mask_ratio": 0.15, "loss": "ce"}),
+    "retrieval": _reference(_sizes(128, 4, 4, 512, "mean"), (5000, 2000), {"mask_ratio": 0.15, "loss": "ce"}),
+    # Pooling max, as the papers' table has it (the reference's config: mean pooling and a 2-layer MLP head).
+    "image": _reference(_sizes(64, 3, 4, 128, "max"), (2000, 2500), {"mask_ratio": 0.5, "loss": "l1"}),
+    "pathfinder": _reference(_sizes(128, 4, 8, 128, "mean"), (5000, 2500), {"mask_ratio": 0.5, "loss": "ce"}),
+    "pathx": _reference(_sizes(128, 4, 4, 128, "max"), (5000, 5000), {"mask_ratio": 0.5, "loss": "ce"}),
     # Not an LRA task: scikit-learn's 8x8 digits, CPU scale. Rotary, not the fixed table: at 64 pixels with
     # dark borders a sinusoidal table carries most of a token's variance (23 % data, below the 30 % check).
-    "digits": {
-        "model": {"positions": "rotary"},
-    },
+    "digits": {"model": {"positions": "rotary"}},
 }
 
 # Only the fields a spec may leave to its task: a key in TASK_DEFAULTS outside these is a bug in the table.

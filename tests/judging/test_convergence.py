@@ -26,6 +26,7 @@ from sptune.tuning.trainable import StudyTrainable
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 UNTIL = "finetune.until_converged={patience: 3, max_epochs: 40}"
+CONSTANT = "training.schedule=constant"  # until_converged's schedule: a plateau then means convergence
 INFO = TaskInfo("digits", "continuous", 64, 10, levels=17)
 
 
@@ -51,15 +52,16 @@ def test_a_trial_is_done_by_its_own_history_alone():
 
 
 def test_until_converged_is_budgeted_planned_and_refused_where_it_cannot_apply():
-    spec = load_spec(BASE, [UNTIL, "budget=total_matched"])
+    spec = load_spec(BASE, [UNTIL, CONSTANT, "budget=total_matched"])
     assert spec.variant_budget("spt").max_iterations == 40
     assert spec.variant_budget("scratch").max_iterations == 60  # total_matched adds pretraining to the cap too
     plan = build_plan(spec, INFO, cluster_cpus=2, train_rows=1258)
     assert {s.label: s.epochs for s in plan.variant_searches()} == {"search-scratch": 60, "search-spt": 40}
     for overrides, where in (
-        ([UNTIL, "finetune.epochs=null", "finetune.steps=400"], "finetune.until_converged"),
-        (["finetune.until_converged={patience: 3, max_epochs: 10}"], "finetune.until_converged.max_epochs"),
-        (["finetune.until_converged={patience: 0, max_epochs: 40}"], "finetune.until_converged.patience"),
+        ([UNTIL, CONSTANT, "finetune.epochs=null", "finetune.steps=400"], "finetune.until_converged"),
+        ([CONSTANT, "finetune.until_converged={patience: 3, max_epochs: 10}"], "finetune.until_converged.max_epochs"),
+        ([CONSTANT, "finetune.until_converged={patience: 0, max_epochs: 40}"], "finetune.until_converged.patience"),
+        ([UNTIL], "training.schedule"),  # a cosine decay over max_epochs: an early stop is no convergence
     ):
         with pytest.raises(SpecError) as caught:
             load_spec(BASE, overrides)
@@ -109,7 +111,8 @@ UNTIL_SPEC = SweepSpec.model_validate({
     "name": "until", "task": {"name": "px"},
     "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "pooling": "mean"},
     "finetune": {"epochs": 2, "num_samples": 1, "until_converged": {"patience": 1, "max_epochs": 8}},
-    "variants": {"scratch": {"search": SEARCH}}, "scheduler": {"type": "fifo"}, "training": {"device": "cpu"},
+    "variants": {"scratch": {"search": SEARCH}}, "scheduler": {"type": "fifo"},
+    "training": {"device": "cpu", "schedule": "constant"},
 })
 
 

@@ -68,8 +68,10 @@ def test_results_provenance_fingerprints_every_split_without_reading_the_test_sp
     # Outside the final evaluation: reading the sealed split would raise; the audit keeps its one read.
     prints = data_fingerprints(splits, audit)
     assert len(holdout.audited_reads(audit)) == 1
+    standardised = {"mean": splits.info.value_mean, "std": splits.info.value_std, "of": "x / (levels - 1)",
+                    "levels": 17}  # the train split's statistics every model input was standardised with
     assert prints == {"task": "digits", "train": splits.train.fingerprint(), "val": splits.val.fingerprint(),
-                      "test": test.fingerprint()}
+                      "test": test.fingerprint(), "input_standardisation": standardised}
     assert len({prints["train"], prints["val"], prints["test"]}) == 3 and len(prints["train"]) == 64
     # The same data gives the same fingerprint; one changed label gives another.
     again = load_task(TaskRequest("digits"))

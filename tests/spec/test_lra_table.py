@@ -45,7 +45,8 @@ def test_each_study_has_the_papers_model_masking_lrs_batches_and_epochs(name):
     d, layers, heads, ffn, pooling = model
     m = spec.model
     assert (m.d_model, m.n_layers, m.n_heads, m.pooling) == (d, layers, heads, pooling) and m.d_ff in ffn
-    assert m.positions == ("rotary" if name == "image_rotary" else "learned")
+    # The reference's fixed sinusoidal table (sptune.spec.task_defaults), rotary in Coser & Orvieto's row.
+    assert m.positions == ("rotary" if name == "image_rotary" else "sinusoidal")
     assert m.dropout == 0.0
     p = spec.pretrain
     assert (p.mask_ratio, p.weight_decay, spec.finetune.weight_decay) == (mask, wd, wd)

@@ -102,11 +102,11 @@ def test_finetune_reports_lr_grad_norm_loss_and_train_accuracy():
     steps_per_epoch, total = 4, 16  # 32 examples, batches of 8, 4 epochs
     for epoch in range(1, 5):
         metrics = loop.train_epoch()
-        assert {"loss", "train_acc", "lr", "grad_norm"} <= set(metrics)
+        assert {"loss", "train_acc_running", "lr", "grad_norm"} <= set(metrics)
         last_step = epoch * steps_per_epoch - 1
         assert metrics["lr"] == pytest.approx(_expected_lr(loop.cfg, last_step, total), rel=1e-9)
         assert math.isfinite(metrics["grad_norm"]) and metrics["grad_norm"] > 0
-        assert 0.0 <= metrics["train_acc"] <= 1.0
+        assert 0.0 <= metrics["train_acc_running"] <= 1.0
         assert math.isfinite(metrics["loss"])
 
 
@@ -122,7 +122,7 @@ def test_train_accuracy_counts_the_training_batches():
     loop = _finetune(dropout=0.0, lr=0.0)
     metrics = loop.train_epoch()
     loss, acc = score(loop.model, INFO, loop.train_x, loop.train_y, loop.device)
-    assert metrics["train_acc"] == pytest.approx(acc, abs=1 / len(TRAIN) + 1e-9)
+    assert metrics["train_acc_running"] == pytest.approx(acc, abs=1 / len(TRAIN) + 1e-9)
     assert metrics["loss"] == pytest.approx(loss, rel=1e-4)
 
 
@@ -153,7 +153,7 @@ def _decay_expected(model: nn.Module) -> set[int]:
 
 
 MODELS = {
-    "continuous_cls_learned": (INFO, dict(use_cls=True), "cls", "scratch"),
+    "continuous_cls_learned": (INFO, dict(use_cls=True, positions="learned"), "cls", "scratch"),
     "tokens_rotary": (TOKENS, dict(input_kind="tokens", vocab_size=12, positions="rotary"), "mean", "scratch"),
     "ssm": (INFO, dict(family="ssm", ssm_state=8), "mean", "scratch"),
     "frozen_attention": (INFO, {}, "mean", "frozen_attn"),
@@ -181,7 +181,7 @@ def test_only_weight_matrices_are_decayed(name):
     plain_ids = {id(p) for p in plain}
     for param in never:
         assert not param.requires_grad or id(param) in plain_ids
-    if model.encoder.positions is not None:
+    if isinstance(model.encoder.positions, nn.Parameter):  # learned; a fixed table is a buffer
         assert id(model.encoder.positions) in plain_ids
     if model.encoder.cls is not None:
         assert id(model.encoder.cls) in plain_ids

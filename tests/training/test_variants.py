@@ -80,7 +80,8 @@ def test_frozen_attn_freezes_exactly_attention():
     assert frozen and all(".attn." in n for n in frozen)
     assert len(frozen) == 8 * SPEC.n_layers  # q, k, v, out: weight + bias per layer
     trainable = set(trainable_summary(model)["trainable_names"])
-    for must_train in ("encoder.embed.weight", "encoder.positions", "encoder.norm.weight", "head.mlp.0.weight",
+    assert "encoder.positions" not in trainable  # the fixed table both models share
+    for must_train in ("encoder.embed.weight", "encoder.norm.weight", "head.mlp.0.weight",
                        "encoder.blocks.0.norm1.weight", "encoder.blocks.0.mlp.0.weight"):
         assert must_train in trainable
 
@@ -308,7 +309,7 @@ def test_a_spec_with_spt_frozen_dry_runs_from_spts_pretraining(repo_root, capsys
 CROSS_SPEC = """
 name: cross
 task: {name: digits}
-model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64, positions: learned}  # learned: a table whose shape differs
 pretrain:
   loss: l2
   epochs: 1

@@ -105,6 +105,11 @@ class Encoder(nn.Module):
             self.embed: nn.Module = nn.Embedding(cfg.vocab_size, cfg.d_model)
         else:
             self.embed = nn.Linear(cfg.input_channels, cfg.d_model)
+            # As nn.Linear(1, d) draws them (U(-1, 1)), not at fan-in 2: the mask flag is 0 whenever finetuning,
+            # so the value is the one input, as in the reference's finetuning model (Linear(1, d)). At fan-in 2 a
+            # standardised pixel starts at a third of the sinusoidal table's variance.
+            nn.init.uniform_(self.embed.weight, -1.0, 1.0)
+            nn.init.uniform_(self.embed.bias, -1.0, 1.0)
         mark_input_embedding(self.embed)
         n_pos = cfg.max_len + int(cfg.use_cls)
         if cfg.positions == "learned":
