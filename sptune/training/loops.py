@@ -112,6 +112,8 @@ class EpochLoop:
         # Whole splits live on the device: no per-batch host copies or loader workers.
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
+        # Decided once here: asking per batch would read the answer back from a GPU every step.
+        self.padded = obj.has_padding(info, self.train_x, self.val_x)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
@@ -226,6 +228,10 @@ class EpochLoop:
         if not torch.isfinite(loss_sum):
             raise Diverged(f"loss became {float(loss_sum)} at epoch {self.epoch + 1}")
 
+    def padding(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The batch's key-padding mask (all False where it has none); None for a task that never pads."""
+        return obj.padding_of(x, self.info) if self.padded else None
+
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         raise NotImplementedError
 
@@ -305,13 +311,13 @@ class PretrainLoop(EpochLoop):
 
     def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> BatchResult:
         info, o = self.info, self.objective
-        padding = obj.padding_of(x, info)
+        padding = self.padding(x)
         targets = obj.targets_for(x, info, o.loss)
         if o.kind == "causal":
             pred = self.net(obj.model_inputs(x, info), padding, causal=True)
             where, targets = obj.causal_positions(x, info), obj.shift_left(targets)
         else:
-            where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding).to(x.device)
+            where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding, x.device)
             pred = self.net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
@@ -350,7 +356,7 @@ class FinetuneLoop(EpochLoop):
         self.loss_fn = nn.CrossEntropyLoss()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
+        return self.net(obj.model_inputs(x, self.info), self.padding(x))
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         logits = self.logits(x).float()
@@ -371,8 +377,11 @@ def score(
     loss_sum, correct = 0.0, 0
     for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH), strict=False):
         xb, yb = xb.to(device), yb.to(device)
+        padding = obj.padding_of(xb, info)
+        if padding is not None and not bool(padding.any()):  # evaluation reads numbers back anyway
+            padding = None  # no mask: flash-attn may run
         with autocast(device, precision):
-            logits = model(obj.model_inputs(xb, info), obj.padding_of(xb, info)).float()
+            logits = model(obj.model_inputs(xb, info), padding).float()
         loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
         correct += int((logits.argmax(-1) == yb).sum())
     return loss_sum / max(len(y), 1), correct / max(len(y), 1)

@@ -135,8 +135,10 @@ def sdpa(
     n = q.shape[1]
     mask = None
     if key_padding is not None:
-        # True = may attend; padded keys are hidden from every query.
-        mask = (~key_padding)[:, None, None, :]
+        # True = may attend; padded keys are hidden from every query. A sequence that is all padding
+        # would leave its queries nothing to attend to (NaN in some CUDA kernels): it sees its own
+        # padding instead, which no loss or pooling reads.
+        mask = (~key_padding | key_padding.all(-1, keepdim=True))[:, None, None, :]
         if causal:
             mask = mask & torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
     out = F.scaled_dot_product_attention(

@@ -203,3 +203,20 @@ def test_real_flash_attn_matches_sdpa_on_the_gpu(causal):
     assert calls == [{"dropout_p": 0.0, "causal": causal}]  # the real flash-attn ran, once
     torch.testing.assert_close(outputs[0], outputs[1], atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(grads[0], grads[1], atol=5e-2, rtol=5e-2)
+
+
+def test_an_all_false_padding_mask_changes_nothing_and_an_all_padded_sequence_stays_finite():
+    # Token tasks pass a padding mask to every batch (never asking whether any position is padded).
+    torch.manual_seed(0)
+    attn = SelfAttention(32, 4, 0.0, rotary=False, kernel="sdpa").eval()
+    x = torch.randn(3, 10, 32)
+    none_padded = torch.zeros(3, 10, dtype=torch.bool)
+    for causal in (False, True):
+        assert torch.allclose(attn(x, none_padded, causal), attn(x, None, causal), atol=1e-5)
+    padding = none_padded.clone()
+    padding[1] = True  # a sequence that is all padding
+    padding[2, 6:] = True
+    for causal in (False, True):
+        out = attn(x, padding, causal)
+        assert torch.isfinite(out).all()
+        assert torch.allclose(out[2, :6], attn(x[2:, :6], None, causal)[0], atol=1e-5)  # padding stays hidden
