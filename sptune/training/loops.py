@@ -38,6 +38,13 @@ EVAL_BATCH = 256
 DIVERGENCE_CHECK_STEPS = 32
 
 
+def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor on ``device`` without blocking the host: a pageable copy to a GPU waits for it."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
@@ -69,7 +76,7 @@ class BatchResult(NamedTuple):
     scored: torch.Tensor | int  # predictions the hits are out of
 
 
-class _EpochSums:
+class EpochSums:
     """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
 
     def __init__(self, device: torch.device) -> None:
@@ -166,7 +173,7 @@ class EpochLoop:
     def _next_batch(self) -> torch.Tensor:
         """The next batch of row indices; a pass's order is drawn when the previous pass is used up."""
         if self.order is None or self.cursor >= len(self.order):
-            self.order = torch.randperm(len(self.train_y), generator=self.generator).to(self.device)
+            self.order = to_device_async(torch.randperm(len(self.train_y), generator=self.generator), self.device)
             self.cursor = 0
         idx = self.order[self.cursor:self.cursor + self.cfg.batch_size]
         self.cursor += len(idx)
@@ -205,14 +212,10 @@ class EpochLoop:
         """
         self.model.train()
         start = time.perf_counter()
-        sums = _EpochSums(self.device)
+        sums = EpochSums(self.device)
         with self._own_rng():
             for step in range(1, n_steps + 1):
-                idx = self._next_batch()
-                with autocast(self.device, self.cfg.precision):
-                    batch = self.train_batch(self.train_x[idx], self.train_y[idx])
-                sums.add(batch, self._step(batch.loss), len(idx))
-                self.tokens_seen += idx.numel() * self.tokens_per_example
+                self.train_step(sums)
                 if step % DIVERGENCE_CHECK_STEPS == 0:
                     self._check_finite(sums.loss)
         self._check_finite(sums.loss)
@@ -222,6 +225,15 @@ class EpochLoop:
                    "optimizer_steps": self.optimizer_steps}
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
+
+    def train_step(self, sums: EpochSums) -> None:
+        """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
+        the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
+        idx = self._next_batch()
+        with autocast(self.device, self.cfg.precision):
+            batch = self.train_batch(self.train_x[idx], self.train_y[idx])
+        sums.add(batch, self._step(batch.loss), len(idx))
+        self.tokens_seen += idx.numel() * self.tokens_per_example
 
     def _check_finite(self, loss_sum: torch.Tensor) -> None:
         # One host sync per check; a NaN/inf anywhere in the sum stops the trial.
