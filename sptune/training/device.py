@@ -15,6 +15,13 @@ def pick_device(requested: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
+def trial_device(requested: str, gpus: float) -> str:
+    """The device a trial that reserved ``gpus`` GPUs asks for: "auto" is the CPU without one. Recent Ray no
+    longer hides GPUs from a trial that asked for none, and a CUDA context the scheduler does not know of
+    would share a GPU it counts as free."""
+    return "cpu" if requested == "auto" and gpus == 0 else requested
+
+
 def precision_in_use(device: torch.device, precision: str = "auto") -> str:
     """What `precision` resolves to on `device`: "bf16" on GPUs that support it (auto) or when asked."""
     use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
