@@ -25,7 +25,7 @@ from torch import nn
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
 from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
-from sptune.training.device_data import on_device
+from sptune.training.device_data import on_device, to_device_async
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.optimizer import global_grad_norm, parameter_groups, warmup_cosine
@@ -36,13 +36,6 @@ EVAL_BATCH = 256
 # Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
 # most this many steps of compute before it stops.
 DIVERGENCE_CHECK_STEPS = 32
-
-
-def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A CPU tensor on ``device`` without blocking the host: a pageable copy to a GPU waits for it."""
-    if device.type != "cuda":
-        return t.to(device)
-    return t.pin_memory().to(device, non_blocking=True)
 
 
 class Diverged(RuntimeError):
@@ -76,7 +69,7 @@ class BatchResult(NamedTuple):
     scored: torch.Tensor | int  # predictions the hits are out of
 
 
-class EpochSums:
+class _EpochSums:
     """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
 
     def __init__(self, device: torch.device) -> None:
@@ -212,7 +205,7 @@ class EpochLoop:
         """
         self.model.train()
         start = time.perf_counter()
-        sums = EpochSums(self.device)
+        sums = _EpochSums(self.device)
         with self._own_rng():
             for step in range(1, n_steps + 1):
                 self.train_step(sums)
@@ -226,7 +219,7 @@ class EpochLoop:
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
-    def train_step(self, sums: EpochSums) -> None:
+    def train_step(self, sums: _EpochSums) -> None:
         """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
         the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
         idx = self._next_batch()
