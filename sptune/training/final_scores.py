@@ -12,8 +12,8 @@ from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.checkpoint_files import load_state
 from sptune.training.device import pick_device, precision_in_use, trial_device
-from sptune.training.loops import score
 from sptune.training.model_configs import variant_classifier_config
+from sptune.training.scoring import score
 from sptune.training.variants import build_for_evaluation
 
 

@@ -24,14 +24,19 @@ from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
-from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
+from sptune.training.device import (
+    autocast,
+    compiled,
+    pick_device,
+    precision_in_use,
+    set_determinism,
+    set_fp32_matmul,
+)
 from sptune.training.device_data import on_device, to_device_async
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.optimizer import global_grad_norm, parameter_groups, warmup_cosine
-
-EVAL_BATCH = 256
-
+from sptune.training.scoring import EVAL_BATCH, score
 
 # Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
 # most this many steps of compute before it stops.
@@ -53,7 +58,7 @@ class OptimConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"
-    compile: bool = False
+    compile: bool | str = False  # training.compile (sptune.training.device.compiled)
     deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
     eps: float = 1e-8  # AdamW's denominator guard
@@ -104,11 +109,13 @@ class EpochLoop:
         self.info = info
         self.device = pick_device(cfg.device)
         set_determinism(cfg.deterministic, self.device)  # before the model reaches the device (cuBLAS's workspace)
+        set_fp32_matmul(self.device)
         torch.manual_seed(cfg.seed)
         self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)
-        # Forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints.
-        self.net = torch.compile(self.model) if cfg.compile else self.model
+        # Training's forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints and
+        # runs validation (eval mode would be another graph to compile).
+        self.net = compiled(self.model, cfg.compile)
         # Whole splits live on the device: no per-batch host copies or loader workers.
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
@@ -222,6 +229,8 @@ class EpochLoop:
     def train_step(self, sums: _EpochSums) -> None:
         """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
         the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
+        if self.cfg.compile == "cuda_graphs":
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
         idx = self._next_batch()
         with autocast(self.device, self.cfg.precision):
             batch = self.train_batch(self.train_x[idx], self.train_y[idx])
@@ -314,21 +323,21 @@ class PretrainLoop(EpochLoop):
     # Masked-token (or next-element) accuracy, named like the validation one.
     train_accuracy_key = "train_masked_acc"
 
-    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator) -> BatchResult:
+    def _loss_and_hits(self, x: torch.Tensor, generator: torch.Generator, net: nn.Module) -> BatchResult:
         info, o = self.info, self.objective
         padding = self.padding(x)
         targets = obj.targets_for(x, info, o.loss)
         if o.kind == "causal":
-            pred = self.net(obj.model_inputs(x, info), padding, causal=True)
+            pred = net(obj.model_inputs(x, info), padding, causal=True)
             where, targets = obj.causal_positions(x, info), obj.shift_left(targets)
         else:
             where = obj.draw_mask(x.shape, o.mask_ratio, generator, padding, x.device)
-            pred = self.net(obj.model_inputs(x, info, where), padding)
+            pred = net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
-        return self._loss_and_hits(x, self.generator)
+        return self._loss_and_hits(x, self.generator, self.net)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -337,7 +346,7 @@ class PretrainLoop(EpochLoop):
         loss_sum, hits, count = 0.0, 0, 0
         for x in self.val_x.split(EVAL_BATCH):
             with autocast(self.device, self.cfg.precision):
-                loss, h, c = self._loss_and_hits(x, gen)
+                loss, h, c = self._loss_and_hits(x, gen, self.model)
             loss_sum, hits, count = loss_sum + float(loss) * int(c), hits + int(h), count + int(c)
         return {"val_loss": loss_sum / max(count, 1), "val_masked_acc": hits / max(count, 1)}
 
@@ -371,25 +380,6 @@ class FinetuneLoop(EpochLoop):
     def validate(self) -> dict[str, float]:
         loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
-
-
-@torch.no_grad()
-def score(
-    model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
-) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of a classifier on (x, y)."""
-    model.eval()
-    loss_sum, correct = 0.0, 0
-    for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH), strict=False):
-        xb, yb = xb.to(device), yb.to(device)
-        padding = obj.padding_of(xb, info)
-        if padding is not None and not bool(padding.any()):  # evaluation reads numbers back anyway
-            padding = None  # no mask: flash-attn may run
-        with autocast(device, precision):
-            logits = model(obj.model_inputs(xb, info), padding).float()
-        loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
-        correct += int((logits.argmax(-1) == yb).sum())
-    return loss_sum / max(len(y), 1), correct / max(len(y), 1)
 
 
 def _unpair(split: ArraySplit) -> ArraySplit:
