@@ -5,7 +5,9 @@ OptimConfig a trial would get (`sptune.training.model_configs.optim_config`), so
 settings apply exactly as in a sweep. Each arm forces ``model.attention_kernel`` (sdpa: PyTorch's
 scaled_dot_product_attention, which picks its own backend; flash: the flash-attn 2 package), and
 runs as N separate processes at once on the one device, as N fractional-GPU trials would
-(``resources.gpu: 1/N``): per-trial epoch time, and aggregate rows/s = N x rows / slowest epoch.
+(``resources.gpu: 1/N``, which the arm's spec sets): per-trial epoch time, aggregate rows/s = N x rows /
+slowest epoch, its ratio to one trial alone, and the GPU-busy fraction (nvidia-smi's utilisation, sampled
+while the measured epochs run). SPT and finetuning batch sizes are set separately.
 
   GPU  bf16 autocast (``training.precision: bf16``). Each process: a warm-up epoch on a slice
        (kernel selection, allocator, compilation with training.compile), then all N processes
@@ -17,6 +19,7 @@ runs as N separate processes at once on the one device, as N fractional-GPU tria
 
     python benchmarks/gpu_epoch.py --data-dir /work/shared/data --json benchmarks/results/gpu_epoch.json
     python benchmarks/gpu_epoch.py --synthetic --json gpu_epoch.json    # a GPU box without the data
+    python benchmarks/gpu_epoch.py --synthetic --trials 1,8 --pretrain-batch 256 --finetune-batch 64
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
+import os
 import queue
+import shutil
+import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -92,32 +99,41 @@ def timed_epoch(loop: Any) -> tuple[float, float]:
     return metrics["epoch_seconds"], total - metrics["epoch_seconds"]
 
 
+def stage_batch(args: argparse.Namespace, stage: str) -> int:
+    return args.pretrain_batch if stage == "spt" else args.finetune_batch
+
+
 def gpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrier: Any) -> dict[str, Any]:
-    warm_train, warm_val = head(data.train, 50 * args.batch), head(data.val, 512)
-    timed_epoch(make_loop(stage, spec, data.info, warm_train, warm_val, args.lr, args.batch))
-    loop = make_loop(stage, spec, data.info, data.train, data.val, args.lr, args.batch)
+    batch = stage_batch(args, stage)
+    warm_train, warm_val = head(data.train, 50 * batch), head(data.val, 512)
+    timed_epoch(make_loop(stage, spec, data.info, warm_train, warm_val, args.lr, batch))
+    loop = make_loop(stage, spec, data.info, data.train, data.val, args.lr, batch)
     barrier.wait()  # every trial on the GPU starts its measured epoch at once
+    started = time.time()  # wall clock: the parent's GPU-busy samples are matched to this window
     train_s, val_s = timed_epoch(loop)
     return {
         "extrapolated": False,
+        "batch": batch,
         "train_s": train_s,
         "val_s": val_s,
         "epoch_s": train_s + val_s,
-        "steps": math.ceil(len(data.train) / args.batch),
+        "steps": math.ceil(len(data.train) / batch),
+        "window": [started, time.time()],
     }
 
 
 def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrier: Any) -> dict[str, Any]:
-    k, v = args.cpu_steps, args.cpu_val_rows
-    loop = make_loop(stage, spec, data.info, head(data.train, k * args.batch), head(data.val, v), args.lr, args.batch)
+    k, v, batch = args.cpu_steps, args.cpu_val_rows, stage_batch(args, stage)
+    loop = make_loop(stage, spec, data.info, head(data.train, k * batch), head(data.val, v), args.lr, batch)
     timed_epoch(loop)  # warm-up (and compilation when training.compile is on)
     barrier.wait()
     train_s, val_s = timed_epoch(loop)
-    steps = math.ceil(len(data.train) / args.batch)
+    steps = math.ceil(len(data.train) / batch)
     step_s, row_s = train_s / k, val_s / v
     est_train, est_val = steps * step_s, len(data.val) * row_s
     return {
         "extrapolated": True,
+        "batch": batch,
         "timed_steps": k,
         "timed_val_rows": v,
         "step_s": step_s,
@@ -129,22 +145,23 @@ def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrie
     }
 
 
-def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool) -> Any:
-    """The spec one arm trains with: the given one, its attention kernel forced, bf16 on a GPU."""
+def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1) -> Any:
+    """The spec one arm trains with: the given one, its attention kernel forced; on a GPU bf16 and each trial's
+    share of it (a trial that reserved no GPU trains on the CPU, sptune.training.device.trial_device)."""
     from sptune.spec import load_spec
 
-    extra = [f"model.attention_kernel={kernel}"] + ([f"training.precision={args.precision}"] if cuda else [])
-    return load_spec(args.spec, [*args.overrides, *extra])
+    gpu = [f"training.precision={args.precision}", f"resources.gpu={1 / trials}"] if cuda else []
+    return load_spec(args.spec, [*args.overrides, f"model.attention_kernel={kernel}", *gpu])
 
 
-def trial_process(args: argparse.Namespace, kernel: str, rank: int, barrier: Any, out: Any) -> None:
+def trial_process(args: argparse.Namespace, kernel: str, trials: int, rank: int, barrier: Any, out: Any) -> None:
     """One trial's process: times every stage's epoch, in step with the other trials (barrier)."""
     try:
         from sptune.training.device import pick_device
 
         torch.set_num_threads(args.threads)
         cuda = pick_device(args.device).type == "cuda"
-        spec = arm_spec(args, kernel, cuda)
+        spec = arm_spec(args, kernel, cuda, trials)
         data = load_cifar(spec, args.data_dir, args.synthetic)
         measure = gpu_epoch if cuda else cpu_epoch
         for stage in args.stages:
@@ -158,7 +175,8 @@ def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any
     """N trial processes at once (spawned: CUDA cannot be forked); per-stage per-trial results."""
     ctx = mp.get_context("spawn")
     barrier, out = ctx.Barrier(trials, timeout=args.timeout), ctx.Queue()
-    procs = [ctx.Process(target=trial_process, args=(args, kernel, r, barrier, out)) for r in range(trials)]
+    procs = [ctx.Process(target=trial_process, args=(args, kernel, trials, r, barrier, out)) for r in range(trials)]
+    busy = BusySampler() if args.cuda else None
     for p in procs:
         p.start()
     got: dict[str, list[dict[str, Any]]] = {stage: [] for stage in args.stages}
@@ -172,14 +190,55 @@ def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any
                 raise RuntimeError(f"trial {rank} of {kernel} x {trials} failed:\n{result}")
             got[stage].append({"trial": rank, **result})
     finally:
+        samples = busy.stop() if busy else []
         for p in procs:
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
-    return {stage: summarise(sorted(rows, key=lambda r: r["trial"])) for stage, rows in got.items()}
+    return {stage: summarise(sorted(rows, key=lambda r: r["trial"]), samples) for stage, rows in got.items()}
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+class BusySampler:
+    """nvidia-smi's GPU utilisation (the share of time a kernel ran), sampled every 100 ms in a thread."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        smi = shutil.which("nvidia-smi")
+        # The GPU the trials share: the first one CUDA shows them (nvidia-smi counts physical GPUs).
+        first = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+        cmd = [smi or "nvidia-smi", "-i", first, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+               "-lms", "100"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) if smi else None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        if self.proc is None:
+            return
+        for line in self.proc.stdout:
+            value = line.strip()
+            if value.isdigit():
+                self.samples.append((time.time(), int(value) / 100))
+
+    def stop(self) -> list[tuple[float, float]]:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.thread.join(timeout=10)
+        return self.samples
+
+
+def busy_fraction(samples: list[tuple[float, float]], rows: list[dict[str, Any]]) -> float | None:
+    """Mean utilisation over the measured epochs' window (first start to last end); None without samples."""
+    windows = [r["window"] for r in rows if "window" in r]
+    if not windows:
+        return None
+    start, end = min(w[0] for w in windows), max(w[1] for w in windows)
+    inside = [busy for t, busy in samples if start <= t <= end]
+    return sum(inside) / len(inside) if inside else None
+
+
+def summarise(rows: list[dict[str, Any]], samples: list[tuple[float, float]] | None = None) -> dict[str, Any]:
     epochs = [r["epoch_s"] for r in rows]
     # The trials start together, so the slowest one's epoch is the group's wall time.
     return {
@@ -187,6 +246,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "epoch_s_mean": sum(epochs) / len(epochs),
         "epoch_s_max": max(epochs),
         "extrapolated": rows[0]["extrapolated"],
+        "gpu_busy": busy_fraction(samples or [], rows),
     }
 
 
@@ -196,10 +256,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="e.g. training.compile=true")
     ap.add_argument("--data-dir")
     ap.add_argument("--synthetic", action="store_true", help="random pixels of CIFAR's shape (no data needed)")
-    ap.add_argument("--batch", type=int, default=32, help="the spec's pretraining batch (and a finetune choice)")
+    ap.add_argument("--batch", type=int, default=32, help="both stages' batch size, unless given per stage")
+    ap.add_argument("--pretrain-batch", type=int, help="SPT's batch size (default --batch)")
+    ap.add_argument("--finetune-batch", type=int, help="finetuning's batch size (default --batch)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kernels", default="sdpa,flash", help="attention kernels to compare (GPU; CPU: sdpa)")
-    ap.add_argument("--trials", help="concurrent trials per device to compare (default GPU 1,4; CPU 1)")
+    ap.add_argument("--trials", help="concurrent trials per device to compare (default GPU 1,8; CPU 1)")
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--precision", default="bf16", help="training.precision on a GPU")
     ap.add_argument("--threads", type=int, help="CPU threads per trial (default: the spec's resources.cpu)")
@@ -225,6 +287,24 @@ def plan_arms(args: argparse.Namespace, cuda: bool) -> tuple[list[str], dict[str
     return kernels, skipped
 
 
+def throughput_table(arms: dict[str, dict[str, Any]], rows: int) -> list[tuple]:
+    """Per kernel, trials and stage: epoch times, aggregate rows/s (also written into the arm), its ratio to the
+    same kernel with one trial, and the GPU-busy fraction."""
+    table = []
+    for kernel, by_n in arms.items():
+        for n, by_stage in by_n.items():
+            for stage, s in by_stage.items():
+                s["rows_per_s"] = int(n) * rows / s["epoch_s_max"]
+                alone = by_n.get("1", {}).get(stage)
+                s["vs_one_trial"] = s["rows_per_s"] / (rows / alone["epoch_s_max"]) if alone else None
+                busy = "n/a" if s["gpu_busy"] is None else f"{s['gpu_busy']:.0%}"
+                ratio = "n/a" if s["vs_one_trial"] is None else f"{s['vs_one_trial']:.2f}x"
+                batch = s["per_trial"][0]["batch"]
+                table.append((kernel, int(n), stage, batch, s["epoch_s_mean"], s["epoch_s_max"], s["rows_per_s"],
+                              ratio, busy, s["extrapolated"]))
+    return table
+
+
 def main() -> int:
     args = parse_args()
     from sptune.spec import load_spec
@@ -232,10 +312,12 @@ def main() -> int:
 
     spec = load_spec(args.spec, args.overrides)
     args.device = spec.training.device
-    cuda = pick_device(args.device).type == "cuda"
+    cuda = args.cuda = pick_device(args.device).type == "cuda"
     args.threads = args.threads or max(1, int(spec.resources.cpu))
     args.stages = args.stages.split(",")
-    trial_counts = [int(n) for n in (args.trials or ("1,4" if cuda else "1")).split(",")]
+    args.pretrain_batch = args.pretrain_batch or args.batch
+    args.finetune_batch = args.finetune_batch or args.batch
+    trial_counts = [int(n) for n in (args.trials or ("1,8" if cuda else "1")).split(",")]
     kernels, skipped = plan_arms(args, cuda)
     data = load_cifar(spec, args.data_dir, args.synthetic)  # here only for the shapes and the source
     arms: dict[str, dict[str, Any]] = {}
@@ -244,21 +326,9 @@ def main() -> int:
             print(f"{kernel}, {n} trial(s) at once on {'cuda' if cuda else 'cpu'} ...", flush=True)
             arms.setdefault(kernel, {})[str(n)] = run_arm(args, kernel, n)
     rows = len(data.train) + len(data.val)
-    table = [
-        (
-            kernel,
-            int(n),
-            stage,
-            s["epoch_s_mean"],
-            s["epoch_s_max"],
-            int(n) * rows / s["epoch_s_max"],
-            s["extrapolated"],
-        )
-        for kernel, by_n in arms.items()
-        for n, by_stage in by_n.items()
-        for stage, s in by_stage.items()
-    ]
-    bc.print_table(["kernel", "trials", "stage", "s/epoch mean", "s/epoch max", "rows/s all", "extrapolated"], table)
+    table = throughput_table(arms, rows)
+    bc.print_table(["kernel", "trials", "stage", "batch", "s/epoch mean", "s/epoch max", "rows/s all", "vs 1 trial",
+                    "GPU busy", "extrapolated"], table)
     for kernel, why in skipped.items():
         print(f"{kernel}: not measured ({why}).")
     if not cuda:
@@ -277,7 +347,7 @@ def main() -> int:
         "val_rows": len(data.val),
         "seq_len": data.info.seq_len,
         "model": spec.model.model_dump(),
-        "batch": args.batch,
+        "batch": {"spt": args.pretrain_batch, "finetune": args.finetune_batch},
         "precision": args.precision if cuda else spec.training.precision,
         "compile": spec.training.compile,
         "extrapolated": not cuda,

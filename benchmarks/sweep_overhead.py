@@ -187,9 +187,9 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     import torch
 
     from sptune.judging import holdout
-    from sptune.training.loops import score
     from sptune.training.model_configs import classifier_config
     from sptune.training.models import Classifier
+    from sptune.training.scoring import score
 
     spec, data = _WORKER["spec"], _WORKER["data"]
     accs = []

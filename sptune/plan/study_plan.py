@@ -11,8 +11,6 @@ per seed first). A `SearchPlan` is one variant's (or objective's) trials in one 
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +18,7 @@ from sptune.judging.ranking import TIE_RULE
 from sptune.plan import rungs, seeds
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.budgets import Budget
+from sptune.plan.capacity import concurrency
 from sptune.plan.selection_steps import describe_selection
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
@@ -164,16 +163,11 @@ def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
     return "grid" if search.has_grid() else spec.searcher.type
 
 
-def concurrency(spec: SweepSpec, cluster_cpus: float | None = None) -> int:
-    cpus = cluster_cpus if cluster_cpus is not None else (os.cpu_count() or 1)
-    fits = max(1, math.floor(cpus / spec.resources.cpu))
-    return min(fits, spec.resources.max_concurrent or fits)
-
-
 def build_plan(
     spec: SweepSpec,
     info: TaskInfo,
     cluster_cpus: float | None = None,
+    cluster_gpus: float | None = None,
     data_summary: str = "",
     source_data: dict[str, Any] | None = None,
     train_rows: int = 0,
@@ -216,7 +210,8 @@ def build_plan(
                 budget=spec.variant_budget(name),
             )
         )
-    return StudyPlan(spec, info, searches, concurrency(spec, cluster_cpus), data_summary, source_data or {}, train_rows)
+    n = concurrency(spec, cluster_cpus, cluster_gpus)
+    return StudyPlan(spec, info, searches, n, data_summary, source_data or {}, train_rows)
 
 
 def _describe_param(p: ParamSpace) -> str:
@@ -363,7 +358,8 @@ def describe(plan: StudyPlan) -> str:
         _describe_scheduler(s),
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
-        "concurrent trials",
+        f"concurrent trials (as many as the {'CPUs and GPUs' if s.resources.gpu else 'CPUs'} hold"
+        f"{', at most resources.max_concurrent' if s.resources.max_concurrent else ''})",
         *describe_budgets(s.budget, plan.searches, plan.train_rows),
         "Searches (ONE Tuner for the whole study: an SPT variant's search starts once its pretraining is selected, "
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",

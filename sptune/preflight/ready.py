@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sptune.errors import SpecError, SptuneError
-from sptune.plan.study_plan import StudyPlan, concurrency
+from sptune.plan.capacity import concurrency, local_gpus
+from sptune.plan.study_plan import StudyPlan
+from sptune.preflight.gpus import check_gpu_request
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
 from sptune.preflight.outputs import (
@@ -109,6 +111,8 @@ def prepare_inputs(options: RunOptions) -> PlannedRun:
 def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     planned = prepare_inputs(options)
     address = ray_address(options.address)
+    if not address and not ray_session.is_connected():  # Ray starts on this machine later, with the GPUs it finds
+        _check_gpus(planned.studies, local_gpus(), "this machine")
     if address:
         check_ray_head(address)
     check_storage(options.storage)
@@ -126,8 +130,14 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     for study in studies:
         if study.optuna_storage is not None:
             check_optuna_storage(study.optuna_storage, study.run_name, study.resume_state is not None)
-    cpus = _connect_cluster(address, options.storage)
-    studies = [dataclasses.replace(s, plan=_fit(s.plan, cpus)) for s in studies]
+    cluster = _connect_cluster(address, options.storage)
+    if cluster is not None:
+        try:
+            _check_gpus(planned.studies, cluster.largest_node_gpus, "the Ray cluster's largest node")
+        except SptuneError:
+            ray_session.release()
+            raise
+    studies = [dataclasses.replace(s, plan=_fit(s.plan, cluster)) for s in studies]
     if planned.campaign is None:
         return studies[0]
     members = tuple(p.member for p in planned.studies)
@@ -168,9 +178,15 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     )
 
 
-def _connect_cluster(address: str | None, storage: str | None) -> float | None:
+class ClusterShape(NamedTuple):
+    cpus: float
+    gpus: float
+    largest_node_gpus: float
+
+
+def _connect_cluster(address: str | None, storage: str | None) -> ClusterShape | None:
     """Join the cluster (if one is named, or the caller already runs Ray) and check it can hold
-    the study; the CPUs it offers size the concurrency. A local instance starts later."""
+    the study; the CPUs and GPUs it offers size the concurrency. A local instance starts later."""
     if address and not ray_session.is_connected():
         ray_session.join(address)
     if not ray_session.is_connected():
@@ -180,8 +196,21 @@ def _connect_cluster(address: str | None, storage: str | None) -> float | None:
     except SptuneError:
         ray_session.release()
         raise
-    return ray_session.cluster_cpus()
+    return ClusterShape(ray_session.cluster_cpus() or 0.0, ray_session.cluster_gpus(), ray_session.largest_node_gpus())
 
 
-def _fit(plan: StudyPlan, cpus: float | None) -> StudyPlan:
-    return dataclasses.replace(plan, concurrency=concurrency(plan.spec, cpus)) if cpus else plan
+def _check_gpus(studies: tuple[PlannedStudy, ...], node_gpus: float, where: str) -> None:
+    for study in studies:
+        try:
+            check_gpu_request(study.inputs.spec, node_gpus, where)
+        except SpecError as err:
+            if study.member is None:
+                raise
+            member = f"campaign study '{study.member.name}' ({study.member.spec_path.name})"
+            raise SpecError(f"{member}: {err.where}", err.problem, err.fix) from None
+
+
+def _fit(plan: StudyPlan, cluster: ClusterShape | None) -> StudyPlan:
+    if not cluster or not cluster.cpus:
+        return plan
+    return dataclasses.replace(plan, concurrency=concurrency(plan.spec, cluster.cpus, cluster.gpus))

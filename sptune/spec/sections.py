@@ -301,13 +301,23 @@ class TrainingSpec(Strict):
     warmup_fraction: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
     warmup_steps: int | None = ranged(None, "use e.g. 2000 (the reference's), or drop it for warmup_fraction", ge=1)
     grad_clip: float = ranged(1.0, "use e.g. 1.0, or 0 for no clipping", ge=0)  # 0: no clipping
-    compile: bool = False
+    # torch.compile with static shapes (true), and replayed as CUDA graphs ("cuda_graphs": one launch per step
+    # for fixed-shape batches on a GPU). Off by default: compiling costs a minute or more per trial.
+    compile: bool | Literal["cuda_graphs"] = False
     # PyTorch's deterministic algorithms (and cuDNN's deterministic, non-benchmarked kernels) in every trial:
     # GPU re-runs of a seed give the same numbers, at a cost in speed; an op without one raises.
     deterministic: StrictBool = False
     # AdamW's moment decay rates and epsilon (PyTorch's defaults).
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = ranged(1e-8, "use e.g. 1e-8", gt=0)
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _compile_setting(cls, value: Any) -> Any:
+        if value not in (True, False, "cuda_graphs"):
+            raise problem(f"must be true, false or cuda_graphs (got {value!r})",
+                          "use true (static shapes) or cuda_graphs (also CUDA graphs, on a GPU)")
+        return value
 
     @field_validator("betas")
     @classmethod

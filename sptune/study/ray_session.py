@@ -138,3 +138,12 @@ def alive_nodes() -> int:
 
 def cluster_cpus() -> float | None:
     return _ray().cluster_resources().get("CPU")
+
+
+def cluster_gpus() -> float:
+    return float(_ray().cluster_resources().get("GPU", 0.0))
+
+
+def largest_node_gpus() -> float:
+    """The most GPUs one alive node offers: a trial's GPU share must fit on a single node."""
+    return max((float(n.get("Resources", {}).get("GPU", 0.0)) for n in _ray().nodes() if n.get("Alive")), default=0.0)

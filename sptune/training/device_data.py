@@ -86,3 +86,10 @@ ARRAYS = DeviceArrays()
 def on_device(array: np.ndarray, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``array`` as a tensor on ``device``: shared memory on CPU, one cached copy per process on a GPU."""
     return ARRAYS.tensor(array, device, dtype)
+
+
+def to_device_async(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor on ``device`` without blocking the host: a pageable copy to a GPU waits for it."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)

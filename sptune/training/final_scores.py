@@ -11,9 +11,9 @@ import torch
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.checkpoint_files import load_state
-from sptune.training.device import pick_device, precision_in_use
-from sptune.training.loops import score
+from sptune.training.device import pick_device, precision_in_use, trial_device
 from sptune.training.model_configs import variant_classifier_config
+from sptune.training.scoring import score
 from sptune.training.variants import build_for_evaluation
 
 
@@ -26,13 +26,10 @@ class HeldOutScore(NamedTuple):
 
 def trial_device_and_precision(spec: SweepSpec, state: dict) -> tuple[str, str]:
     """What the checkpoint's trial trained with (recorded in its state); for a checkpoint without the record,
-    the spec's settings resolved as a trial resolves them (Ray hides GPUs from a trial that asks for none)."""
+    the spec's settings resolved as a trial resolves them (`trial_device`)."""
     if "device_in_use" in state and "precision_in_use" in state:
         return str(state["device_in_use"]), str(state["precision_in_use"])
-    requested = spec.training.device
-    if requested == "auto" and spec.resources.gpu == 0:
-        requested = "cpu"
-    device = pick_device(requested)
+    device = pick_device(trial_device(spec.training.device, spec.resources.gpu))
     return device.type, precision_in_use(device, spec.training.precision)
 
 

@@ -24,15 +24,21 @@ from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
-from sptune.training.device import autocast, pick_device, precision_in_use, set_determinism
-from sptune.training.device_data import on_device
+from sptune.training.device import (
+    autocast,
+    compiled,
+    pick_device,
+    precision_in_use,
+    set_determinism,
+    set_fp32_matmul,
+)
+from sptune.training.device_data import on_device, to_device_async
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
+from sptune.training.optim_config import OptimConfig
 from sptune.training.optimizer import global_grad_norm, lr_schedule, parameter_groups
+from sptune.training.scoring import EVAL_BATCH, score
 from sptune.training.trivial_scores import TrivialScores, most_frequent_token
-
-EVAL_BATCH = 256
-
 
 # Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
 # most this many steps of compute before it stops.
@@ -41,29 +47,6 @@ DIVERGENCE_CHECK_STEPS = 32
 
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
-
-
-@dataclass(frozen=True)
-class OptimConfig:
-    lr: float
-    batch_size: int
-    epochs: int  # the schedule's horizon, even if the scheduler stops the trial earlier (with steps: the rounds)
-    weight_decay: float = 0.0
-    warmup_fraction: float = 0.1
-    warmup_steps: int | None = None  # when given, the warm-up in optimizer steps (else warmup_fraction of the budget)
-    schedule: str = "cosine"  # after the warm-up: cosine decay to 0 at the horizon, or constant
-    grad_clip: float = 1.0
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "auto"
-    compile: bool = False
-    deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
-    betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
-    eps: float = 1e-8  # AdamW's denominator guard
-    # A budget in optimizer steps (sptune.plan.budgets): the schedule's horizon, trained `eval_every` steps per
-    # `train_round` (the last round what is left). None: the budget is `epochs`, one epoch per round.
-    steps: int | None = None
-    eval_every: int | None = None
 
 
 class BatchResult(NamedTuple):
@@ -109,14 +92,18 @@ class EpochLoop:
         self.info = info
         self.device = pick_device(cfg.device)
         set_determinism(cfg.deterministic, self.device)  # before the model reaches the device (cuBLAS's workspace)
+        set_fp32_matmul(self.device)
         torch.manual_seed(cfg.seed)
         self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
         self.model = model.to(self.device)
-        # Forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints.
-        self.net = torch.compile(self.model) if cfg.compile else self.model
+        # Training's forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints and
+        # runs validation (eval mode would be another graph to compile).
+        self.net = compiled(self.model, cfg.compile)
         # Whole splits live on the device: no per-batch host copies or loader workers.
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
+        # Decided once here: asking per batch would read the answer back from a GPU every step.
+        self.padded = obj.has_padding(info, self.train_x, self.val_x)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
@@ -170,7 +157,7 @@ class EpochLoop:
     def _next_batch(self) -> torch.Tensor:
         """The next batch of row indices; a pass's order is drawn when the previous pass is used up."""
         if self.order is None or self.cursor >= len(self.order):
-            self.order = torch.randperm(len(self.train_y), generator=self.generator).to(self.device)
+            self.order = to_device_async(torch.randperm(len(self.train_y), generator=self.generator), self.device)
             self.cursor = 0
         idx = self.order[self.cursor:self.cursor + self.cfg.batch_size]
         self.cursor += len(idx)
@@ -212,11 +199,7 @@ class EpochLoop:
         sums = _EpochSums(self.device)
         with self._own_rng():
             for step in range(1, n_steps + 1):
-                idx = self._next_batch()
-                with autocast(self.device, self.cfg.precision):
-                    batch = self.train_batch(self.train_x[idx], self.train_y[idx])
-                sums.add(batch, self._step(batch.loss), len(idx))
-                self.tokens_seen += idx.numel() * self.tokens_per_example
+                self.train_step(sums)
                 if step % DIVERGENCE_CHECK_STEPS == 0:
                     self._check_finite(sums.loss)
         self._check_finite(sums.loss)
@@ -227,10 +210,25 @@ class EpochLoop:
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
+    def train_step(self, sums: _EpochSums) -> None:
+        """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
+        the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
+        if self.cfg.compile == "cuda_graphs":
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
+        idx = self._next_batch()
+        with autocast(self.device, self.cfg.precision):
+            batch = self.train_batch(self.train_x[idx], self.train_y[idx])
+        sums.add(batch, self._step(batch.loss), len(idx))
+        self.tokens_seen += idx.numel() * self.tokens_per_example
+
     def _check_finite(self, loss_sum: torch.Tensor) -> None:
         # One host sync per check; a NaN/inf anywhere in the sum stops the trial.
         if not torch.isfinite(loss_sum):
             raise Diverged(f"loss became {float(loss_sum)} at epoch {self.epoch + 1}")
+
+    def padding(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The batch's key-padding mask (all False where it has none); None for a task that never pads."""
+        return obj.padding_of(x, self.info) if self.padded else None
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         raise NotImplementedError
@@ -312,26 +310,26 @@ class PretrainLoop(EpochLoop):
     train_accuracy_key = "train_masked_acc"
 
     def _positions(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Where the loss is scored: a fresh mask, or (causal) every position with a next element."""
+        """Where the loss is scored: a fresh mask (drawn on the loop's CPU generator, placed on the batch's
+        device), or (causal) every position with a next element."""
         if self.objective.kind == "causal":
             return obj.causal_positions(x, self.info)
-        padding = obj.padding_of(x, self.info)
-        return obj.draw_mask(x.shape, self.objective.mask_ratio, generator, padding).to(x.device)
+        return obj.draw_mask(x.shape, self.objective.mask_ratio, generator, self.padding(x), x.device)
 
-    def _loss_and_hits(self, x: torch.Tensor, where: torch.Tensor) -> BatchResult:
+    def _loss_and_hits(self, x: torch.Tensor, where: torch.Tensor, net: nn.Module) -> BatchResult:
         info, o = self.info, self.objective
-        padding = obj.padding_of(x, info)
+        padding = self.padding(x)
         targets = obj.targets_for(x, info, o.loss)
         if o.kind == "causal":
-            pred = self.net(obj.model_inputs(x, info), padding, causal=True)
+            pred = net(obj.model_inputs(x, info), padding, causal=True)
             targets = obj.shift_left(targets)
         else:
-            pred = self.net(obj.model_inputs(x, info, where), padding)
+            pred = net(obj.model_inputs(x, info, where), padding)
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
-        return self._loss_and_hits(x, self._positions(x, self.generator))
+        return self._loss_and_hits(x, self._positions(x, self.generator), self.net)
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -344,7 +342,7 @@ class PretrainLoop(EpochLoop):
         for x in self.val_x.split(EVAL_BATCH):
             where = self._positions(x, gen)
             with autocast(self.device, self.cfg.precision):
-                loss, h, c = self._loss_and_hits(x, where)
+                loss, h, c = self._loss_and_hits(x, where, self.model)
             loss_sum, hits, count = loss_sum + float(loss) * int(c), hits + int(h), count + int(c)
             if trivial is not None:
                 trivial.add(x, where)
@@ -372,7 +370,7 @@ class FinetuneLoop(EpochLoop):
         self.loss_fn = nn.CrossEntropyLoss()
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(obj.model_inputs(x, self.info), obj.padding_of(x, self.info))
+        return self.net(obj.model_inputs(x, self.info), self.padding(x))
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         logits = self.logits(x).float()
@@ -382,22 +380,6 @@ class FinetuneLoop(EpochLoop):
     def validate(self) -> dict[str, float]:
         loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
-
-
-@torch.no_grad()
-def score(
-    model: nn.Module, info: TaskInfo, x: torch.Tensor, y: torch.Tensor, device: torch.device, precision: str = "auto"
-) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of a classifier on (x, y)."""
-    model.eval()
-    loss_sum, correct = 0.0, 0
-    for xb, yb in zip(x.split(EVAL_BATCH), y.split(EVAL_BATCH), strict=False):
-        xb, yb = xb.to(device), yb.to(device)
-        with autocast(device, precision):
-            logits = model(obj.model_inputs(xb, info), obj.padding_of(xb, info)).float()
-        loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
-        correct += int((logits.argmax(-1) == yb).sum())
-    return loss_sum / max(len(y), 1), correct / max(len(y), 1)
 
 
 def _unpair(split: ArraySplit) -> ArraySplit:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskInfo
+from sptune.training.device import trial_device
 from sptune.training.loops import OptimConfig
 from sptune.training.models import EncoderConfig, ModelConfig
 
@@ -70,7 +71,7 @@ def optim_config(
         betas=tuple(t.betas),
         eps=t.eps,
         seed=int(config.get("seed", spec.seed)),
-        device=t.device,
+        device=trial_device(t.device, spec.resources.gpu),
         precision=t.precision,
         compile=t.compile,
         deterministic=t.deterministic,

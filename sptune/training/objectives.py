@@ -19,18 +19,38 @@ Loss = Literal["ce", "l1", "l2"]
 
 
 def padding_of(x: torch.Tensor, info: TaskInfo) -> torch.Tensor | None:
-    """True where a token task's sequence is padding; None for dense inputs."""
+    """True where a token task's sequence is padding (all False where none is); None for dense inputs.
+
+    Never asks whether any position is padded: on a GPU the answer would be read back to the host
+    once per batch. Whether a task pads at all is decided once per loop (`has_padding`)."""
     if info.input_kind != "tokens":
         return None
-    pad = x == info.pad_id
-    return pad if bool(pad.any()) else None
+    return x == info.pad_id
+
+
+def has_padding(info: TaskInfo, *splits: torch.Tensor) -> bool:
+    """Whether any of a token task's sequences is padded (one read-back, where a loop is built)."""
+    return info.input_kind == "tokens" and any(bool((x == info.pad_id).any()) for x in splits)
 
 
 def draw_mask(
-    shape: torch.Size, ratio: float, generator: torch.Generator, padding: torch.Tensor | None = None
+    shape: torch.Size,
+    ratio: float,
+    generator: torch.Generator,
+    padding: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Each position masked independently with probability ``ratio``; padding never masked."""
-    mask = torch.rand(shape, generator=generator, device=generator.device) < ratio
+    """Each position masked independently with probability ``ratio``; padding never masked.
+
+    Drawn by ``generator`` where it lives (a loop's CPU stream: the same masks on any device, and a
+    checkpoint resumes them exactly), then placed on ``device`` (default: the padding's, else the
+    generator's). A CPU draw bound for a GPU goes through pinned memory, so the copy does not block."""
+    device = torch.device(device) if device is not None else padding.device if padding is not None else None
+    pin = device is not None and device.type == "cuda" and generator.device.type == "cpu"
+    mask = torch.empty(shape, dtype=torch.bool, device=generator.device, pin_memory=pin)
+    torch.lt(torch.rand(shape, generator=generator, device=generator.device), ratio, out=mask)
+    if device is not None:
+        mask = mask.to(device, non_blocking=pin)
     if padding is not None:
         mask &= ~padding
     return mask
@@ -64,13 +84,17 @@ def targets_for(x: torch.Tensor, info: TaskInfo, loss: Loss) -> torch.Tensor:
 
 
 def reconstruction_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss) -> torch.Tensor:
-    """Mean loss over the positions selected by ``where`` (B, L) only."""
-    if not bool(where.any()):
-        return pred.sum() * 0.0
+    """Mean loss over the positions selected by ``where`` (B, L) only; 0 (with zero gradients) where none is.
+
+    Every position's loss is computed and the unselected ones zeroed: a boolean gather (or asking whether
+    anything is selected) would read a count back to the host each step and stall a GPU."""
     if loss == "ce":
-        return F.cross_entropy(pred[where].float(), target[where])
-    diff = pred.squeeze(-1)[where].float() - target[where]
-    return diff.abs().mean() if loss == "l1" else (diff**2).mean()
+        per = F.cross_entropy(pred.flatten(0, -2).float(), target.flatten(), reduction="none").view_as(where)
+    else:
+        diff = pred.squeeze(-1).float() - target
+        per = diff.abs() if loss == "l1" else diff**2
+    # where(), not a product: a non-finite prediction at an unselected position must not reach the mean.
+    return torch.where(where, per, 0.0).sum() / where.sum().clamp(min=1)
 
 
 def reconstruction_hits(
@@ -79,13 +103,13 @@ def reconstruction_hits(
     """Correct predictions at selected positions (exact level for regression, rounded).
 
     A 0-d tensor on pred's device: training sums it every step, and reading it as a
-    number there would stall a GPU once per step."""
+    number there would stall a GPU once per step (so would a boolean gather)."""
     if loss == "ce":
-        guess = pred[where].argmax(-1)
+        guess = pred.argmax(-1)
     else:
-        guess = torch.round(pred.squeeze(-1)[where].float().clamp(0, 1) * (info.levels - 1))
+        guess = torch.round(pred.squeeze(-1).float().clamp(0, 1) * (info.levels - 1))
         target = torch.round(target * (info.levels - 1))
-    return (guess == target[where].long()).sum()
+    return ((guess == target.long()) & where).sum()
 
 
 def causal_positions(x: torch.Tensor, info: TaskInfo) -> torch.Tensor:

@@ -19,8 +19,10 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
         "--synthetic",
         "--set",
         "task.resolution=16",
-        "--batch",
+        "--pretrain-batch",
         "8",
+        "--finetune-batch",
+        "4",
         "--cpu-steps",
         "1",
         "--cpu-val-rows",
@@ -39,11 +41,14 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
     assert result["gpu_numbers"] is False and result["device"] == "cpu" and result["extrapolated"] is True
     assert result["skipped"] == {"flash": "no CUDA device here"}
     assert (result["train_rows"], result["val_rows"], result["seq_len"]) == (45_000, 5_000, 256)
-    for stage in ("spt", "finetune"):
+    assert result["batch"] == {"spt": 8, "finetune": 4}
+    for stage, batch in (("spt", 8), ("finetune", 4)):
         arm = result["arms"]["sdpa"]["2"][stage]
         assert [t["trial"] for t in arm["per_trial"]] == [0, 1]  # both processes reported
-        assert all(t["steps"] == 5625 and t["epoch_s"] > 0 for t in arm["per_trial"])
+        assert all(t["batch"] == batch and t["steps"] == 45_000 // batch and t["epoch_s"] > 0 for t in arm["per_trial"])
         assert arm["epoch_s_max"] == max(t["epoch_s"] for t in arm["per_trial"])
+        assert arm["rows_per_s"] == 2 * 50_000 / arm["epoch_s_max"]
+        assert arm["gpu_busy"] is None and arm["vs_one_trial"] is None  # no GPU; no 1-trial arm to compare with
 
 
 def test_gpu_epoch_imports_no_ray(repo_root):
@@ -58,3 +63,14 @@ def test_gpu_epoch_imports_no_ray(repo_root):
     done = subprocess.run([sys.executable, "-c", probe], cwd=repo_root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_gpu_busy_fraction_averages_the_samples_inside_the_measured_epochs(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(repo_root) / "benchmarks"))
+    from gpu_epoch import busy_fraction
+
+    samples = [(0.5, 1.0), (1.0, 0.2), (2.0, 0.6), (3.0, 1.0), (4.5, 1.0)]
+    rows = [{"window": [1.0, 2.5]}, {"window": [1.5, 3.0]}]  # two trials: from the first start to the last end
+    assert busy_fraction(samples, rows) == (0.2 + 0.6 + 1.0) / 3
+    assert busy_fraction(samples, [{"epoch_s": 1.0}]) is None  # CPU arms have no window
+    assert busy_fraction([], rows) is None  # no nvidia-smi

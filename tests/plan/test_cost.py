@@ -115,3 +115,13 @@ def test_every_measurement_says_where_it_came_from():
     for entry in cost.measurements():
         assert entry["device"] in cost.DEVICES and entry["train_rows"] > 0 and entry["source"].strip()
         assert set(entry["match"]) == {"task", "seq_len", "d_model", "n_layers", "n_heads", "d_ff"}
+
+
+def test_the_wall_time_divides_by_the_trials_the_gpus_hold():
+    from sptune.plan.study_plan import build_plan
+
+    spec = load_inputs(REPO / "search_spaces/digits_quick.yaml", ("resources.gpu=0.125",), None).spec
+    plan = build_plan(spec, load_inputs(REPO / "search_spaces/digits_quick.yaml", (), None).plan.info,
+                      cluster_cpus=16, cluster_gpus=1)
+    line = cost.describe_estimate(cost.Estimate("gpu", 8 * 3600.0, "a GPU"), plan.concurrency)
+    assert "8.00 h of trial time (1.00 h wall at 8 concurrent trials" in line  # 16 cores, but 8 GPU shares

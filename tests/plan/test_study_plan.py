@@ -131,3 +131,4 @@ def test_the_main_job_states_its_fairness_settings_in_its_own_file():
     assert written["selection"]["top_k"] >= 2 and written["selection"]["seeds"] >= 2
     assert all(v["search"]["lr"].get("extend") is True for v in written["variants"].values())
     assert f"Budget: {written['budget']}" in text and "candidates:" in text and "Note:" not in text
+

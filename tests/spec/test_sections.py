@@ -78,3 +78,9 @@ def test_training_deterministic_is_a_plain_true_or_false():
     assert TrainingSpec().deterministic is False and TrainingSpec(deterministic=True).deterministic is True
     for bad in ("sometimes", 1, "on"):
         assert "deterministic: Input should be a valid boolean" in _refused(TrainingSpec, {"deterministic": bad})
+
+
+def test_training_compile_is_off_static_shapes_or_cuda_graphs():
+    assert TrainingSpec().compile is False
+    assert TrainingSpec(compile=True).compile is True and TrainingSpec(compile="cuda_graphs").compile == "cuda_graphs"
+    assert "compile: must be true, false or cuda_graphs (got 'graphs')" in _refused(TrainingSpec, {"compile": "graphs"})

@@ -90,8 +90,11 @@ def test_results_carry_provenance_and_test_reads_and_results_md_says_so(tmp_path
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     assert provenance["git"]["commit"] == head and isinstance(provenance["git"]["dirty"], bool)
     assert {"python", "torch", "ray", "optuna", "mlflow", "numpy"} <= set(provenance["versions"])
+    standardised = {"mean": splits.info.value_mean, "std": splits.info.value_std, "of": "x / (levels - 1)",
+                    "levels": 17}
     assert provenance["data"] == {"task": "digits", "train": splits.train.fingerprint(),
-                                  "val": splits.val.fingerprint(), "test": test.fingerprint()}
+                                  "val": splits.val.fingerprint(), "test": test.fingerprint(),
+                                  "input_standardisation": standardised}
     rows = [_row("scratch", "scratch", 0, 0.8)]
     write_results(tmp_path, {"study": "s", "task": "digits", "summary": {}, **doc}, rows)
     written = json.loads((tmp_path / "results.json").read_text())

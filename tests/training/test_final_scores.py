@@ -11,8 +11,8 @@ import torch
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.final_scores import accuracy_on_test, trial_device_and_precision
-from sptune.training.loops import score as score_model
 from sptune.training.model_configs import variant_classifier_config
+from sptune.training.scoring import score as score_model
 from sptune.training.variants import build_for_evaluation
 
 INFO = TaskInfo("digits", "continuous", 64, 10, levels=17)

@@ -12,9 +12,10 @@ import torch
 from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, score
+from sptune.training.loops import FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
+from sptune.training.scoring import score
 from sptune.training.variants import build_model
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)

@@ -82,3 +82,61 @@ def test_causal_targets_are_next_elements():
     shifted = obj.shift_left(x)
     where = obj.causal_positions(x, TOKENS)
     assert torch.equal(shifted[0, :-1], x[0, 1:]) and not where[0, -1] and where[0, :-1].all()
+
+
+def test_the_mask_is_placed_on_the_batch_device_with_padding_there_too():
+    # The loop's generator is on the CPU and a GPU batch's padding on the GPU; a meta-device batch stands
+    # in for the GPU here (the old `mask &= ~padding` raised on the device mismatch).
+    padding = torch.zeros(4, 16, dtype=torch.bool, device="meta")
+    mask = obj.draw_mask(padding.shape, 0.5, torch.Generator().manual_seed(0), padding, padding.device)
+    assert mask.device.type == "meta" and mask.dtype == torch.bool and mask.shape == padding.shape
+
+
+def test_a_mask_placed_on_a_device_is_the_same_draw():
+    gen_a, gen_b = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    x = torch.randint(4, 20, (8, 64))
+    x[:, 40:] = TOKENS.pad_id
+    padding = obj.padding_of(x, TOKENS)
+    assert torch.equal(obj.draw_mask(x.shape, 0.3, gen_a, padding, "cpu"), obj.draw_mask(x.shape, 0.3, gen_b, padding))
+
+
+def test_token_padding_is_a_mask_even_where_nothing_is_padded():
+    # Asking whether anything is padded would read back from a GPU every batch.
+    x = torch.randint(4, 20, (2, 8))
+    padding = obj.padding_of(x, TOKENS)
+    assert padding is not None and not padding.any()
+    assert obj.padding_of(torch.rand(2, 8), PIXELS) is None
+    assert not obj.has_padding(TOKENS, x) and obj.has_padding(TOKENS, x, torch.zeros(1, 8, dtype=torch.long))
+
+
+def _gathered_loss(pred, target, where, loss):
+    """The loss as a boolean gather computes it (the formula the masked arithmetic must match)."""
+    if not where.any():
+        return torch.zeros(())
+    if loss == "ce":
+        return torch.nn.functional.cross_entropy(pred[where].float(), target[where])
+    diff = pred.squeeze(-1)[where].float() - target[where]
+    return diff.abs().mean() if loss == "l1" else (diff**2).mean()
+
+
+def test_masked_arithmetic_matches_the_gathered_loss_and_hits():
+    torch.manual_seed(0)
+    for ratio in (0.0, 0.3, 1.0):  # 0.0: nothing selected
+        where = obj.draw_mask(torch.Size([4, 32]), ratio, torch.Generator().manual_seed(1))
+        logits, tokens = torch.randn(4, 32, 20, requires_grad=True), torch.randint(0, 20, (4, 32))
+        values, levels = torch.rand(4, 32, 1, requires_grad=True), torch.rand(4, 32)
+        for pred, target, loss in ((logits, tokens, "ce"), (values, levels, "l1"), (values, levels, "l2")):
+            got = obj.reconstruction_loss(pred, target, where, loss)
+            assert torch.allclose(got, _gathered_loss(pred, target, where, loss), atol=1e-6), (ratio, loss)
+            (grad,) = torch.autograd.grad(got, pred)
+            assert torch.all(grad[~where] == 0)
+        hits = obj.reconstruction_hits(logits.detach(), tokens, where, "ce", TOKENS)
+        assert int(hits) == int((logits.detach()[where].argmax(-1) == tokens[where]).sum())
+
+
+def test_a_non_finite_prediction_outside_the_selection_does_not_reach_the_loss():
+    where = torch.zeros(2, 8, dtype=torch.bool)
+    where[:, :4] = True
+    pred = torch.zeros(2, 8, 1)
+    pred[:, 6] = float("inf")
+    assert obj.reconstruction_loss(pred, torch.zeros(2, 8), where, "l2").item() == 0.0

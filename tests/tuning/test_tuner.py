@@ -79,8 +79,9 @@ def test_a_searcher_batch_size_of_its_own_has_a_spt_cache_key_of_its_own(repo_ro
     assert key("searcher.batch_size=2") != KEY_WITHOUT_THE_OPTION
 
 
-# digits_quick's SPT cache key as computed before `searcher.multivariate` existed (at bdfba6b).
-KEY_WITHOUT_THE_OPTION = "907d98c156195f45"
+# digits_quick's SPT cache key as computed before `searcher.multivariate` existed, since inputs are standardised
+# (a checkpoint cached before saw raw values and must not be reused: the key then was 907d98c156195f45).
+KEY_WITHOUT_THE_OPTION = "ecbfe8f1cd099d43"
 
 
 # ---------------------------------------------------------------- one copy of the data per node
@@ -148,3 +149,12 @@ def test_concurrent_trials_train_on_the_one_shared_copy_in_the_object_store(
         assert "plasma" in metrics["train_x_in"] and "plasma" in metrics["val_x_in"], metrics
         assert metrics["train_x_writeable"] is False
         assert metrics["checksum"] == int(cached_splits.train.x.sum())
+
+
+def test_the_tuners_concurrency_limit_counts_gpu_shares(repo_root):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["resources.gpu=0.125"])
+    # 16 cores, one GPU: 8 trials of 1/8 GPU fit, not 16 (the old count from the CPUs alone).
+    plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=16, cluster_gpus=1)
+    searches = plan.variant_searches()
+    _, scheduler = staged_search(plan, [Stage(s) for s in searches], {}, {})
+    assert plan.concurrency == scheduler.max_concurrent == 8

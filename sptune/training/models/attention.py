@@ -135,8 +135,10 @@ def sdpa(
     n = q.shape[1]
     mask = None
     if key_padding is not None:
-        # True = may attend; padded keys are hidden from every query.
-        mask = (~key_padding)[:, None, None, :]
+        # True = may attend; padded keys are hidden from every query. A sequence that is all padding
+        # would leave its queries nothing to attend to (NaN in some CUDA kernels): it sees its own
+        # padding instead, which no loss or pooling reads.
+        mask = (~key_padding | key_padding.all(-1, keepdim=True))[:, None, None, :]
         if causal:
             mask = mask & torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
     out = F.scaled_dot_product_attention(
@@ -190,12 +192,17 @@ class SelfAttention(nn.Module):
         self.use_flash_kernel(default_flash_kernel())
         return self.flash
 
+    def _rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary positions applied in fp32, whatever q and k compute in: bf16 tables (8 bits of mantissa)
+        lose the angle of far positions, and a rotation in bf16 rounds every product."""
+        cos, sin = (t[:, None, :] for t in rotary_tables(q.shape[1], self.head_dim, q.device))
+        return apply_rotary(q.float(), cos, sin).to(q.dtype), apply_rotary(k.float(), cos, sin).to(k.dtype)
+
     def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
         b, n, d = x.shape
         q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         if self.rotary:
-            cos, sin = (t[:, None, :].to(q.dtype) for t in rotary_tables(n, self.head_dim, x.device))
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+            q, k = self._rotate(q, k)
         # Autocast casts every projection alike; an explicit cast keeps the three in one dtype
         # for the kernel even if a caller mixes precisions (e.g. a half-precision key map).
         k, v = k.to(q.dtype), v.to(q.dtype)
@@ -213,7 +220,9 @@ class SelfAttention(nn.Module):
             flash_device_types=flash.device_types if flash is not None else ("cuda",),
         )
         if kernel == "flash":
-            out = flash.fn(q, k, v, dropout_p=drop, causal=causal)
+            # Its backward is deterministic only when asked; training.deterministic sets PyTorch's flag.
+            out = flash.fn(q, k, v, dropout_p=drop, causal=causal,
+                           deterministic=torch.are_deterministic_algorithms_enabled())
         else:
             out = sdpa(q, k, v, key_padding, causal, drop)
         return self.out(out.reshape(b, n, d))

@@ -57,7 +57,12 @@ class ReconstructionHead(nn.Module):
         self.proj = nn.Linear(d_model, out_dim)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.proj(h)
+        if self.proj.out_features > 1:
+            return self.proj(h)
+        # A regressed value stays fp32 under autocast: bf16 resolves 1/256 of its range near 1, as coarse
+        # as the pixel levels the value is compared against (and rounded to, for hits).
+        with torch.autocast(h.device.type, enabled=False):
+            return self.proj(h.float())
 
 
 def classify(

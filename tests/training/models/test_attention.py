@@ -96,10 +96,11 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[dict] = []
 
-    def __call__(self, q, k, v, dropout_p=0.0, causal=False):
+    def __call__(self, q, k, v, dropout_p=0.0, causal=False, deterministic=False):
         self.calls.append(
             {"shape": tuple(q.shape), "dtypes": {q.dtype, k.dtype, v.dtype}, "dropout_p": dropout_p, "causal": causal}
         )
+        self.deterministic = deterministic
         qh, kh, vh = (t.transpose(1, 2).float() for t in (q, k, v))  # (B, H, N, D)
         scores = qh @ kh.transpose(-1, -2) / math.sqrt(q.shape[-1])
         if causal:
@@ -203,3 +204,47 @@ def test_real_flash_attn_matches_sdpa_on_the_gpu(causal):
     assert calls == [{"dropout_p": 0.0, "causal": causal}]  # the real flash-attn ran, once
     torch.testing.assert_close(outputs[0], outputs[1], atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(grads[0], grads[1], atol=5e-2, rtol=5e-2)
+
+
+def test_an_all_false_padding_mask_changes_nothing_and_an_all_padded_sequence_stays_finite():
+    # Token tasks pass a padding mask to every batch (never asking whether any position is padded).
+    torch.manual_seed(0)
+    attn = SelfAttention(32, 4, 0.0, rotary=False, kernel="sdpa").eval()
+    x = torch.randn(3, 10, 32)
+    none_padded = torch.zeros(3, 10, dtype=torch.bool)
+    for causal in (False, True):
+        assert torch.allclose(attn(x, none_padded, causal), attn(x, None, causal), atol=1e-5)
+    padding = none_padded.clone()
+    padding[1] = True  # a sequence that is all padding
+    padding[2, 6:] = True
+    for causal in (False, True):
+        out = attn(x, padding, causal)
+        assert torch.isfinite(out).all()
+        assert torch.allclose(out[2, :6], attn(x[2:, :6], None, causal)[0], atol=1e-5)  # padding stays hidden
+
+
+def test_flash_attn_is_told_when_training_is_deterministic():
+    # flash-attn's backward is deterministic only when asked (training.deterministic sets PyTorch's flag).
+    torch.manual_seed(0)
+    for enabled in (True, False):
+        recorder = Recorder()
+        auto = SelfAttention(32, 4, 0.0, rotary=False, kernel="auto")
+        auto.use_flash_kernel(FlashKernel(recorder, ("cpu",)))
+        torch.use_deterministic_algorithms(enabled)
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                auto(torch.randn(2, 6, 32))
+        finally:
+            torch.use_deterministic_algorithms(False)
+        assert recorder.deterministic is enabled
+
+
+def test_rotary_positions_are_applied_in_fp32_under_bf16():
+    attn = SelfAttention(64, 1, 0.0, rotary=True)
+    q, k = (torch.randn(1, 1024, 1, 64).to(torch.bfloat16) for _ in range(2))
+    cos, sin = (t[:, None, :] for t in rotary_tables(1024, 64, q.device))
+    got_q, got_k = attn._rotate(q, k)
+    assert got_q.dtype == torch.bfloat16
+    # One rounding, of the fp32 result: bf16 tables or bf16 products round far positions' angles too.
+    assert torch.equal(got_q, apply_rotary(q.float(), cos, sin).to(torch.bfloat16))
+    assert torch.equal(got_k, apply_rotary(k.float(), cos, sin).to(torch.bfloat16))

@@ -61,6 +61,15 @@ def test_pretrainer_shapes(loss, out_dim):
     assert model(obj.model_inputs(x, PIXELS), causal=True).shape == (4, 64, out_dim)
 
 
+@pytest.mark.parametrize("loss", ["l2", "l1"])
+def test_a_regressed_value_stays_fp32_under_bf16_autocast(loss):
+    spec = ModelSpec(d_model=32, n_layers=1, n_heads=4, d_ff=64)
+    model = Pretrainer(encoder_config(spec, PIXELS), obj.output_dim(PIXELS, loss))
+    x = torch.randint(0, 17, (2, 64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(obj.model_inputs(x, PIXELS)).dtype == torch.float32
+
+
 def test_causal_attention_ignores_the_future():
     spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, dropout=0.0)
     model = Pretrainer(encoder_config(spec, TOKENS), TOKENS.vocab_size).eval()

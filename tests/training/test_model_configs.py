@@ -1,0 +1,37 @@
+"""The optimiser config a trial trains with: the device it asks for follows the GPUs it reserved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sptune.spec import load_spec
+from sptune.training.device import pick_device
+from sptune.training.model_configs import optim_config
+
+CONFIG = {"lr": 1e-3, "batch_size": 32}
+
+
+def _optim(repo_root: str, *overrides: str):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
+    return optim_config(CONFIG, spec, spec.variant_budget("scratch"), 0.0)
+
+
+@pytest.mark.parametrize(
+    "overrides,device",
+    [
+        # Recent Ray shows a trial every GPU even when it asked for none: "auto" must not pick one there.
+        ((), "cpu"),
+        (("resources.gpu=0",), "cpu"),
+        (("resources.gpu=0.125",), "auto"),
+        (("resources.gpu=1",), "auto"),
+        (("training.device=cpu", "resources.gpu=1"), "cpu"),
+        (("training.device=cuda", "resources.gpu=0.5"), "cuda"),
+    ],
+)
+def test_a_trial_asks_for_a_gpu_only_where_it_reserved_one(repo_root, overrides, device):
+    cfg = _optim(repo_root, *overrides)
+    assert cfg.device == device
+    if device == "cpu":
+        assert pick_device(cfg.device).type == "cpu"  # on any machine, GPUs or not
