@@ -28,21 +28,27 @@ def versus_trivial(metrics: dict[str, Any]) -> dict[str, Any] | None:
             "beats_trivial": beats, "relative_margin": margin}
 
 
-def _line(label: str, check: dict[str, Any]) -> str:
+def describe(label: str, check: dict[str, Any]) -> str:
+    """One pretraining's comparison in words (results.md and the report's flag)."""
     unit, own = check["unit"], check["spt"]
     named = ", ".join(f"{k.removeprefix(TRIVIAL_PREFIX)} {v:.4f}" for k, v in check.items()
                       if k.startswith(TRIVIAL_PREFIX) and k != TRIVIAL_BEST)
     verdict = ("beats the best of them" if check["beats_trivial"] else
                "does NOT beat the best of them: SPT learned less than a predictor that needs no training, so the "
                "finetuning comparison tests an untrained prior")
-    return f"- {label}: selected checkpoint {unit} {own:.4f}; trivial predictors on the same masks: {named}; {verdict}."
+    return f"{label}: selected checkpoint {unit} {own:.4f}; trivial predictors on the same masks: {named}; {verdict}."
+
+
+def trivial_checks(study: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """results.json's pretraining label -> its selected checkpoint's `versus_trivial`."""
+    return {label: entry["versus_trivial"] for label, entry in study.items()
+            if isinstance(entry, dict) and isinstance(entry.get("versus_trivial"), dict)}
 
 
 def trivial_lines(study: dict[str, Any]) -> list[str]:
     """results.md's account of each pretraining's selected checkpoint against the trivial predictors."""
-    checks = [(label, entry["versus_trivial"]) for label, entry in study.items()
-              if isinstance(entry, dict) and isinstance(entry.get("versus_trivial"), dict)]
+    checks = list(trivial_checks(study).items())
     if not checks:
         return []
     return ["", "SPT checkpoints against predictors that need no training (validation, pixel units for pixels):",
-            *(_line(label, check) for label, check in checks)]
+            *(f"- {describe(label, check)}" for label, check in checks)]

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from sptune.judging.trivial_check import describe
 from sptune.plan.lr_extension import EDGE_FACTOR
 from sptune.report.cells import Cell
 from sptune.report.compute import budget_note, compute_table, variant_objectives
@@ -341,11 +342,32 @@ def flag_compute(data: ReportData, tasks: list[str], variants: list[str], kinds:
     return Flag("compute", "Compute per variant", "info", f"{note} {_compute_summary(data)}", [], table)
 
 
+# ---------------------------------------------------------------- SPT against predictors that need no training
+
+
+def flag_spt_trivial(data: ReportData) -> Flag:
+    """Each pretraining's selected checkpoint against the trivial predictors on its validation masks."""
+    checks = data.versus_trivial
+    if not checks:
+        return Flag("spt-trivial", "SPT not checked against trivial predictors", "info",
+                    "results.json records no trivial-predictor scores (no pretraining, or an older study).")
+    items = [describe(label, check) for label, check in checks.items()]
+    if all(check["beats_trivial"] for check in checks.values()):
+        return Flag("spt-trivial", "SPT beat the predictors that need no training", "ok",
+                    "Every selected SPT checkpoint reconstructs the validation masks better than the best trivial "
+                    "predictor (pixels: the visible mean or the neighbour average; tokens: the most frequent or "
+                    "the nearest visible token) on the same masks.", items)
+    return Flag("spt-trivial", "SPT learned less than a neighbour average", "warn",
+                "A selected SPT checkpoint does not beat a predictor that needs no training on its own validation "
+                "masks: the finetuning comparison tests an untrained prior, not what SPT can learn. Pretrain longer "
+                "or at another LR before reading its Δ.", items)
+
+
 def all_flags(data: ReportData, cells: dict[tuple[str, str], Cell], tasks: list[str], variants: list[str],
               kinds: dict[str, str]) -> list[Flag]:
     """Every flag, in the order the page shows them."""
     return [flag_lr_edge(data, cells), flag_rank_flip(data, tasks, variants),
             flag_completed(data, tasks, variants), flag_diverged(data, tasks, variants),
             flag_learned_nothing(data, tasks, variants), flag_unconverged(data, tasks, variants),
-            flag_failures(data, tasks, variants),
+            flag_failures(data, tasks, variants), flag_spt_trivial(data),
             flag_compute(data, tasks, variants, kinds)]

@@ -14,6 +14,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from sptune.judging.stats import DEFAULT_BASELINE
+from sptune.judging.trivial_check import trivial_checks
 from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
@@ -162,4 +163,5 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
                       spread=results.get("spread"), tracking_uri=None if notes else uri,
                       parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}),
-                      lr_extension=dict(results.get("lr_extension") or {}))
+                      lr_extension=dict(results.get("lr_extension") or {}),
+                      versus_trivial=trivial_checks(results))

@@ -76,6 +76,9 @@ class ReportData:
     budget: dict[str, Any] = field(default_factory=dict)
     # results.json's `lr_extension` (sptune.plan.lr_extension): per extending variant, what its search added.
     lr_extension: dict[str, Any] = field(default_factory=dict)
+    # Each pretraining's selected checkpoint against the trivial predictors (results.json's `versus_trivial`
+    # of each pretraining entry, sptune.judging.trivial_check), by the pretraining's label.
+    versus_trivial: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""
