@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -9,7 +11,7 @@ from sptune.spec import ModelSpec
 from sptune.tasks.base import TaskInfo
 from sptune.training import objectives as obj
 from sptune.training.model_configs import classifier_config, encoder_config
-from sptune.training.models import Classifier, Pretrainer
+from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.variants import build_model
 
 PIXELS = TaskInfo(name="px", input_kind="continuous", seq_len=64, num_classes=10, levels=17)
@@ -18,7 +20,7 @@ PAIRED = TaskInfo(name="pair", input_kind="tokens", seq_len=32, num_classes=2, v
 
 
 @pytest.mark.parametrize("pooling", ["mean", "max", "last", "cls"])
-@pytest.mark.parametrize("positions", ["learned", "rotary"])
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rotary"])
 @pytest.mark.parametrize("info", [PIXELS, TOKENS], ids=["pixels", "tokens"])
 def test_classifier_shapes(pooling, positions, info):
     spec = ModelSpec(d_model=32, n_layers=2, n_heads=4, d_ff=64, pooling=pooling, positions=positions)
@@ -126,3 +128,34 @@ def test_a_causal_classifier_refuses_cls_pooling():
     with pytest.raises(ValueError, match="cls pooling on a causal model"):
         Classifier(classifier_config(spec, PIXELS, causal=True))
     assert Classifier(classifier_config(spec, PIXELS)).cfg.pooling == "cls"  # bidirectional: it sees every position
+
+
+def test_the_sinusoidal_table_is_fixed_shared_and_never_checkpointed():
+    """The reference's table: sin in even, cos in odd features, base 10000, a buffer rebuilt from the config."""
+    cfg = encoder_config(ModelSpec(d_model=8, n_layers=1, n_heads=2, d_ff=16, positions="sinusoidal"), PIXELS)
+    a, b = Classifier(ModelConfig(cfg, num_classes=2)), Classifier(ModelConfig(cfg, num_classes=2))
+    table = a.encoder.positions
+    assert table.shape == (1, PIXELS.seq_len, 8) and not isinstance(table, torch.nn.Parameter)
+    assert "encoder.positions" not in a.state_dict() and "encoder.positions" not in dict(a.named_parameters())
+    assert torch.equal(table, b.encoder.positions)  # the same code in every model: qk_init's copied maps see it
+    position, feature = 5, 2  # feature 2 = sin at rate 10000^(-2/8)
+    assert table[0, position, feature] == pytest.approx(math.sin(position * 10000 ** (-2 / 8)))
+    assert table[0, position, feature + 1] == pytest.approx(math.cos(position * 10000 ** (-2 / 8)))
+
+
+def test_a_learned_table_starts_small_beside_the_input():
+    torch.manual_seed(0)
+    model = Classifier(classifier_config(ModelSpec(positions="learned"), PIXELS))
+    assert isinstance(model.encoder.positions, torch.nn.Parameter)
+    assert model.encoder.positions.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+def test_standardised_pixels_reach_the_model_and_a_masked_one_is_the_mean():
+    info = TaskInfo(name="px", input_kind="continuous", seq_len=4, num_classes=2, levels=17, value_mean=0.5,
+                    value_std=0.25)
+    x = torch.tensor([[0, 8, 16, 12]])
+    mask = torch.tensor([[False, False, True, False]])
+    inputs = obj.model_inputs(x, info, mask)
+    assert inputs[0, :, 0].tolist() == [-2.0, 0.0, 0.0, 1.0]  # (x/16 - 0.5) / 0.25; the masked one: 0
+    assert inputs[0, :, 1].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert obj.targets_for(x, info, "l1")[0, 2].item() == 1.0  # targets stay in the task's own units
