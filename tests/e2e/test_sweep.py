@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from sptune.spec import load_spec
+from sptune.study.final_evaluation import train_sample
 from sptune.sweep import main
+from sptune.tasks import TaskRequest, load_task
+from sptune.training.final_scores import accuracy_on
 from tests.helpers_browser import headless
 from tests.helpers_tiny import PLAIN
 
@@ -202,10 +206,13 @@ def test_results_carry_provenance_test_reads_expected_max_and_seeds_used(study):
     for variant, entry in results["summary"].items():
         assert (entry["n_attempted"], entry["n_used"], entry["seeds_not_used"]) == (1, 1, []), variant
     assert all((row["test_device"], row["test_precision"]) == ("cpu", "fp32") for row in rows)
-    client = study[2]
-    for row in rows:  # the selected epoch's training accuracy, as the trial logged it
-        logged = {m.step: m.value for m in client.get_metric_history(row["mlflow_run_id"], "train_acc")}
-        assert row["train_acc"] == pytest.approx(logged[row["best_epoch"]]), row["variant"]
+    # train_acc: the tested checkpoint itself in eval mode on the first training rows (not the epoch's running
+    # minibatch mean, which the trial logs as train_acc_running).
+    spec = load_spec(out / "spec.yaml")
+    data = load_task(TaskRequest("digits"))
+    for row in rows:
+        again = accuracy_on(spec, data.info, row["checkpoint"], train_sample(data), row["variant"])
+        assert row["train_acc"] == pytest.approx(again.accuracy), row["variant"]
     assert all(entry["train_acc_mean"] is not None for entry in results["summary"].values())
     # The curve is over the same per-trial scores MLflow holds (what the report draws it from).
     parent = results["mlflow"]["parent_run_id"]
@@ -303,5 +310,5 @@ def test_the_parent_run_says_where_its_numbers_came_from(study, repo_root):
     child = next(r for r in _children(runs, parent.info.run_id) if r.data.tags["sptune.phase"] == "search")
     for key in ("optim.weight_decay", "optim.warmup_fraction", "optim.grad_clip", "optim.precision", "optim.betas"):
         assert key in child.data.params, key
-    for metric in ("lr", "grad_norm", "loss", "train_acc"):
+    for metric in ("lr", "grad_norm", "loss", "train_acc_running"):
         assert client.get_metric_history(child.info.run_id, metric), metric

@@ -10,7 +10,7 @@ import torch
 
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.final_scores import accuracy_on_test, trial_device_and_precision
+from sptune.training.final_scores import accuracy_on, accuracy_on_test, trial_device_and_precision
 from sptune.training.model_configs import variant_classifier_config
 from sptune.training.scoring import score as score_model
 from sptune.training.variants import build_for_evaluation
@@ -60,3 +60,20 @@ def test_a_gpu_trials_checkpoint_on_a_driver_without_one_is_tested_on_the_cpu_in
     test = ArraySplit(np.zeros((8, 64), dtype="int64"), np.zeros(8, dtype="int64"))
     score = accuracy_on_test(spec, INFO, str(tmp_path / "ck"), test, "scratch")
     assert (score.device, score.precision) == ("cpu", "bf16")
+
+
+def test_train_accuracy_is_the_checkpoint_in_eval_mode_on_the_first_training_rows(repo_root, tmp_path):
+    """Coser & Orvieto's fit of the training data: the stored weights, dropout off, on a fixed sample of rows."""
+    from sptune.study.final_evaluation import TRAIN_SAMPLE, train_sample
+    from sptune.tasks import TaskRequest, load_task
+
+    spec = _spec(repo_root, "model.dropout=0.5")  # dropout on would make a train-mode score vary
+    model = _checkpoint(spec, tmp_path / "ck", device_in_use="cpu", precision_in_use="fp32")
+    data = load_task(TaskRequest("digits"))
+    rows = train_sample(data)
+    assert len(rows) == min(TRAIN_SAMPLE, len(data.train)) and (rows.x == data.train.x[: len(rows)]).all()
+    first = accuracy_on(spec, INFO, str(tmp_path / "ck"), rows, "scratch")
+    second = accuracy_on(spec, INFO, str(tmp_path / "ck"), rows, "scratch")
+    assert first == second  # eval mode: no dropout noise
+    x, y = torch.from_numpy(rows.x), torch.from_numpy(rows.y)
+    assert first.accuracy == score_model(model, INFO, x, y, torch.device("cpu"), "fp32")[1]

@@ -420,3 +420,19 @@ def test_a_loop_resumed_mid_pass_ends_with_the_same_weights():
     assert resumed.optimizer_steps == 12
     for name, tensor in _named_weights(straight).items():
         assert torch.equal(resumed.model.state_dict()[name], tensor), name
+
+
+def test_a_constant_schedule_holds_the_peak_after_its_warm_up_in_steps():
+    loop = _finetune(schedule="constant", warmup_steps=3, epochs=4)  # 4 steps per epoch, 16 in all
+    rates = []
+    for _ in range(4):
+        loop.train_epoch()
+        rates.append(loop.last_lr)
+    assert rates == pytest.approx([1e-2] * 4)  # past the 3 warm-up steps: the peak to the end
+    cosine = _finetune(warmup_steps=3, epochs=4)
+    cosine.train_epoch()
+    cosine.train_epoch()
+    assert cosine.last_lr < 1e-2 * 0.9  # the same warm-up, then decaying
+    warming = _finetune(schedule="constant", warmup_steps=8, epochs=4)
+    warming.train_epoch()
+    assert warming.last_lr == pytest.approx(1e-2 * 4 / 8)  # step 4 of an 8-step linear warm-up
