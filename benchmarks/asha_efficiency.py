@@ -91,8 +91,8 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
 
 def run_method(method: str, spec: Any, task: Any, storage: Path) -> dict[str, Any]:
     from sptune.judging.selection import select_best
+    from sptune.judging.stage_graph import Stage
     from sptune.plan.study_plan import build_plan
-    from sptune.tuning.stages import Stage
     from sptune.tuning.tuner import build_study_tuner, staged_search
 
     plan = build_plan(spec, task.info, cluster_cpus=2)

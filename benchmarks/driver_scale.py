@@ -242,7 +242,7 @@ def study_tuner(plan: Any, task: Any, storage: str, callbacks: list) -> Any:
     from unittest import mock
 
     import sptune.tuning.tuner
-    from sptune.tuning.stages import Stage
+    from sptune.judging.stage_graph import Stage
 
     searcher, scheduler = sptune.tuning.tuner.staged_search(plan, [Stage(s) for s in plan.variant_searches()], {}, {})
     trainable = tune.with_resources(NoOpTrainable, {"cpu": plan.spec.resources.cpu, "gpu": 0})

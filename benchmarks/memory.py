@@ -214,8 +214,8 @@ def spec_for(task: str, n: int) -> Any:
 def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
     """N concurrent probe trials through the study's Tuner; their memory at the barrier."""
     import sptune.tuning.tuner
+    from sptune.judging.stage_graph import Stage
     from sptune.plan.study_plan import build_plan
-    from sptune.tuning.stages import Stage
 
     spec = spec_for(data.info.name, n)
     plan = build_plan(spec, data.info, cluster_cpus=2)

@@ -53,10 +53,10 @@ def import_costs(repeats: int) -> dict[str, float]:
 
 def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     """A real sptune Tuner with one 1-epoch digits trial, repeated: fit wall vs in-trial time."""
+    from sptune.judging.stage_graph import Stage
     from sptune.plan.study_plan import build_plan
     from sptune.spec import from_dict
     from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
-    from sptune.tuning.stages import Stage
     from sptune.tuning.tuner import build_study_tuner, staged_search
 
     data = bc.spec_dict(bc.SPECS / "digits_quick.yaml")

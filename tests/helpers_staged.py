@@ -17,7 +17,7 @@ DIGITS = TaskInfo("digits", "continuous", 64, 10, levels=17)
 
 def run(plan, stages, score, order: int = 0, concurrent: int = 2, selections=None, ranked=None) -> tuple:
     """What Tune does with the staged searcher: ask, run, tell; a live trial picked by `order` ends whenever
-    no new one can start. (The searcher, every trial's config by id)."""
+    no new one can start. (The stages' ledger, every trial's config by id)."""
     searcher, _ = staged_search(plan, stages, {}, selections or {}, None, ranked)
     pick, live, configs = random.Random(order), [], {}
 
@@ -29,7 +29,7 @@ def run(plan, stages, score, order: int = 0, concurrent: int = 2, selections=Non
         metrics = {"trial_id": trial_id, "experiment_tag": f"{index}_x", "training_iteration": 4, "diverged": diverged}
         kept = [] if diverged else [(SimpleNamespace(path=f"/ckpt/{trial_id}"), epoch)]
         searcher.on_trial_complete(trial_id, {**config, "best_val_acc": value})
-        searcher.trial_ended(trial_id, TrialOutcome(config, metrics, None, "", kept))
+        searcher.ledger.trial_ended(trial_id, TrialOutcome(config, metrics, None, "", kept))
 
     while True:
         trial_id = f"t{len(configs):03d}"
@@ -44,4 +44,4 @@ def run(plan, stages, score, order: int = 0, concurrent: int = 2, selections=Non
         end(live.pop(pick.randrange(len(live))))
     for trial_id in live:
         end(trial_id)
-    return searcher, configs
+    return searcher.ledger, configs

@@ -4,7 +4,7 @@
 (`sptune.tuning.callbacks.checkpoint_pruning`: its best and its latest, as Tune lists them) by
 `sptune.judging.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across
 trials too. The same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still
-runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.tuning.stages`), so both ways
+runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.judging.ledger`), so both ways
 pick the same trial and epoch.
 """
 

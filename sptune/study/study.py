@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sptune.judging.results import ResultRow
+from sptune.judging.stage_graph import Stage, StartingCheckpoints, variant_stages
 from sptune.plan.study_plan import StudyPlan
 from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror, is_remote
 from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
@@ -23,7 +24,6 @@ from sptune.study.tuner_run import TunerRunner
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 from sptune.tracking.optuna_studies import OptunaTarget, follow_move
-from sptune.tuning.stages import Stage, StartingCheckpoints, variant_stages
 
 
 class Study:
@@ -99,7 +99,7 @@ class Study:
             if seeds and per_seed:
                 given = self.pretrained.given_per_seed(pretraining)
                 if given is None:
-                    stages.append(Stage(pretraining, seeds))
+                    stages.append(Stage.rerun(pretraining, seeds))
                 else:
                     checkpoints[pretraining.rerun_label] = dict(given)
         by_label = {p.label: p for p in self.plan.pretrainings()}

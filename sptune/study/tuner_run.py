@@ -1,10 +1,11 @@
 """The study's one Tuner (`sptune.tuning.stages`): run it, or restore it after an interruption. Each stage is
-selected while the Tuner runs on, as soon as its last trial ends; `StageRecorder` then records the
-selection in the state (saved at once, so `--resume` never redoes it) and marks it in MLflow.
+selected while the Tuner runs on, as soon as its last trial ends (`sptune.judging.ledger`); `StageRecorder` then
+records the ledger's events in the study's one state (saved at once, so `--resume` never redoes a selection) and
+marks final picks in MLflow.
 
 With a remote --storage a resume may run in another process on another machine than the driver that
 pickled the Tuner's callbacks (tuner.pkl): `THIS_RUN` tells them, as they are unpickled, where the
-running driver writes (its output directory and storage), never the old driver's."""
+running driver writes (its state, output directory and storage), never the old driver's."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from ray import tune
 
 from sptune import storage as stored
 from sptune.errors import RuntimeFailure
-from sptune.judging.stats import finite_float
+from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, StageSelected
+from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
-from sptune.study.state import SearchRecord, SelectedTrial, StateFile, TunerRun, read_state
+from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
 from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
@@ -27,7 +29,6 @@ from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
 from sptune.tuning.outcomes import outcome_of
-from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints
 from sptune.tuning.tuner import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
@@ -61,30 +62,24 @@ def mark_selected(tracker: Tracker, picked: SelectedTrial) -> None:
 
 
 class StageRecorder(tune.Callback):
-    """Driver-side: hands every ended trial (its results and kept checkpoints) to the staged searcher,
-    and records each selection the searcher makes, at once: dependent stages start while the rest of
-    the Tuner runs on. Must come after the TrialRunLogger (the selected trial's child run exists)."""
+    """Driver-side: hands every ended trial (its results and kept checkpoints) to the stages' ledger and records
+    the events it returns, at once: each selection in the state (saved, so `--resume` never redoes it) and, for
+    a final pick, in MLflow; each failure in the state. Dependent stages start while the rest of the Tuner runs
+    on. Must come after the TrialRunLogger (the selected trial's child run exists)."""
 
-    def __init__(self, searcher: StagedSearcher, tracker: Tracker, state_file: StateFile) -> None:
-        self.searcher, self.tracker, self.state_file = searcher, tracker, state_file
-        self.storage = state_file.storage  # kept checkpoints are recorded as URIs under it
+    def __init__(self, ledger: Ledger, tracker: Tracker, state_file: StateFile) -> None:
+        self.ledger, self.tracker, self.state_file = ledger, tracker, state_file
 
-    # Pickled into tuner.pkl with the searcher (one pickle: it stays the same object on Tuner.restore);
-    # the state file and MLflow are reconnected in the resuming process.
+    # Pickled into tuner.pkl with the searcher (one pickle: the ledger stays the searcher's on Tuner.restore);
+    # MLflow is reconnected, and the state is the running driver's own (`THIS_RUN`), never a copy read back.
     def __getstate__(self) -> dict:
         t = self.tracker
-        return {
-            "searcher": self.searcher,
-            "_out": self.state_file.output_dir,
-            "_storage": self.storage,
-            "_tracking": (t.uri, t.experiment_id, t.parent_run_id),
-        }
+        return {"ledger": self.ledger, "_tracking": (t.uri, t.experiment_id, t.parent_run_id)}
 
     def __setstate__(self, state: dict) -> None:
-        self.searcher = state["searcher"]
+        self.ledger = state["ledger"]
         self.tracker = Tracker.attach(*state["_tracking"])
-        self.storage = THIS_RUN.get("storage", state.get("_storage"))
-        self.state_file = StateFile(THIS_RUN.get("out", state["_out"]), self.storage)
+        self.state_file = THIS_RUN["state_file"]  # TunerRunner sets it before it restores the Tuner
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._ended(trial)
@@ -93,42 +88,41 @@ class StageRecorder(tune.Callback):
         self._ended(trial)
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        self._record(self.searcher.take_news())  # a stage whose searcher ran out early is selected in suggest
+        self._record(self.ledger.take_events())  # e.g. a stage whose searcher ran out early, selected in suggest
 
     def _ended(self, trial: Any) -> None:
-        self.searcher.trial_ended(trial.trial_id, outcome_of(trial, self.storage))
-        self._record(self.searcher.take_news())
+        # Kept checkpoints are recorded as URIs under the storage.
+        self._record(self.ledger.trial_ended(trial.trial_id, outcome_of(trial, self.state_file.storage)))
 
-    def _record(self, labels: list[str]) -> None:
-        if not labels:
+    def _record(self, events: list[Event]) -> None:
+        news = [e for e in events if not isinstance(e, StageReleased)]  # a release changes nothing recorded
+        if not news:
             return
         state, runs = self.state_file.state, self.tracker.children()
-        for label in labels:
-            stage = self.searcher.stages[label]
-            if label in self.searcher.failed:
-                state.failed[label] = list(self.searcher.failed[label])
-                print(f"[sptune] {label}: nothing to select ({self.searcher.failed[label][1]})", flush=True)
-                continue
-            picked = [SelectedTrial(s, runs.get(s.trial_id)) for s in self.searcher.selected[label]]
-            record = SearchRecord(picked, self._trial_scores(label, stage.plan.epoch_score),
-                                  self.searcher.ranked.get(label), self.searcher.candidates.get(label))
-            for picked in record.selected if stage.final else []:  # a pick a later stage may change is not marked
-                mark_selected(self.tracker, picked)
-            state.searches[label] = record
-            start = self.searcher.released_at.get(label, time.time())
-            trials = len(self.searcher.outcomes[label])
-            state.timeline.append(TunerRun(label, [stage.plan.variant_or_objective], start, time.time(), trials))
-            if record.candidates:
-                _print_candidates(label, record)
-            elif stage.kind == "extend" and not trials:
-                print(f"[sptune] {label}: nothing to add (no config the pick may come from is at the edge)", flush=True)
+        for event in news:
+            if isinstance(event, StageFailed):
+                state.failed[event.label] = [event.where, event.problem, event.fix]
+                print(f"[sptune] {event.label}: nothing to select ({event.problem})", flush=True)
             else:
-                _print_selected(label, record, start)
+                self._selected(event, state, runs)
         self.state_file.save()
 
-    def _trial_scores(self, label: str, score: str) -> list[float | None]:
-        """Each trial's best epoch score as it last reported it (`sptune.judging.expected_max` reads them)."""
-        return [finite_float((o.metrics or {}).get("best_" + score)) for o in self.searcher.outcomes[label].values()]
+    def _selected(self, event: StageSelected, state: StudyState, runs: dict[str, str]) -> None:
+        chosen = event.pick
+        picked = [SelectedTrial(s, runs.get(s.trial_id)) for s in chosen.picked]
+        record = SearchRecord(picked, event.trial_scores, chosen.ranked, chosen.candidates)
+        for picked in record.selected if event.final else []:  # a pick a later stage may change is not marked
+            mark_selected(self.tracker, picked)
+        state.searches[event.label] = record
+        trials = len(event.trial_scores)
+        state.timeline.append(TunerRun(event.label, [event.variant], event.released_at, time.time(), trials))
+        if record.candidates:
+            _print_candidates(event.label, record)
+        elif event.kind is StageKind.EXTEND and not trials:
+            print(f"[sptune] {event.label}: nothing to add (no config the pick may come from is at the edge)",
+                  flush=True)
+        else:
+            _print_selected(event.label, record, event.released_at)
 
 
 class TunerRunner:
@@ -155,11 +149,7 @@ class TunerRunner:
         if self.resume:
             self._drop_forgotten(grid, started)
         if self.optuna is not None:
-            self.optuna.close(tuple(s.search for s in stages if s.kind == "search"))
-        fresh = read_state(self.state_file.output_dir)  # a restored Tuner's recorder wrote its own copy
-        if fresh is not None:
-            self.state.searches.update(fresh.searches)
-            self.state.timeline, self.state.failed = fresh.timeline, fresh.failed
+            self.optuna.close(tuple(s.search for s in stages if s.kind is StageKind.SEARCH))
         missing = [s.label for s in stages if s.label not in self.state.searches]
         if missing:
             failed = next((self.state.failed[m] for m in missing if m in self.state.failed), None)
@@ -178,7 +168,8 @@ class TunerRunner:
             session = restore_consistent(experiment_dir)
             since = f" from its snapshot of session {session}" if session else ""
             print(f"[sptune] {STUDY_EXPERIMENT}: resuming the interrupted Tuner{since} ...", flush=True)
-            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage, experiment=experiment_dir)
+            THIS_RUN.update(out=self.state_file.output_dir, storage=self.state_file.storage, experiment=experiment_dir,
+                            state_file=self.state_file)
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         ranked = {label: list(r.ranked) for label, r in self.state.searches.items() if r.ranked}
@@ -186,7 +177,7 @@ class TunerRunner:
         parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
-        recorder = StageRecorder(searcher, self.tracker, self.state_file)
+        recorder = StageRecorder(searcher.ledger, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
         states = TrialStateMetrics(self.plan.spec.name, [(s.plan.variant_or_objective, s.plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)

@@ -11,7 +11,9 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
+from sptune.judging.ledger import Ledger
 from sptune.judging.selection import Selection
+from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.plan.study_plan import TRAINED_TO_THE_END, SearchPlan, StudyPlan
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
@@ -22,7 +24,7 @@ from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import searcher_for
-from sptune.tuning.stages import Stage, StagedSearcher, StartingCheckpoints
+from sptune.tuning.stages import StagedSearcher
 from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
 STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
@@ -87,11 +89,12 @@ def staged_search(
     ranked: dict[str, list[Selection]] | None = None,
 ) -> tuple[StagedSearcher, StageScheduler]:
     """Every stage its own searcher (stages of given configs get theirs when released; each Optuna search
-    persisted in `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names.
-    `selections` (and `ranked`, the best configs of those that rank some) were made before (a resumed study)."""
-    searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind == "search"}
+    persisted in `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names; the
+    stages' ledger is the searcher's. `selections` (and `ranked`, the best configs of those that rank some) were
+    made before (a resumed study)."""
+    searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind is StageKind.SEARCH}
     fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
-    searcher = StagedSearcher(stages, searchers, fixed, checkpoints, selections, ranked)
+    searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed)
     schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
     return searcher, StageScheduler(schedulers, plan.concurrency)
 
@@ -120,7 +123,7 @@ def build_study_tuner(
     callbacks: list,
 ) -> tune.Tuner:
     """The study's one Tuner, of the stages `searcher` holds (`staged_search`)."""
-    stages = list(searcher.stages.values())
+    stages = list(searcher.ledger.stages.values())
     return tune.Tuner(
         study_trainable(plan, data),
         tune_config=tune.TuneConfig(

@@ -15,13 +15,13 @@ import pytest
 from sptune.errors import SpecError
 from sptune.judging.results import write_results
 from sptune.judging.robust_selection import CandidateRuns, candidate_lines, pick_candidate
+from sptune.judging.stage_graph import variant_stages
 from sptune.plan import seeds
 from sptune.plan.cost import stage_epochs
 from sptune.plan.study_plan import build_plan, describe
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState
-from sptune.tuning.stages import variant_stages
 from tests.helpers_staged import DIGITS, run
 from tests.helpers_tiny import PLAIN_PICK
 
@@ -86,7 +86,7 @@ def test_candidate_seeds_are_no_search_trials_and_no_reruns():
 
 def test_the_pick_is_the_best_mean_over_fresh_seeds_and_reruns_train_it(repo_root):
     plan = _plan(repo_root, *ROBUST)
-    searcher, configs = run(plan, _stages(plan), lucky_at_the_top)
+    ledger, configs = run(plan, _stages(plan), lucky_at_the_top)
     by_stage = _by_stage(configs)
     assert Counter({k: len(v) for k, v in by_stage.items()}) == {"search-scratch": 5, "candidates-scratch": 6,
                                                                  "rerun-scratch": 2}
@@ -96,11 +96,11 @@ def test_the_pick_is_the_best_mean_over_fresh_seeds_and_reruns_train_it(repo_roo
         [(r["lr"], r["batch_size"], i, s) for i, r in enumerate(ranked) for s in (2000, 2001)]
     assert all(c["phase"] == "candidate" for c in candidates)
     # The search's winner was lucky; the pick is the second, and the re-runs train it with their own seeds.
-    assert searcher.selected["search-scratch"][0].config["lr"] == ranked[0]["lr"]
-    assert searcher.selected["candidates-scratch"][0].config["lr"] == ranked[1]["lr"]
+    assert ledger.selected["search-scratch"][0].config["lr"] == ranked[0]["lr"]
+    assert ledger.selected["candidates-scratch"][0].config["lr"] == ranked[1]["lr"]
     reruns = by_stage["rerun-scratch"]
     assert [(c["lr"], c["seed"]) for c in reruns] == [(ranked[1]["lr"], 1000), (ranked[1]["lr"], 1001)]
-    entries = searcher.candidates["candidates-scratch"]
+    entries = ledger.candidates["candidates-scratch"]
     assert [e["picked"] for e in entries] == [False, True, False]
     assert entries[1]["val_acc_per_seed"] == [0.95, 0.95] and entries[1]["mean"] == pytest.approx(0.95)
     assert entries[0]["mean"] == pytest.approx(0.30) and entries[0]["seeds"] == [2000, 2001]
@@ -109,9 +109,9 @@ def test_the_pick_is_the_best_mean_over_fresh_seeds_and_reruns_train_it(repo_roo
 def test_a_search_with_fewer_trials_than_top_k_has_them_all_as_candidates(repo_root):
     plan = _plan(repo_root, "selection.top_k=7", "selection.seeds=2")
     assert "Total: 17 trials" in describe(plan)  # 5 search trials, 5 x 2 candidates, 2 re-runs
-    searcher, configs = run(plan, _stages(plan), lucky_at_the_top)
+    ledger, configs = run(plan, _stages(plan), lucky_at_the_top)
     assert sorted(c["candidate"] for c in _by_stage(configs)["candidates-scratch"]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    assert len(searcher.candidates["candidates-scratch"]) == 5
+    assert len(ledger.candidates["candidates-scratch"]) == 5
 
 
 def test_the_pick_is_the_same_in_any_order_at_any_concurrency(repo_root):
@@ -122,11 +122,11 @@ def test_the_pick_is_the_same_in_any_order_at_any_concurrency(repo_root):
 
     runs = []
     for concurrent, order in ((1, 0), (2, 1), (3, 2), (5, 3)):
-        searcher, configs = run(plan, _stages(plan), noisy, order, concurrent)
+        ledger, configs = run(plan, _stages(plan), noisy, order, concurrent)
         stages = _by_stage(configs)
         runs.append(({k: [(c["lr"], c["seed"]) for c in v] for k, v in stages.items()},
-                     {k: [(s.config["lr"], s.config["seed"]) for s in v] for k, v in searcher.selected.items()},
-                     searcher.candidates))
+                     {k: [(s.config["lr"], s.config["seed"]) for s in v] for k, v in ledger.selected.items()},
+                     ledger.candidates))
     assert all(r == runs[0] for r in runs)
 
 
@@ -156,19 +156,19 @@ def test_the_plan_says_what_candidates_add_and_the_cost_counts_them(repo_root):
 
 def test_a_resumed_study_redoes_neither_the_search_nor_finished_candidates(repo_root, tmp_path):
     plan = _plan(repo_root, *ROBUST)
-    searcher, _ = run(plan, _stages(plan), lucky_at_the_top)
-    search = SearchRecord([SelectedTrial(searcher.selected["search-scratch"][0], None)], None,
-                          searcher.ranked["search-scratch"])
+    ledger, _ = run(plan, _stages(plan), lucky_at_the_top)
+    search = SearchRecord([SelectedTrial(ledger.selected["search-scratch"][0], None)], None,
+                          ledger.ranked["search-scratch"])
     stored = json.loads(json.dumps({"searches": {"search-scratch": _as_json(search)}}))
     state = StudyState.from_json(stored)
-    assert state.searches["search-scratch"].ranked == searcher.ranked["search-scratch"]
+    assert state.searches["search-scratch"].ranked == ledger.ranked["search-scratch"]
     # A new Tuner after the search was recorded: its candidates come from the recorded ranking.
     left = [s for s in _stages(plan) if s.label not in state.searches]
     selections = {label: [p.selection for p in r.selected] for label, r in state.searches.items()}
     ranked = {label: r.ranked for label, r in state.searches.items() if r.ranked}
     resumed, configs = run(plan, left, lucky_at_the_top, selections=selections, ranked=ranked)
     assert {c["stage"] for c in configs.values()} == {"candidates-scratch", "rerun-scratch"}
-    assert resumed.selected["candidates-scratch"] == searcher.selected["candidates-scratch"]
+    assert resumed.selected["candidates-scratch"] == ledger.selected["candidates-scratch"]
     # Once the candidates are recorded, the study's stages leave them out.
     needs = _study_stages(plan, tmp_path, {"search-scratch": search, "candidates-scratch": search})
     assert needs == {"rerun-scratch": ("candidates-scratch",)}
@@ -195,10 +195,10 @@ def _study_stages(plan, out: Path, done: dict) -> dict:
 
 def test_results_show_each_candidates_mean_and_spread(repo_root, tmp_path):
     plan = _plan(repo_root, *ROBUST)
-    searcher, _ = run(plan, _stages(plan), lucky_at_the_top)
-    picked = searcher.selected["candidates-scratch"][0]
+    ledger, _ = run(plan, _stages(plan), lucky_at_the_top)
+    picked = ledger.selected["candidates-scratch"][0]
     state = StudyState(searches={
-        "candidates-scratch": SearchRecord([SelectedTrial(picked, None)], candidates=searcher.candidates[
+        "candidates-scratch": SearchRecord([SelectedTrial(picked, None)], candidates=ledger.candidates[
             "candidates-scratch"])})
     doc = results_document(plan, state, [])
     assert doc["selection"]["top_k"] == 3 and doc["selection"]["seeds"] == [2000, 2001]

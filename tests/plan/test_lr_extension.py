@@ -14,6 +14,7 @@ import pytest
 
 from sptune.errors import SpecError
 from sptune.judging.results import write_results
+from sptune.judging.stage_graph import variant_stages
 from sptune.plan import seeds
 from sptune.plan.cost import stage_epochs
 from sptune.plan.lr_extension import extension_lrs, extension_record, round_trials
@@ -23,7 +24,6 @@ from sptune.report.records import ReportData
 from sptune.spec import ParamSpace, apply_override, from_dict, read_yaml
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState
-from sptune.tuning.stages import variant_stages
 from tests.helpers_staged import DIGITS, run
 from tests.helpers_tiny import PLAIN_PICK
 
@@ -129,15 +129,15 @@ def test_a_pretraining_never_extends(repo_root):
 
 def test_rounds_add_lrs_until_the_pick_is_inside_and_the_reruns_train_it(repo_root):
     plan = _plan(repo_root, *EXTEND)
-    searcher, configs = run(plan, _stages(plan), peak_at(0.009))
+    ledger, configs = run(plan, _stages(plan), peak_at(0.009))
     by_stage = _stage_configs(configs)
     best_searched = max(by_stage["search-scratch"], key=lambda c: c["lr"])
-    assert searcher.selected["search-scratch"][0].config["lr"] == best_searched["lr"] == pytest.approx(3.89e-3, 1e-3)
+    assert ledger.selected["search-scratch"][0].config["lr"] == best_searched["lr"] == pytest.approx(3.89e-3, 1e-3)
     added = by_stage["extend-scratch-1"]
     assert [(c["lr"], c["seed"], c["phase"]) for c in added] == [(0.008891, 900, "extend"), (0.01581, 901, "extend")]
     assert all(c["batch_size"] == best_searched["batch_size"] for c in added)  # the pick's other values
     assert "extend-scratch-2" not in by_stage  # 0.008891 is inside: the second round adds nothing
-    assert searcher.selected["extend-scratch-2"][0].config["lr"] == 0.008891
+    assert ledger.selected["extend-scratch-2"][0].config["lr"] == 0.008891
     assert [(c["lr"], c["seed"]) for c in by_stage["rerun-scratch"]] == [(0.008891, 1000), (0.008891, 1001)]
 
 
@@ -151,9 +151,9 @@ def test_a_candidate_at_the_edge_extends_the_range_though_the_searchs_best_is_in
     def score(config: dict) -> tuple[float, bool]:
         return scores.get(float(config["lr"]), 0.93), False  # beyond the grid: worse than both candidates
 
-    searcher, configs = run(plan, _stages(plan), score)
+    ledger, configs = run(plan, _stages(plan), score)
     by_stage = _stage_configs(configs)
-    assert searcher.selected["search-scratch"][0].config["lr"] == 2e-3
+    assert ledger.selected["search-scratch"][0].config["lr"] == 2e-3
     assert [c["lr"] for c in by_stage["extend-scratch-1"]] == [0.008]  # beyond the runner-up's bound
     assert "extend-scratch-2" not in by_stage  # neither candidate is the round's outermost LR
     assert sorted({c["lr"] for c in by_stage["candidates-scratch"]}) == [0.002, 0.004]
@@ -165,19 +165,19 @@ def test_a_candidate_at_the_edge_extends_the_range_though_the_searchs_best_is_in
 
 def test_an_lr_inside_the_range_adds_nothing(repo_root):
     plan = _plan(repo_root, *EXTEND)
-    searcher, configs = run(plan, _stages(plan), peak_at(2.5e-3))
+    ledger, configs = run(plan, _stages(plan), peak_at(2.5e-3))
     assert {c["stage"] for c in configs.values()} == {"search-scratch", "rerun-scratch"}
-    assert searcher.selected["extend-scratch-2"] == searcher.selected["search-scratch"]
+    assert ledger.selected["extend-scratch-2"] == ledger.selected["search-scratch"]
 
 
 def test_the_same_configs_and_picks_in_any_order_at_any_concurrency(repo_root):
     plan = _plan(repo_root, *EXTEND, "selection.top_k=2", "selection.seeds=2")
     runs = []
     for concurrent, order in ((1, 0), (2, 1), (3, 2), (4, 3), (6, 4)):
-        searcher, configs = run(plan, _stages(plan), peak_at(1.0), order, concurrent)  # climbs to the limit
+        ledger, configs = run(plan, _stages(plan), peak_at(1.0), order, concurrent)  # climbs to the limit
         stages = {k: [(c["lr"], c["batch_size"], c["seed"]) for c in v] for k, v in _stage_configs(configs).items()}
-        picks = {k: [(s.config["lr"], s.config["seed"]) for s in v] for k, v in searcher.selected.items()}
-        runs.append((stages, picks, searcher.candidates))
+        picks = {k: [(s.config["lr"], s.config["seed"]) for s in v] for k, v in ledger.selected.items()}
+        runs.append((stages, picks, ledger.candidates))
     assert all(r == runs[0] for r in runs)
     stages, picks, _ = runs[0]
     assert [lr for lr, *_ in stages["extend-scratch-2"]] == [0.02812, 0.05]
@@ -202,25 +202,25 @@ def test_the_plan_says_the_search_may_add_trials_and_the_cost_counts_them(repo_r
 
 def test_a_resumed_study_continues_with_the_rounds_left(repo_root):
     plan = _plan(repo_root, *EXTEND)
-    searcher, _ = run(plan, _stages(plan), peak_at(1.0))
-    done = {label: [searcher.selected[label][0]] for label in ("search-scratch", "extend-scratch-1")}
+    ledger, _ = run(plan, _stages(plan), peak_at(1.0))
+    done = {label: [ledger.selected[label][0]] for label in ("search-scratch", "extend-scratch-1")}
     left = [s for s in _stages(plan) if s.label not in done]
     assert [s.label for s in left] == ["extend-scratch-2", "rerun-scratch"]
     resumed, configs = run(plan, left, peak_at(1.0), selections=done)
     assert [c["lr"] for c in configs.values() if c["stage"] == "extend-scratch-2"] == [0.02812, 0.05]
-    reruns = [s.config for s in searcher.selected["rerun-scratch"]]
+    reruns = [s.config for s in ledger.selected["rerun-scratch"]]
     assert [s.config for s in resumed.selected["rerun-scratch"]] == reruns and reruns[0]["lr"] == 0.05
 
 
-def _state(searcher) -> StudyState:
+def _state(ledger) -> StudyState:
     return StudyState(searches={label: SearchRecord([SelectedTrial(picked[0], None)])
-                                for label, picked in searcher.selected.items() if not label.startswith("rerun")})
+                                for label, picked in ledger.selected.items() if not label.startswith("rerun")})
 
 
 def test_results_say_what_the_extension_did(repo_root, tmp_path):
     plan = _plan(repo_root, *EXTEND)
-    searcher, _ = run(plan, _stages(plan), peak_at(0.009))
-    doc = results_document(plan, _state(searcher), [])
+    ledger, _ = run(plan, _stages(plan), peak_at(0.009))
+    doc = results_document(plan, _state(ledger), [])
     entry = doc["lr_extension"]["scratch"]
     assert entry["rounds"] == 1 and entry["added_lrs"] == [[0.008891, 0.01581]] and entry["final_lr"] == 0.008891
     assert entry["original"] == {"low": 1e-3, "high": 5e-3} and not entry["final_at_edge"]
@@ -228,7 +228,7 @@ def test_results_say_what_the_extension_did(repo_root, tmp_path):
     md = (tmp_path / "results.md").read_text()
     assert "LR extension" in md and "round 1: 0.00889, 0.0158; best LR after it 0.00889, inside the searched" in md
     assert "the search's pick, LR 0.00389, sat at the high bound" in md and entry["extended_from"]["rank"] == 0
-    assert "lr_extension" not in results_document(_plan(repo_root), _state(searcher), [])
+    assert "lr_extension" not in results_document(_plan(repo_root), _state(ledger), [])
 
 
 def _report(lr: float, extension: dict | None) -> ReportData:

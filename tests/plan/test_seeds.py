@@ -9,11 +9,11 @@ from pathlib import Path
 from ray.tune.search import Searcher
 
 from sptune.judging.selection import Selection
+from sptune.judging.stage_graph import Stage
 from sptune.plan import seeds
 from sptune.plan.study_plan import build_plan
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.tasks.base import TaskInfo
-from sptune.tuning.stages import Stage
 from sptune.tuning.tuner import staged_search
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
@@ -69,7 +69,7 @@ def test_reruns_use_seeds_the_search_never_used():
     searches = plan.variant_searches()
     configs = _handed_out(plan, [Stage(s) for s in searches])
     winners = {s.label: [_winner(next(c for c in configs if c["variant"] == s.variant))] for s in searches}
-    rerun_configs = _handed_out(plan, [Stage(s, tuple(plan.rerun_seeds())) for s in searches], winners)
+    rerun_configs = _handed_out(plan, [Stage.rerun(s, tuple(plan.rerun_seeds())) for s in searches], winners)
     assert not {_training(c) for c in rerun_configs} & {_training(c) for c in configs}  # the winner never replayed
     assert {c["seed"] for c in rerun_configs} == {1000, 1001, 1002}
     assert not {c["seed"] for c in rerun_configs} & {c["seed"] for c in configs}
@@ -81,7 +81,7 @@ def test_a_rerun_names_the_spt_checkpoint_of_its_own_seed():
     search = plan.variant_searches()[0]
     per_seed = {1000: "/spt/a", 1001: "/spt/b", 1002: "/spt/c"}
     winner = {search.label: [_winner({"lr": 1e-3, "batch_size": 32, "seed": 0})]}
-    rerun = Stage(search, tuple(plan.rerun_seeds()), spt_from="pretrain-rerun")
+    rerun = Stage.rerun(search, tuple(plan.rerun_seeds()), spt_from="pretrain-rerun")
     configs = _handed_out(plan, [rerun], winner, {"pretrain-rerun": per_seed})
     assert [(c["seed"], c["spt_checkpoint"]) for c in configs] == sorted(per_seed.items())
 

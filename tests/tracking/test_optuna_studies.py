@@ -143,7 +143,7 @@ def _feed(searcher, n: int, offset: int = 0) -> list[str]:
 
 
 def test_a_variants_search_is_a_described_optuna_study(plan, tmp_path):
-    from sptune.tuning.stages import Stage
+    from sptune.judging.stage_graph import Stage
     from sptune.tuning.tuner import staged_search
 
     target = OptunaTarget(default_url(tmp_path), SPEC_NAME, "digits")
@@ -189,7 +189,7 @@ def test_the_value_told_is_named_as_it_is(repo_root, overrides, told):
 def test_a_pickled_searcher_continues_the_same_study_without_the_password(plan, postgres):
     """Ray pickles each searcher into the experiment (tuner.pkl, searcher state): the storage goes
     with it, without its password; unpickled in a process that knows the URL, it continues."""
-    from sptune.tuning.stages import Stage
+    from sptune.judging.stage_graph import Stage
     from sptune.tuning.tuner import staged_search
 
     target = OptunaTarget(postgres, "pickled", "digits")

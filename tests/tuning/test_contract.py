@@ -27,6 +27,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from sptune.judging.ranking import creation_index, rank_key
 from sptune.judging.selection import TrialOutcome
+from sptune.judging.stage_graph import Stage, variant_stages
 from sptune.plan.rungs import rung_sizes
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
@@ -35,7 +36,6 @@ from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
 from sptune.tuning.searchers import BatchedSearcher, FixedConfigs, RandomConfigs, grid_configs, tpe_sampler
-from sptune.tuning.stages import Stage, variant_stages
 from sptune.tuning.tuner import staged_search
 from tests.helpers_tune import Controller
 from tests.helpers_tune import stub_trial as _trial
@@ -296,17 +296,18 @@ def run_staged(repo_root: str, order: int, concurrency: int, score: Callable[[di
         epoch = {"val_acc": value, "val_loss": 1 - value, "epoch": 2}
         metrics = {"experiment_tag": trial.experiment_tag, "training_iteration": 2, "diverged": 0}
         kept = [(SimpleNamespace(path=_checkpoint(trial.config)), epoch)]
-        searcher.trial_ended(trial.trial_id, TrialOutcome(dict(trial.config), metrics, None, "", kept))
+        searcher.ledger.trial_ended(trial.trial_id, TrialOutcome(dict(trial.config), metrics, None, "", kept))
 
-    total = sum(s.budget for s in searcher.stages.values())
+    ledger = searcher.ledger
+    total = sum(s.budget for s in ledger.stages.values())
     trials = drive_searcher(searcher, total, order, concurrency, ended)
     proposed: dict[str, list] = {}
     for trial in trials:
         c = trial.config
         proposed.setdefault(c["stage"], []).append((c["lr"], c["batch_size"], c["seed"], c.get("spt_checkpoint")))
     selected = {label: [(s.config["lr"], s.config["seed"], s.checkpoint_path) for s in picked]
-                for label, picked in searcher.selected.items()}
-    assert not searcher.failed and set(selected) == set(searcher.stages)
+                for label, picked in ledger.selected.items()}
+    assert not ledger.failed and set(selected) == set(ledger.stages)
     return {"proposed": proposed, "selected": selected, "tags": [t.experiment_tag for t in trials]}
 
 

@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import pytest
 from ray.tune.search import Searcher
 
+from sptune.judging.ledger import StageFailed
 from sptune.judging.selection import TrialOutcome
+from sptune.judging.stage_graph import Stage
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
-from sptune.tuning.stages import Stage, StagedSearcher
+from sptune.tuning.stages import StagedSearcher
 from sptune.tuning.tuner import staged_search
 from tests.helpers_tiny import PLAIN_PICK
 
@@ -35,7 +37,7 @@ def _stages(plan) -> list[Stage]:
     seeds = tuple(plan.rerun_seeds())
     stages = [Stage(p) for p in plan.pretrainings()]
     for search in plan.variant_searches():
-        stages += [Stage(search, spt_from=search.init_from), Stage(search, seeds, search.init_from)]
+        stages += [Stage(search, spt_from=search.init_from), Stage.rerun(search, seeds, search.init_from)]
     return stages
 
 
@@ -63,7 +65,7 @@ class Driver:
         if config is None:
             return None
         self.configs[trial_id], self.n = config, self.n + 1
-        self.ended_before[trial_id] = set(self.searcher.selected)
+        self.ended_before[trial_id] = set(self.searcher.ledger.selected)
         return trial_id
 
     def end(self, trial_id: str) -> None:
@@ -71,7 +73,7 @@ class Driver:
         score, diverged = self.scores(config, trial_id)
         told = {**config, "done": True, "best_val_acc": score, "best_val_loss": 1 - score}
         self.searcher.on_trial_complete(trial_id, told)
-        self.searcher.trial_ended(trial_id, _outcome(trial_id, int(trial_id[1:]), config, score, diverged))
+        self.searcher.ledger.trial_ended(trial_id, _outcome(trial_id, int(trial_id[1:]), config, score, diverged))
 
     def run(self, concurrent: int = 2, stop_after: int | None = None) -> None:
         live: list[str] = []
@@ -103,7 +105,7 @@ def test_every_stage_gets_its_own_budget_and_dependents_wait_for_selections(plan
     driver.run()
     per_stage = Counter(c["stage"] for c in driver.configs.values())
     assert per_stage == {"pretrain": 3, "search-scratch": 3, "search-spt": 4, "rerun-scratch": 2, "rerun-spt": 2}
-    assert set(searcher.selected) == set(per_stage) and not searcher.failed
+    assert set(searcher.ledger.selected) == set(per_stage) and not searcher.ledger.failed
     for trial_id, config in driver.configs.items():
         needs = {"search-spt": {"pretrain"}, "rerun-scratch": {"search-scratch"}, "rerun-spt": {"search-spt"}}
         assert needs.get(config["stage"], set()) <= driver.ended_before[trial_id]
@@ -117,7 +119,7 @@ def test_spt_trials_carry_the_selected_checkpoint_and_reruns_the_selected_config
     for trial_id, config in driver.configs.items():
         by_stage.setdefault(config["stage"], []).append((trial_id, config))
     best_pretrain = max(by_stage["pretrain"], key=lambda tc: tc[1]["lr"])[0]  # the lowest val_loss
-    assert searcher.selected["pretrain"][0].checkpoint_path == f"/ckpt/{best_pretrain}"
+    assert searcher.ledger.selected["pretrain"][0].checkpoint_path == f"/ckpt/{best_pretrain}"
     assert all(c["spt_checkpoint"] == f"/ckpt/{best_pretrain}" for _, c in by_stage["search-spt"])
     assert all("spt_checkpoint" not in c for _, c in by_stage["search-scratch"] + by_stage["rerun-scratch"])
     for variant in ("scratch", "spt"):
@@ -125,11 +127,11 @@ def test_spt_trials_carry_the_selected_checkpoint_and_reruns_the_selected_config
         reruns = [c for _, c in by_stage[f"rerun-{variant}"]]
         assert [c["seed"] for c in reruns] == plan.rerun_seeds()
         assert all((c["lr"], c["batch_size"], c["phase"]) == (best["lr"], best["batch_size"], "rerun") for c in reruns)
-        assert {s.config["seed"] for s in searcher.selected[f"rerun-{variant}"]} == set(plan.rerun_seeds())
+        assert {s.config["seed"] for s in searcher.ledger.selected[f"rerun-{variant}"]} == set(plan.rerun_seeds())
     assert all(c["spt_checkpoint"] == f"/ckpt/{best_pretrain}" for _, c in by_stage["rerun-spt"])
     # Validation only: the test number (the opposite ranking) never decides.
     best_scratch = max(float(c["lr"]) * 10 for _, c in by_stage["search-scratch"])
-    assert searcher.selected["search-scratch"][0].score == best_scratch
+    assert searcher.ledger.selected["search-scratch"][0].score == best_scratch
 
 
 def test_a_failed_pretraining_blocks_only_what_needs_it(plan):
@@ -141,7 +143,7 @@ def test_a_failed_pretraining_blocks_only_what_needs_it(plan):
     driver.run()  # ends with FINISHED, not waiting forever for search-spt
     stages = {c["stage"] for c in driver.configs.values()}
     assert stages == {"pretrain", "search-scratch", "rerun-scratch"}
-    assert set(searcher.failed) == {"pretrain"} and "diverged" in searcher.failed["pretrain"][1]
+    assert set(searcher.ledger.failed) == {"pretrain"} and "diverged" in searcher.ledger.failed["pretrain"][1]
 
 
 def test_given_checkpoints_release_spt_trials_at_once(plan):
@@ -169,8 +171,9 @@ def test_a_stage_waiting_for_a_trial_tune_does_not_have_fails_instead_of_hanging
     while (found := driver.ask()) not in (None, Searcher.FINISHED):  # the searches that need nothing
         driver.end(found)
     assert found == Searcher.FINISHED
-    assert "pretrain" in searcher.failed and "stalled" in searcher.failed["pretrain"][1]
-    assert {"search-spt", "rerun-spt"} <= set(searcher.failed) and "pretrain" in searcher.take_news()
+    assert "pretrain" in searcher.ledger.failed and "stalled" in searcher.ledger.failed["pretrain"][1]
+    failed = {e.label for e in searcher.ledger.take_events() if isinstance(e, StageFailed)}
+    assert {"search-spt", "rerun-spt"} <= set(searcher.ledger.failed) and "pretrain" in failed
 
 
 def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
@@ -180,12 +183,12 @@ def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
     searcher.save(str(tmp_path / "searcher.pkl"))
     restored, _ = staged_search(plan, _stages(plan), {}, {})
     restored.restore(str(tmp_path / "searcher.pkl"))
-    assert restored.selected.keys() == searcher.selected.keys()
+    assert restored.ledger.selected.keys() == searcher.ledger.selected.keys()
     assert restored.searchers.keys() == searcher.searchers.keys()
     driver.searcher = restored
     driver.run()
     assert Counter(c["stage"] for c in driver.configs.values())["search-spt"] == 4
-    assert set(restored.selected) == {"pretrain", "search-scratch", "search-spt", "rerun-scratch", "rerun-spt"}
+    assert set(restored.ledger.selected) == {"pretrain", "search-scratch", "search-spt", "rerun-scratch", "rerun-spt"}
 
 
 def _study_stages(plan, out: Path):

@@ -11,10 +11,10 @@ import pytest
 from ray import cloudpickle
 
 import sptune.tuning.tuner
+from sptune.judging.stage_graph import Stage
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.stages import Stage
 from sptune.tuning.trainable import StudyTrainable
 from sptune.tuning.tuner import build_study_tuner, staged_search
 

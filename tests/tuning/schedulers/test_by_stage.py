@@ -9,12 +9,14 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from sptune.judging.ledger import Ledger
+from sptune.judging.stage_graph import Stage
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.searchers import FixedConfigs, RandomConfigs, grid_configs
-from sptune.tuning.stages import Stage, StagedSearcher
+from sptune.tuning.stages import StagedSearcher
 
 SPACE = {"lr": tune.loguniform(1e-4, 1e-2)}
 SPEC = Path(__file__).resolve().parents[3] / "search_spaces" / "digits_quick.yaml"
@@ -32,7 +34,7 @@ def _staged(parts: dict[str, Searcher], budgets: dict[str, int]) -> StagedSearch
     """A StagedSearcher over `_stages(budgets)`, each stage asking its variant's searcher in `parts`."""
     stages = _stages(budgets)
     fixed = {s.label: {"phase": "search", "variant": s.search.variant, "seed": 0, "stage": s.label} for s in stages}
-    return StagedSearcher(stages, {s.label: parts[s.search.variant] for s in stages}, fixed, {}, {})
+    return StagedSearcher(Ledger(stages, {}, {}), {s.label: parts[s.search.variant] for s in stages}, fixed)
 
 
 def _searcher(budgets: dict[str, int]) -> StagedSearcher:
@@ -100,7 +102,8 @@ def test_state_survives_save_and_restore(tmp_path):
     searcher.save(str(tmp_path / "state.pkl"))
     restored = _searcher({"scratch": 2, "spt": 3})
     restored.restore(str(tmp_path / "state.pkl"))
-    assert restored.suggested == {"search-scratch": 2, "search-spt": 1} and restored.owner == searcher.owner
+    started = {label: len(r.started) for label, r in restored.ledger.released.items()}
+    assert started == {"search-scratch": 2, "search-spt": 1} and restored.ledger.owner == searcher.ledger.owner
     rest = [restored.suggest(f"u{i}") for i in range(3)]
     assert [c["lr"] for c in rest[:2]] == [2e-3, 3e-3] and rest[2] == Searcher.FINISHED
     assert before[0]["variant"] == "scratch"

@@ -81,11 +81,11 @@ def test_hyperband_plan_matches_the_scheduler():
 def test_a_real_tuner_spends_exactly_the_planned_epochs(ray_session, repo_root, tmp_path, scheduler):
     """Real Ray Tune, real trainings (digits, one tiny scratch variant, 2 slots, batched Optuna):
     every trial stops where its bracket's rung sizes say, so the trial-epochs are the plan's."""
+    from sptune.judging.stage_graph import Stage
     from sptune.plan.study_plan import build_plan, search_epochs
     from sptune.spec import load_spec
     from sptune.tasks import TaskRequest, load_task
     from sptune.tasks.registry import resolve_data_dir
-    from sptune.tuning.stages import Stage
     from sptune.tuning.tuner import build_study_tuner, staged_search
 
     overrides = [

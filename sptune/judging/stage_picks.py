@@ -1,6 +1,8 @@
-"""The stages that make a variant's pick after its search (`sptune.tuning.stages` routes them): what their trials
-train, given the pick so far, and what they select once their trials have ended.
+"""What each kind of stage (`sptune.judging.stage_graph`) trains once released and selects once its trials have
+ended (`sptune.judging.ledger` calls these, and only it):
 
+- a search: its best trial by the ranking rule (`sptune.judging.selection`; with top_k its best configs);
+- re-runs: each seed's validation-best epoch (re-pretraining: every seed must have one);
 - an LR extension's round (`search.lr.extend`): LRs beyond the bound the pick so far (with top_k, the
   best-ranked of the configs it may still come from) sits at (`sptune.plan.lr_extension`), with its other
   values; the pick is then selected again over the best so far and the round's trials by the ranking rule;
@@ -12,11 +14,13 @@ Every config is fixed when the stage is released, so what they train and pick ne
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from sptune.errors import RuntimeFailure
 from sptune.judging.robust_selection import CandidateRuns, candidate_entries, pick_candidate
-from sptune.judging.selection import Selection, TrialOutcome, rank_selections, select_each
+from sptune.judging.selection import Selection, TrialOutcome, rank_selections, rank_trials, select_each
+from sptune.judging.stage_graph import Stage, StageKind
 from sptune.plan.lr_extension import extension_step
 from sptune.plan.study_plan import SearchPlan
 
@@ -93,3 +97,61 @@ def select_candidates(plan: SearchPlan, ranked: list[Selection], seeds: tuple[in
                   for rank, best in enumerate(ranked)]
     picked = pick_candidate(candidates, plan.epoch_score)
     return ranked[picked], candidate_entries(candidates, picked, [best.score for best in ranked])
+
+
+def given_configs(stage: Stage, source: list[Selection], spt: dict[int | None, str] | None) -> list[dict[str, Any]]:
+    """What a stage that re-trains selected configs trains, fixed when it is released (`source`: the best configs of
+    the stage it continues from, best first)."""
+    if stage.kind is StageKind.CANDIDATES:
+        return candidate_configs(stage.search, source, stage.seeds, spt)
+    if stage.kind is StageKind.EXTEND:
+        return extension_configs(stage.search, source, stage.extend_round, stage.seeds, spt)
+    return rerun_configs(stage.search, source[0], stage.seeds, spt)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What a stage selected: its pick (re-runs: one per seed), its ranked best configs when it ranks some
+    (top_k > 1), results.json's entries of its candidates."""
+
+    picked: list[Selection]
+    ranked: list[Selection] | None = None
+    candidates: list[dict[str, Any]] | None = None
+
+
+def pick(stage: Stage, outcomes: list[TrialOutcome], source: list[Selection]) -> Pick:
+    """What the stage selects from its ended trials (`source`: the best configs it continues from): a search its best
+    trial, an extension round the best so far and its own trials' best (both ranking `top_k` for candidates),
+    candidates the pick among them, re-runs each seed's best epoch. Raises RuntimeFailure when nothing is usable."""
+    if stage.kind is StageKind.RERUN:
+        picked = select_each(outcomes, stage.plan)
+        _check_seeds(stage, picked)
+        return Pick(picked)
+    if stage.kind is StageKind.CANDIDATES:
+        best, entries = select_candidates(stage.plan, source, stage.seeds, outcomes)
+        return Pick([best], candidates=entries)
+    if stage.kind is StageKind.EXTEND:
+        ranked = select_extension(stage.plan, source, outcomes, stage.top_k)
+    else:
+        ranked = rank_trials(outcomes, stage.plan, stage.top_k)
+    return Pick(ranked[:1], ranked if stage.top_k > 1 else None)
+
+
+def _check_seeds(stage: Stage, picked: list[Selection]) -> None:
+    """Re-pretraining: every seed's variant re-runs need that seed's checkpoint."""
+    if not stage.search.is_pretraining:
+        return
+    missing = sorted(set(stage.seeds) - {int(s.config["seed"]) for s in picked})
+    if missing:
+        fix = "lower the pretraining LR range, or drop rerun_pretrain; then rerun with --resume --output DIR"
+        raise RuntimeFailure(stage.label, f"re-pretraining with seed(s) {missing} diverged or failed", fix)
+
+
+def spt_checkpoints_of(stage: Stage, picked: list[Selection]) -> dict[int | None, str] | None:
+    """What a pretraining stage's selection gives the stages that start from it: its checkpoint, or for its
+    re-runs one per seed. None for a variant's stage."""
+    if not stage.search.is_pretraining:
+        return None
+    if stage.kind is StageKind.RERUN:
+        return {int(s.config["seed"]): s.checkpoint_path for s in picked}
+    return {None: picked[0].checkpoint_path}
