@@ -61,7 +61,7 @@ ARGS=(--output "$STUDY")
 if [ "$TOY" = 1 ]; then
   ARGS+=(--set "task={name: digits}" --set training.device=cpu --set training.precision=auto
          --set resources.gpu=0 --set pretrain.epochs=2 --set finetune.epochs=2 --set scheduler.grace_period=1
-         --set rerun_seeds=1)
+         --set rerun_seeds=2)
   for v in scratch spt qk_init; do ARGS+=(--set "variants.$v.search.lr={type: grid, values: [1.0e-3, 3.0e-3]}"); done
 else
   stamp "unpack data"
