@@ -73,7 +73,9 @@ stamp "imports"
 stamp "dry run"
 "$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}" --dry-run | tail -3
 stamp "sweep (limit ${SWEEP_LIMIT_S} s)"
-timeout --signal=INT --kill-after=20 "$SWEEP_LIMIT_S" "$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}"
+# SIGINT to the driver alone (--foreground): it stops the study as Ctrl-C does, saves its state and shuts its Ray
+# down; signalling the whole group would kill Ray's processes under it first. KILL 20 s later if it has not ended.
+timeout --foreground --signal=INT --kill-after=20 "$SWEEP_LIMIT_S" "$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}"
 rc=$?
 stamp "sweep done (exit $rc)"
 exit "$rc"
