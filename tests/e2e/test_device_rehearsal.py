@@ -75,3 +75,6 @@ def test_call_b_runs_through_sptunes_cli_on_the_bundle_alone(venv: Path, tmp_pat
     assert steps[0] == "call B start (toy=1)" and "sweep done (exit 0)" in steps
     results = json.loads((out / "results.json").read_text())
     assert {row["variant"] for row in results["rows"]} == {"scratch", "spt", "qk_init"}
+    pins = {p["name"]: p["version"] for p in json.loads((BUNDLE / "bundle.json").read_text())["packages"]}
+    versions = results["provenance"]["versions"]  # recorded from the bundle: MLflow is mlflow-skinny there
+    assert (versions["mlflow"], versions["ray"]) == (pins["mlflow-skinny"], pins["ray"])
