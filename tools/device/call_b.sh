@@ -51,6 +51,8 @@ collect() {  # whatever the sweep left, however it ended
   "$PY" -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])], indent=1))' \
     "$STEPS" >"$OUT/steps.json" 2>/dev/null
   ls -la "$OUT"
+  exec >&- 2>&-  # tee (the log) sees the end of its input and writes the rest before the call returns
+  sleep 1
   exit "$rc"
 }
 trap collect EXIT
