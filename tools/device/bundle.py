@@ -90,6 +90,16 @@ def target_environment(python_version: str) -> dict[str, str]:
     return env
 
 
+def _installed_version(name: str, parent: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        if name in SKIPPED:  # never bundled: it need not be installed here either
+            return "not installed"
+        raise SystemExit(f"{name} (needed by {parent}) is not installed here: install sptune's dependencies first "
+                         "(pip install -e .); the bundle pins what is installed") from None
+
+
 def closure(python_version: str, start: list[Requirement] | None = None) -> dict[str, Node]:
     """Every distribution the roots need on the target Python, at the versions installed here."""
     env, found = target_environment(python_version), {}
@@ -99,11 +109,7 @@ def closure(python_version: str, start: list[Requirement] | None = None) -> dict
         name = canonicalize_name(req.name)
         node = found.get(name)
         if node is None:
-            try:
-                version = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                raise SystemExit(f"{name} (needed by {parent}) is not installed here: install sptune's dependencies "
-                                 "first (pip install -e .), the bundle pins what is installed") from None
+            version = _installed_version(name, parent)
             node = found[name] = Node(name, version)
             for text in [] if name in SKIPPED else metadata.requires(name) or []:  # what it needs, it never asks
                 dep = Requirement(text)
