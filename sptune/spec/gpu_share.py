@@ -1,7 +1,7 @@
 """`resources.gpu: auto` resolved: the GPU share per trial that fills this machine's GPUs with small models.
 
 One small model (CIFAR's d64, 3 layers) leaves most of an H100 idle between kernel launches; 8 such trials on one
-GPU overlap their launches (BENCHMARKS.md §7 measures 1 vs 8 trials per GPU). A model past
+GPU overlap their launches. A model past
 SMALL_WIDTH_X_DEPTH (ListOps' and Text's d512, 6 layers), or a task of long sequences (PathX's 16,384 pixels,
 Retrieval's two 4,000-byte documents), fills a GPU's memory or time alone and gets a whole one. The spec is read
 before its data, so a task's sequence length is known here by its name only.
