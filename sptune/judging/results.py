@@ -162,7 +162,7 @@ def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BA
     """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
     then the rules."""
     lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs "
-             "| train acc at the selected epochs |", "|---|---|---|---|---|---|---|"]
+             "| train acc (selected checkpoints, eval mode) |", "|---|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")

@@ -1,7 +1,8 @@
 """What a planned study costs: its trial-epochs per stage times measured seconds per epoch.
 
 The seconds come from `epoch_seconds.yaml` (beside this module): measurements per task config and
-device, each with where it came from. A config or device without one is "unknown", never guessed.
+device, each with where it came from. A config or device without one is "unknown", never guessed; an
+entry marked ``estimate: true`` is arithmetic, not a measurement, and is printed as "estimated".
 An epoch's time is linear in the training rows (docs/design/plan.md), so a measurement taken on another
 number of rows is scaled to the plan's.
 """
@@ -41,6 +42,7 @@ class Estimate:
     device: str
     seconds: float | None  # trial-seconds (one trial at a time); None: no measurement for this config
     source: str = ""  # the measurement's name in epoch_seconds.yaml
+    estimated: bool = False  # the entry is arithmetic (``estimate: true``), not a measurement
 
 
 def epochs_per_round(plan: StudyPlan, search: SearchPlan) -> float:
@@ -87,11 +89,13 @@ def estimate(plan: StudyPlan, device: str, table: tuple[dict[str, Any], ...] | N
             scale = (plan.train_rows or entry["train_rows"]) / entry["train_rows"]
             sec = entry["seconds"]
             total = (epochs.pretrain * sec.get("pretrain", sec["finetune"]) + epochs.finetune * sec["finetune"])
-            return Estimate(device, total * scale, entry["name"])
+            return Estimate(device, total * scale, entry["name"], entry.get("estimate", False) is True)
     return Estimate(device, None)
 
 
 def _hours(seconds: float) -> str:
+    if seconds < 3600:  # a short study (one GPU call's): minutes, where 2 decimals of an hour are 36 s apart
+        return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h" if seconds < 36_000 else f"{seconds / 3600:,.0f} h"
 
 
@@ -106,7 +110,11 @@ def describe_estimate(e: Estimate, concurrency: int) -> str:
         hint = MEASURE_HINT.format(where=WHERE[e.device], table=TABLE_NAME)
         return f"{e.device}: unknown (no measured seconds per epoch for this config on {WHERE[e.device]}: {hint})"
     wall = f"{_hours(e.seconds / concurrency)} wall at {concurrency} concurrent trials" if concurrency > 1 else "wall"
-    return f"{e.device}: {_hours(e.seconds)} of trial time ({wall}; measured: {e.source})"
+    return f"{e.device}: {_hours(e.seconds)} of trial time ({wall}; {_kind(e)}: {e.source})"
+
+
+def _kind(e: Estimate) -> str:
+    return "estimated" if e.estimated else "measured"
 
 
 def describe_cost(plan: StudyPlan) -> str:
@@ -123,11 +131,14 @@ def describe_total(plans: list[StudyPlan]) -> str:
     total = sum(stage_epochs(p).total for p in plans)
     lines = [f"Campaign cost: {total} trial-epochs over {len(plans)} studies"]
     for device in DEVICES:
-        found = [estimate(p, device).seconds for p in plans]
+        estimates = [estimate(p, device) for p in plans]
+        found = [e.seconds for e in estimates]
         if all(s is not None for s in found):
             n = min(p.concurrency for p in plans)
             wall = f" ({_hours(sum(found) / n)} wall at {n} concurrent trials)" if n > 1 else ""
-            lines.append(f"  {device}: {_hours(sum(found))} of trial time{wall}")
+            guessed = sum(e.estimated for e in estimates)
+            note = f"; {guessed} of {len(plans)} studies from estimated seconds" if guessed else ""
+            lines.append(f"  {device}: {_hours(sum(found))} of trial time{wall}{note}")
         else:
             known = sum(s is not None for s in found)
             hint = MEASURE_HINT.format(where=WHERE[device], table=TABLE_NAME)

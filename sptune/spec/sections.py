@@ -285,8 +285,21 @@ class LrExtendSpec(Strict):
 
 class ResourcesSpec(Strict):
     cpu: float = ranged(1.0, RESOURCES, gt=0)
-    gpu: float = ranged(0.0, RESOURCES, ge=0)
+    # A share of a GPU per trial, or auto: none on a machine without GPUs, and where there are some, 1/8 of one for
+    # a small model (several trials fill a GPU one small model leaves idle), a whole one for a large model
+    # (sptune.spec.gpu_share). auto counts the GPUs of the machine the spec is read on: on a cluster reached with
+    # --address from a machine without them, give the share.
+    gpu: float | Literal["auto"] = 0.0
     max_concurrent: int | None = ranged(None, POSITIVE, ge=1)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu_share(cls, gpu: Any) -> Any:
+        if gpu == "auto":
+            return gpu
+        if isinstance(gpu, bool) or not isinstance(gpu, (int, float)) or gpu < 0:
+            raise problem(f"must be a share of a GPU >= 0, or auto (got {gpu!r})", f"{RESOURCES}, or gpu: auto")
+        return float(gpu)
 
 
 class TrainingSpec(Strict):

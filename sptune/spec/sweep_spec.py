@@ -9,8 +9,10 @@ from pydantic import Field, field_validator, model_validator
 from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
 from sptune.plan.seeds import MAX_RERUN_SEEDS
+from sptune.spec import gpu_share
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
+from sptune.spec.gpu_share import auto_gpu_share
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -82,6 +84,14 @@ class SweepSpec(Strict):
                 raise problem(f"unknown variant kind '{kind}'", fix, f"{name}.kind" if variant.kind else name)
             _check_source_task(name, variant, KINDS[kind])
         return variants
+
+    @model_validator(mode="after")
+    def _gpu_share_resolved(self) -> SweepSpec:
+        # Resolved here, once, so every reader of the spec (plan, Tuner, trials, spec.yaml) sees a number.
+        if self.resources.gpu == "auto":
+            self.resources.gpu = auto_gpu_share(self.task.name, self.model.d_model, self.model.n_layers,
+                                               gpu_share.machine_gpus())
+        return self
 
     @model_validator(mode="after")
     def _sections_agree(self) -> SweepSpec:

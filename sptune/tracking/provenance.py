@@ -13,16 +13,22 @@ from typing import Any
 import torch
 
 LIBRARIES = ("torch", "ray", "mlflow", "optuna", "numpy", "pydantic", "scikit-learn")
+# The same import package from another distribution: mlflow-skinny is MLflow without its server, what the GPU
+# machine gets (tools/device/bundle.py).
+ALSO_DISTRIBUTED_AS = {"mlflow": ("mlflow-skinny",)}
 
 
 def library_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in LIBRARIES:
+    return {"python": platform.python_version(), **{name: _version(name) for name in LIBRARIES}}
+
+
+def _version(name: str) -> str:
+    for dist in (name, *ALSO_DISTRIBUTED_AS.get(name, ())):
         try:
-            versions[name] = metadata.version(name)
+            return metadata.version(dist)
         except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+            continue
+    return "not installed"
 
 
 def git_state(start: Path | None = None) -> dict[str, Any]:

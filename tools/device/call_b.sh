@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Device call B (BENCHMARKS.md §7): Coser & Orvieto's 1-layer CIFAR row through sptune's own CLI on the GPU,
+# search_spaces/cifar_1layer_gpu.yaml, sized by its dry run to 7 minutes. Runs on the machine call A left warm
+# (within its 30 s), so the bundle call A installed in $SITE is still there; this call carries only the data:
+#   run(command="bash tools/device/call_b.sh", carry=[".device/data"], timeout_s=540)
+# The sweep runs under `timeout`; a trap copies what exists when it ends (also when killed) into $OUT, at most 8
+# files: call_b.log, steps.json, gpu_util.csv, results.json, results.md, report.html, study_state.json, and
+# study.tar.gz (the study folder without checkpoints: per-trial epoch times, MLflow's database).
+# --toy: the CPU rehearsal's run (tests/e2e/test_device_rehearsal.py): the same spec on scikit-learn's digits at a
+# toy size, on the CPU, with no data carried.
+set -u -o pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO" || exit 2
+OUT=${OUT:-$REPO/.device/out_b}
+SITE=${SITE:-/tmp/site}                   # where call A installed the bundle
+WORK=${WORK:-/tmp/call_b}                 # the unpacked data and the study folder
+SWEEP_LIMIT_S=${SWEEP_LIMIT_S:-450}       # the sweep's own limit: 7 minutes planned, 30 s of slack
+SPEC=search_spaces/cifar_1layer_gpu.yaml
+TOY=0
+[ "${1:-}" = "--toy" ] && TOY=1
+mkdir -p "$OUT" "$WORK"
+export PYTHONPATH="$SITE:$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+STUDY="$WORK/study"
+STEPS="$WORK/steps.jsonl"
+: >"$STEPS"
+exec > >(tee -a "$OUT/call_b.log") 2>&1
+
+stamp() {  # one step's start or end, printed and kept for steps.json
+  local now; now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  echo "[$now] $*"
+  printf '{"t": "%s", "step": "%s"}\n' "$now" "$*" >>"$STEPS"
+}
+
+TRACE_PID=""
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 >"$OUT/gpu_util.csv" 2>&1 &
+  TRACE_PID=$!
+fi
+
+collect() {  # whatever the sweep left, however it ended
+  local rc=$?
+  trap - EXIT TERM INT
+  stamp "collect (exit $rc)"
+  [ -n "$TRACE_PID" ] && kill "$TRACE_PID" 2>/dev/null
+  for f in results.json results.md report.html study_state.json; do
+    [ -f "$STUDY/$f" ] && cp "$STUDY/$f" "$OUT/"
+  done
+  [ -d "$STUDY" ] && tar -czf "$OUT/study.tar.gz" -C "$WORK" --exclude='checkpoint_*' --exclude='*.pt' \
+    --exclude='spt_cache' study 2>/dev/null
+  "$PY" -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])], indent=1))' \
+    "$STEPS" >"$OUT/steps.json" 2>/dev/null
+  ls -la "$OUT"
+  exec >&- 2>&-  # tee (the log) sees the end of its input and writes the rest before the call returns
+  sleep 1
+  exit "$rc"
+}
+trap collect EXIT
+trap 'exit 143' TERM INT
+
+stamp "call B start (toy=$TOY)"
+ARGS=(--output "$STUDY")
+if [ "$TOY" = 1 ]; then
+  ARGS+=(--set "task={name: digits}" --set training.device=cpu --set training.precision=auto
+         --set resources.gpu=0 --set pretrain.epochs=2 --set finetune.epochs=2 --set scheduler.grace_period=1
+         --set rerun_seeds=2)
+  for v in scratch spt qk_init; do ARGS+=(--set "variants.$v.search.lr={type: grid, values: [1.0e-3, 3.0e-3]}"); done
+else
+  stamp "unpack data"
+  "$PY" tools/device/pack_data.py unpack --pack .device/data --out "$WORK/data" || exit 3
+  ARGS+=(--data-dir "$WORK/data")
+fi
+stamp "imports"
+"$PY" tools/device/check_env.py --imports || exit 4
+stamp "dry run"
+"$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}" --dry-run | tail -3
+stamp "sweep (limit ${SWEEP_LIMIT_S} s)"
+# SIGINT to the driver alone (--foreground): it stops the study as Ctrl-C does, saves its state and shuts its Ray
+# down; signalling the whole group would kill Ray's processes under it first. KILL 20 s later if it has not ended.
+timeout --foreground --signal=INT --kill-after=20 "$SWEEP_LIMIT_S" "$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}"
+rc=$?
+stamp "sweep done (exit $rc)"
+exit "$rc"
