@@ -21,19 +21,8 @@ mkdir -p "$OUT" "$WORK"
 STEPS="$WORK/steps.jsonl"
 : >"$STEPS"
 exec > >(tee -a "$OUT/call_a.log") 2>&1
-T0=$SECONDS
-
-stamp() {
-  local now; now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  echo "[$now +$((SECONDS - T0))s] $*"
-  printf '{"t": "%s", "step": "%s"}\n' "$now" "$*" >>"$STEPS"
-}
-
-TRACE_PID=""
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 >"$OUT/gpu_util.csv" 2>&1 &
-  TRACE_PID=$!
-fi
+# shellcheck source=steps.sh
+source "$REPO/tools/device/steps.sh"
 
 collect() {
   local rc=$?

@@ -26,17 +26,8 @@ STEPS="$WORK/steps.jsonl"
 : >"$STEPS"
 exec > >(tee -a "$OUT/call_b.log") 2>&1
 
-stamp() {  # one step's start or end, printed and kept for steps.json
-  local now; now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  echo "[$now] $*"
-  printf '{"t": "%s", "step": "%s"}\n' "$now" "$*" >>"$STEPS"
-}
-
-TRACE_PID=""
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 >"$OUT/gpu_util.csv" 2>&1 &
-  TRACE_PID=$!
-fi
+# shellcheck source=steps.sh
+source "$REPO/tools/device/steps.sh"
 
 collect() {  # whatever the sweep left, however it ended
   local rc=$?
