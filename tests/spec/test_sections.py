@@ -60,7 +60,7 @@ def test_order_independent_decisions_are_the_default():
 
 def test_resources_name_the_field_that_is_wrong():
     assert "cpu: must be > 0 (got 0)" in _refused(ResourcesSpec, {"cpu": 0})
-    assert "gpu: must be >= 0 (got -1)" in _refused(ResourcesSpec, {"gpu": -1})
+    assert "gpu: must be a share of a GPU >= 0, or auto (got -1)" in _refused(ResourcesSpec, {"gpu": -1})
     assert "max_concurrent: must be >= 1" in _refused(ResourcesSpec, {"max_concurrent": 0})
 
 
