@@ -35,12 +35,7 @@ from pathlib import Path
 arms = {p.stem.removeprefix("gpu_epoch_"): json.loads(p.read_text()) for p in sorted(Path(sys.argv[1]).glob("gpu_epoch_*.json"))}
 Path(sys.argv[2]).write_text(json.dumps(arms, indent=1) + "\n") if arms else None
 EOF
-  "$PY" -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])], indent=1))' \
-    "$STEPS" >"$OUT/steps.json" 2>/dev/null
-  ls -la "$OUT"
-  exec >&- 2>&-  # tee (the log) sees the end of its input and writes the rest before the call returns
-  sleep 1
-  exit "$rc"
+  finish_call "$rc"
 }
 trap collect EXIT
 trap 'exit 143' TERM INT

@@ -39,12 +39,7 @@ collect() {  # whatever the sweep left, however it ended
   done
   [ -d "$STUDY" ] && tar -czf "$OUT/study.tar.gz" -C "$WORK" --exclude='checkpoint_*' --exclude='*.pt' \
     --exclude='spt_cache' study 2>/dev/null
-  "$PY" -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])], indent=1))' \
-    "$STEPS" >"$OUT/steps.json" 2>/dev/null
-  ls -la "$OUT"
-  exec >&- 2>&-  # tee (the log) sees the end of its input and writes the rest before the call returns
-  sleep 1
-  exit "$rc"
+  finish_call "$rc"
 }
 trap collect EXIT
 trap 'exit 143' TERM INT

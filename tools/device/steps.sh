@@ -13,3 +13,12 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -lms 500 >"$OUT/gpu_util.csv" 2>&1 &
   TRACE_PID=$!
 fi
+
+finish_call() {  # the end of a call's collect trap: steps.json, the files listing, the log flushed, exit $1
+  "$PY" -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])], indent=1))' \
+    "$STEPS" >"$OUT/steps.json" 2>/dev/null
+  ls -la "$OUT"
+  exec >&- 2>&-  # tee (the log) sees the end of its input and writes the rest before the call returns
+  sleep 1
+  exit "$1"
+}
