@@ -9,8 +9,6 @@ before its data, so a task's sequence length is known here by its name only.
 
 from __future__ import annotations
 
-from sptune.machine import local_gpus
-
 TRIALS_PER_GPU_SMALL = 8
 # d_model x n_layers up to which a model counts as small (Image's d64 x 3, Pathfinder's d128 x 4).
 SMALL_WIDTH_X_DEPTH = 512
@@ -23,8 +21,3 @@ def auto_gpu_share(task: str, d_model: int, n_layers: int, gpus: int) -> float:
         return 0.0
     small = d_model * n_layers <= SMALL_WIDTH_X_DEPTH and task not in LONG_SEQUENCE_TASKS
     return 1.0 / TRIALS_PER_GPU_SMALL if small else 1.0
-
-
-def machine_gpus() -> int:
-    """This machine's visible GPUs (sptune.machine): what auto is resolved against."""
-    return local_gpus()

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from sptune import machine
 from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
 from sptune.plan.rungs import hyperband_brackets
 from sptune.plan.seeds import MAX_RERUN_SEEDS
-from sptune.spec import gpu_share
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
@@ -90,7 +90,7 @@ class SweepSpec(Strict):
         # Resolved here, once, so every reader of the spec (plan, Tuner, trials, spec.yaml) sees a number.
         if self.resources.gpu == "auto":
             self.resources.gpu = auto_gpu_share(self.task.name, self.model.d_model, self.model.n_layers,
-                                               gpu_share.machine_gpus())
+                                               machine.local_gpus())
         return self
 
     @model_validator(mode="after")

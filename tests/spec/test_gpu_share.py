@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sptune import machine
 from sptune.errors import SpecError
 from sptune.spec import gpu_share, load_spec
 
@@ -14,12 +15,12 @@ SPECS = Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 def test_auto_is_no_gpu_on_a_machine_without_one(monkeypatch):
-    monkeypatch.setattr(gpu_share, "machine_gpus", lambda: 0)
+    monkeypatch.setattr(machine, "local_gpus", lambda: 0)
     assert load_spec(SPECS / "cifar_lr.yaml").resources.gpu == 0.0
 
 
 def test_auto_shares_a_gpu_between_small_models_and_gives_a_large_one_a_whole_gpu(monkeypatch):
-    monkeypatch.setattr(gpu_share, "machine_gpus", lambda: 1)
+    monkeypatch.setattr(machine, "local_gpus", lambda: 1)
     assert load_spec(SPECS / "cifar_lr.yaml").resources.gpu == 1 / gpu_share.TRIALS_PER_GPU_SMALL  # d64 x 3
     assert load_spec(SPECS / "pathfinder_lr.yaml").resources.gpu == 1 / gpu_share.TRIALS_PER_GPU_SMALL  # d128 x 4
     assert load_spec(SPECS / "listops_lr.yaml").resources.gpu == 1.0  # d512 x 6
