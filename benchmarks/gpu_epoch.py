@@ -68,7 +68,7 @@ def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float,
     config = {"lr": lr, "batch_size": batch, "seed": spec.seed}
     if stage == "spt":
         p = spec.pretrain
-        optim = optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps)
+        optim = optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule)
         return PretrainLoop(
             encoder_config(spec.model, info),
             PretrainObjective(p.objective, p.mask_ratio, p.loss),

@@ -136,6 +136,9 @@ class PretrainSpec(Strict):
     weight_decay: float = 0.0
     # Pretraining's own warm-up in optimizer steps (the reference warms up longer here); None: training's warm-up.
     warmup_steps: int | None = ranged(None, "use e.g. 2500 (the reference's on Image)", ge=1)
+    # Pretraining's own LR shape after the warm-up; None: training's. Pretraining runs a fixed budget (no early
+    # stopping), so a cosine decay to 0 ends it converged where a constant LR leaves it on a noisy plateau.
+    schedule: Literal["cosine", "constant"] | None = None
     search: SearchSpec
     # Reuse an existing SPT checkpoint (an sptune state.pt, or the folder holding it) for
     # the `objective` stage instead of pretraining again.

@@ -43,10 +43,10 @@ def _training_key(spec: SweepSpec) -> dict:
 
 
 def _pretrain_key(spec: SweepSpec) -> dict:
-    """The pretrain section; a steps budget only when given, and no `extend` flags, so the keys of caches written
-    before either existed still match."""
+    """The pretrain section; a steps budget or a schedule of its own only when given, and no `extend` flags, so the
+    keys of caches written before these existed still match."""
     pretrain = spec.pretrain.model_dump(mode="json", exclude={"checkpoint"})
-    for name in ("steps", "eval_every"):
+    for name in ("steps", "eval_every", "schedule"):
         if pretrain.get(name) is None:
             pretrain.pop(name, None)
     for space in pretrain["search"].values():  # never set on a pretraining (the spec refuses it)

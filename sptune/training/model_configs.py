@@ -53,10 +53,15 @@ def variant_classifier_config(
 
 
 def optim_config(
-    config: dict, spec: SweepSpec, budget: Budget, weight_decay: float, warmup_steps: int | None = None
+    config: dict,
+    spec: SweepSpec,
+    budget: Budget,
+    weight_decay: float,
+    warmup_steps: int | None = None,
+    schedule: str | None = None,
 ) -> OptimConfig:
     """The trial's optimiser settings: searched values from its config, its budget's horizon, the rest from the spec.
-    ``warmup_steps``: the stage's own warm-up in steps (pretrain.warmup_steps), else training's."""
+    ``warmup_steps``, ``schedule``: the stage's own (pretrain.warmup_steps, pretrain.schedule), else training's."""
     t = spec.training
     return OptimConfig(
         lr=float(config["lr"]),
@@ -66,7 +71,7 @@ def optim_config(
         warmup_fraction=float(config.get("warmup_fraction", t.warmup_fraction)),
         # A searched warmup_fraction replaces the fixed warm-up in steps.
         warmup_steps=None if "warmup_fraction" in config else warmup_steps or t.warmup_steps,
-        schedule=t.schedule,
+        schedule=schedule or t.schedule,
         grad_clip=t.grad_clip,
         betas=tuple(t.betas),
         eps=t.eps,

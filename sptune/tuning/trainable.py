@@ -52,7 +52,7 @@ class Pretraining:
             data.info,
             data.train,
             data.val,
-            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps),
+            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule),
         )
         self.budget = spec.pretrain_budget()
 

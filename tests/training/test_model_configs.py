@@ -35,3 +35,24 @@ def test_a_trial_asks_for_a_gpu_only_where_it_reserved_one(repo_root, overrides,
     assert cfg.device == device
     if device == "cpu":
         assert pick_device(cfg.device).type == "cpu"  # on any machine, GPUs or not
+
+
+@pytest.mark.parametrize(
+    "overrides,pretrain_schedule",
+    [((), "cosine"), (("pretrain.schedule=constant",), "constant"), (("training.schedule=constant",), "constant"),
+     (("training.schedule=constant", "pretrain.schedule=cosine"), "cosine")],
+)
+def test_pretraining_takes_its_own_schedule_else_trainings(repo_root, overrides, pretrain_schedule):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
+    p = spec.pretrain
+    cfg = optim_config(CONFIG, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule)
+    assert cfg.schedule == pretrain_schedule
+    # Finetuning always follows training.schedule.
+    assert optim_config(CONFIG, spec, spec.variant_budget("scratch"), 0.0).schedule == spec.training.schedule
+
+
+def test_a_pretraining_schedule_outside_the_two_shapes_is_refused(repo_root):
+    from sptune.errors import SpecError
+
+    with pytest.raises(SpecError, match="pretrain.schedule"):
+        load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["pretrain.schedule=linear"])

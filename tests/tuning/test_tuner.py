@@ -79,6 +79,19 @@ def test_a_searcher_batch_size_of_its_own_has_a_spt_cache_key_of_its_own(repo_ro
     assert key("searcher.batch_size=2") != KEY_WITHOUT_THE_OPTION
 
 
+def test_a_pretraining_schedule_of_its_own_has_a_spt_cache_key_of_its_own(repo_root):
+    """pretrain.schedule changes what pretraining trains; unset, the key is that of caches written before it existed."""
+    from sptune.study.spt_reuse import cache_key
+
+    def key(*overrides: str) -> str:
+        spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
+        plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+        return cache_key(spec, plan.pretrainings()[0])
+
+    assert key() == KEY_WITHOUT_THE_OPTION
+    assert len({key(), key("pretrain.schedule=cosine"), key("pretrain.schedule=constant")}) == 3
+
+
 # digits_quick's SPT cache key as computed before `searcher.multivariate` existed, since inputs are standardised
 # (a checkpoint cached before saw raw values and must not be reused: the key then was 907d98c156195f45).
 KEY_WITHOUT_THE_OPTION = "ecbfe8f1cd099d43"
