@@ -12,10 +12,8 @@ from (CPU, and CUDA when training there), which the loop keeps as its own stream
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -24,6 +22,7 @@ from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
+from sptune.training.batch_order import BatchOrder
 from sptune.training.device import (
     autocast,
     compiled,
@@ -32,11 +31,12 @@ from sptune.training.device import (
     set_determinism,
     set_fp32_matmul,
 )
-from sptune.training.device_data import on_device, to_device_async
+from sptune.training.device_data import on_device
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.optim_config import OptimConfig
 from sptune.training.optimizer import global_grad_norm, lr_schedule, parameter_groups
+from sptune.training.rng_stream import TorchRngStream
 from sptune.training.scoring import EVAL_BATCH, score
 from sptune.training.trivial_scores import TrivialScores, most_frequent_token
 
@@ -94,7 +94,7 @@ class EpochLoop:
         set_determinism(cfg.deterministic, self.device)  # before the model reaches the device (cuBLAS's workspace)
         set_fp32_matmul(self.device)
         torch.manual_seed(cfg.seed)
-        self.rng = self._current_rng()  # dropout's stream starts at the seed (see _own_rng)
+        self.rng = TorchRngStream(self.device)  # dropout's stream starts at the seed
         self.model = model.to(self.device)
         # Training's forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints and
         # runs validation (eval mode would be another graph to compile).
@@ -104,7 +104,8 @@ class EpochLoop:
         self.val_x, self.val_y = self._to_device(val)
         # Decided once here: asking per batch would read the answer back from a GPU every step.
         self.padded = obj.has_padding(info, self.train_x, self.val_x)
-        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)  # shuffles (and pretraining's masks)
+        self.batches = BatchOrder(len(train), cfg.batch_size, self.generator, self.device)
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
         # AdamW's fused kernel on CPU too: one pass per parameter rather than ~10 tensor ops, the same
@@ -121,47 +122,10 @@ class EpochLoop:
         # A paired task's example is two sequences (retrieval: two documents), each seq_len long.
         self.tokens_per_example = self.info.seq_len * (train.x.shape[1] if train.x.ndim == 3 else 1)
         self.optimizer_steps = 0
-        # The current pass over the training rows and how far into it training is: a steps budget's rounds
-        # continue it across calls; a new order is drawn when a pass ends.
-        self.order: torch.Tensor | None = None
-        self.cursor = 0
-
-    def _current_rng(self) -> dict[str, torch.Tensor]:
-        """The process's torch RNG states this loop draws from (uint8 CPU tensors)."""
-        states = {"torch_rng": torch.get_rng_state()}
-        if self.device.type == "cuda":
-            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
-        return states
-
-    @contextlib.contextmanager
-    def _own_rng(self) -> Iterator[None]:
-        """Run with the loop's own torch RNG stream in place of the process's.
-
-        Dropout draws from the process-wide torch RNG (CUDA's when training there). Anything
-        else in the process may advance it between epochs (a reused Ray actor building the next
-        trial, another loop), so the loop swaps its saved state in for its epoch and out after:
-        the stream then depends on this loop's history alone, and its checkpoint resumes it exactly.
-        """
-        cuda = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):  # restores the process's RNG on the way out
-            torch.set_rng_state(self.rng["torch_rng"])
-            if cuda:
-                torch.cuda.set_rng_state(self.rng["cuda_rng"], self.device)
-            yield
-            self.rng = self._current_rng()
 
     def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
         # Read-only from here on: on a GPU these are the process's shared copies (device_data).
         return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
-
-    def _next_batch(self) -> torch.Tensor:
-        """The next batch of row indices; a pass's order is drawn when the previous pass is used up."""
-        if self.order is None or self.cursor >= len(self.order):
-            self.order = to_device_async(torch.randperm(len(self.train_y), generator=self.generator), self.device)
-            self.cursor = 0
-        idx = self.order[self.cursor:self.cursor + self.cfg.batch_size]
-        self.cursor += len(idx)
-        return idx
 
     def _step(self, loss: torch.Tensor) -> torch.Tensor:
         """One optimizer step; returns the global gradient norm before clipping (on the device)."""
@@ -197,7 +161,7 @@ class EpochLoop:
         self.model.train()
         start = time.perf_counter()
         sums = _EpochSums(self.device)
-        with self._own_rng():
+        with self.rng.own():
             for step in range(1, n_steps + 1):
                 self.train_step(sums)
                 if step % DIVERGENCE_CHECK_STEPS == 0:
@@ -215,7 +179,7 @@ class EpochLoop:
         the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
         if self.cfg.compile == "cuda_graphs":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
-        idx = self._next_batch()
+        idx = self.batches.next()
         with autocast(self.device, self.cfg.precision):
             batch = self.train_batch(self.train_x[idx], self.train_y[idx])
         sums.add(batch, self._step(batch.loss), len(idx))
@@ -245,36 +209,26 @@ class EpochLoop:
             "optimizer": self.optimizer.state_dict(),
             "schedule": self.schedule.state_dict(),
             "generator": self.generator.get_state(),
-            **self.rng,
+            **self.rng.states,
             "epoch": self.epoch,
             "tokens_seen": self.tokens_seen,
             # What the trial trained on, so its one test evaluation runs the same way (training.final_scores).
             "device_in_use": self.device.type,
             "precision_in_use": precision_in_use(self.device, self.cfg.precision),
-            **self._data_position(),
+            "optimizer_steps": self.optimizer_steps,
+            **self.batches.position(),  # mid-pass (a steps budget's round ended inside one): the pass's order
         }
-
-    def _data_position(self) -> dict:
-        """Steps so far and, mid-pass (a steps budget's round ended inside one), the pass's order and cursor."""
-        position = {"optimizer_steps": self.optimizer_steps}
-        if self.order is not None and self.cursor < len(self.order):
-            position.update(data_order=self.order.cpu(), data_cursor=self.cursor)
-        return position
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.generator.set_state(state["generator"])
-        # A key missing (a checkpoint without RNG state, or a CUDA one resumed on a CPU and back)
-        # keeps the stream seeded at build time: it resumes, just not bit-exactly.
-        self.rng.update({k: state[k] for k in self.rng if k in state})
+        self.rng.load(state)
         self.epoch = int(state["epoch"])
         self.tokens_seen = int(state["tokens_seen"])
         self.optimizer_steps = int(state.get("optimizer_steps", self.epoch * self.steps_per_epoch))
-        order = state.get("data_order")
-        self.order = None if order is None else order.to(self.device)
-        self.cursor = int(state.get("data_cursor", 0))
+        self.batches.load(state)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def _two_steps(loop: EpochLoop) -> float:
     """Two training steps under the sync check; then (outside it) their mean loss."""
     loop.model.train()
     sums = _EpochSums(loop.device)
-    with loop._own_rng(), _no_host_syncs():
+    with loop.rng.own(), _no_host_syncs():
         loop.train_step(sums)
         loop.train_step(sums)
     return sums.means(loop.train_accuracy_key)["loss"]

@@ -70,9 +70,9 @@ ENCODER = EncoderConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.1,
 def _epoch(make) -> tuple[list[torch.Tensor], dict, dict]:
     loop = make()
     gen_state = loop.generator.get_state()
-    batches = [loop.train_x[loop._next_batch()].clone() for _ in range(loop.steps_per_epoch)]
+    batches = [loop.train_x[loop.batches.next()].clone() for _ in range(loop.steps_per_epoch)]
     loop.generator.set_state(gen_state)
-    loop.order, loop.cursor = None, 0  # the epoch below draws the same pass again
+    loop.batches.restart()  # the epoch below draws the same pass again
     metrics = {k: v for k, v in loop.train_epoch().items() if k != "epoch_seconds"}
     return batches, metrics, loop.model.state_dict()
 

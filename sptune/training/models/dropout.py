@@ -1,7 +1,7 @@
 """Dropout with a cheaper CPU mask than PyTorch's, and the same maths (docs/design/training.md).
 
 PyTorch draws a CPU mask with `bernoulli_(1 - p)`, one double-precision uniform per element. Here the
-mask is one 31-bit integer draw per element (`random_`, the same generator, so `EpochLoop._own_rng` and
+mask is one 31-bit integer draw per element (`random_`, the same generator, so `TorchRngStream.own` and
 the seeds govern it) compared with p * 2^31: a Bernoulli(1 - p) keep mask whose probability differs
 from 1 - p by less than 2^-31. Kept values are scaled exactly as PyTorch scales them, so outputs and
 gradients are the same function of the mask; only which elements a seed's stream drops differs.

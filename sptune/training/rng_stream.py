@@ -1,0 +1,44 @@
+"""A training loop's own torch RNG stream, kept apart from the process's (`sptune.training.loops`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+
+class TorchRngStream:
+    """The torch RNG states (CPU, and CUDA when training there) one loop's dropout draws from.
+
+    Dropout draws from the process-wide torch RNG. Anything else in the process may advance it between epochs
+    (a reused Ray actor building the next trial, another loop), so the loop swaps its saved state in for its epoch
+    and out after (`own`): the stream then depends on this loop's history alone, and its checkpoint resumes it
+    exactly. It starts at the process's state when built (the caller seeds it first)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.states = self._current()
+
+    def _current(self) -> dict[str, torch.Tensor]:
+        """The process's torch RNG states this stream covers (uint8 CPU tensors)."""
+        states = {"torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return states
+
+    @contextlib.contextmanager
+    def own(self) -> Iterator[None]:
+        """Run with this stream in place of the process's RNG, restoring the process's on the way out."""
+        cuda = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.set_rng_state(self.states["torch_rng"])
+            if cuda:
+                torch.cuda.set_rng_state(self.states["cuda_rng"], self.device)
+            yield
+            self.states = self._current()
+
+    def load(self, state: dict) -> None:
+        """The states a checkpoint holds. A key missing (a checkpoint without RNG state, or a CUDA one resumed
+        on a CPU and back) keeps the stream where it is: it resumes, just not bit-exactly."""
+        self.states.update({k: state[k] for k in self.states if k in state})
