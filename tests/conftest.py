@@ -189,6 +189,15 @@ def shown_study(repo_root, tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def postgres():
+    """tests.helpers_optuna's PostgreSQL server, one per test module that asks: its URL (with the password)."""
+    from tests.helpers_optuna import postgres_server
+
+    with postgres_server() as url:
+        yield url
+
+
 @pytest.fixture
 def one_torch_thread():
     """Tiny models: a second torch thread only adds contention on a shared machine (3-10x slower here)."""

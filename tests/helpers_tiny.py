@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 # digits_quick with its LR extension and seed-robust selection off: what tests that count a plain study's trials,
 # runs or stages add (whether an LR extension adds trials depends on where the search's pick lands).
@@ -33,6 +41,50 @@ def trial_configs(out: Path) -> list[tuple]:
         p = json.loads(params.read_text())
         found.append((p["stage"], round(p["lr"], 12), p["batch_size"]))
     return sorted(found)
+
+
+def child_runs(out: Path) -> list:
+    """Every MLflow child run (one per trial) under a finished study's parent run."""
+    from mlflow.tracking import MlflowClient
+
+    mlflow = json.loads((out / "results.json").read_text())["mlflow"]
+    client = MlflowClient(mlflow["tracking_uri"])
+    return client.search_runs([mlflow["experiment_id"]], f"tags.mlflow.parentRunId = '{mlflow['parent_run_id']}'",
+                              max_results=1000)
+
+
+def trial_checkpointed(out: Path, marker: str) -> bool:
+    """Whether a trial whose params.json holds `marker` (its stage or phase, as JSON text) has saved a checkpoint
+    under the study's storage."""
+    for trial in (out / "ray_results" / "study").glob("*"):
+        params = trial / "params.json"
+        if list(trial.glob("checkpoint_*")) and params.exists() and marker in params.read_text():
+            return True
+    return False
+
+
+def kill_driver_when(ready: Callable[[], bool], argv: list[str], repo_root: str, *, waiting_for: str,
+                     extra_env: dict[str, str] | None = None, timeout_s: float = 240) -> None:
+    """Run `python -m sptune.sweep ARGV` as a user does and kill -9 it, with the Ray processes it started, as soon
+    as `ready()` holds (asked every 50 ms). Fails the test if the driver ends or `timeout_s` passes first.
+
+    `ready` reads the trial folders under the storage (params.json says which stage or phase a trial is in), which
+    Tune's driver copies there with each snapshot: by default 10 s or more apart, longer than a tiny search lasts,
+    so snapshots are taken every second here (TUNE_GLOBAL_CHECKPOINT_S)."""
+    env = {**os.environ, "PYTHONPATH": repo_root, "TUNE_GLOBAL_CHECKPOINT_S": "1", **(extra_env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "sptune.sweep", *argv], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout_s
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if ready():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the study never reached {waiting_for}")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
+        proc.wait()
 
 
 def selected_rows(results: dict) -> list[tuple]:

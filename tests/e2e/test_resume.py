@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
-from mlflow.tracking import MlflowClient
-
 from sptune.sweep import main
-from tests.helpers_tiny import TINY, tiny_spec, trial_configs
+from tests.helpers_tiny import TINY, child_runs, kill_driver_when, tiny_spec, trial_checkpointed, trial_configs
 
 
 def _spec(repo_root: str) -> str:
     return tiny_spec(repo_root)
-
-
-def _children(out: Path) -> list:
-    results = json.loads((out / "results.json").read_text())
-    client = MlflowClient(results["mlflow"]["tracking_uri"])
-    return client.search_runs([results["mlflow"]["experiment_id"]],
-                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'", max_results=1000)
 
 
 def _finetune_checkpointed(out: Path) -> bool:
@@ -33,11 +19,7 @@ def _finetune_checkpointed(out: Path) -> bool:
     state = out / "study_state.json"
     if not state.exists() or "pretrain" not in json.loads(state.read_text() or "{}").get("searches", {}):
         return False
-    for trial in (out / "ray_results" / "study").glob("*"):
-        params = trial / "params.json"
-        if list(trial.glob("checkpoint_*")) and params.exists() and '"search-spt"' in params.read_text():
-            return True
-    return False
+    return trial_checkpointed(out, '"search-spt"')
 
 
 def _early_trial_list(out: Path, seen: dict[str, bytes]) -> None:
@@ -50,37 +32,19 @@ def _early_trial_list(out: Path, seen: dict[str, bytes]) -> None:
             seen[path.name] = text
 
 
-def _kill_mid_finetune(out: Path, cmd: list[str], env: dict, early: dict[str, bytes] | None = None) -> list[str]:
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    timeline = [f"{time.time():.1f} driver started (pid {proc.pid})"]
-    deadline = time.time() + 240
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if early is not None:
-                _early_trial_list(out, early)
-            if _finetune_checkpointed(out):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the study never reached the variants' search")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
-        proc.wait()
-    timeline.append(f"{time.time():.1f} kill -9 after the first finetune checkpoint")
-    return timeline
-
-
 def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root, tmp_path, tiny_reference):
     reference, interrupted = tiny_reference, tmp_path / "interrupted"
 
-    # The kill is timed from the trial folders under the storage (params.json says which search a trial is
-    # in), which Tune's driver copies there with each snapshot: every 10 s or more by default, longer than
-    # the tiny SPT search lasts. Every second here (also where the early trial list is taken from).
-    env = {**os.environ, "PYTHONPATH": repo_root, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-    cmd = [sys.executable, "-m", "sptune.sweep", _spec(repo_root), "--output", str(interrupted), *TINY]
     early: dict[str, bytes] = {}
-    timeline = _kill_mid_finetune(interrupted, cmd, env, early)
+
+    def ready() -> bool:  # the early trial list is taken at every snapshot until then
+        _early_trial_list(interrupted, early)
+        return _finetune_checkpointed(interrupted)
+
+    timeline = [f"{time.time():.1f} driver started"]
+    kill_driver_when(ready, [_spec(repo_root), "--output", str(interrupted), *TINY], repo_root,
+                     waiting_for="the variants' search")
+    timeline.append(f"{time.time():.1f} kill -9 after the first finetune checkpoint")
     # The worst a kill during Tune's background copy can leave: the storage's trial list from long before
     # the searchers' state beside it (CI saw a stage wait forever for a trial missing from the list).
     # The resume must restore the last snapshot whole (sptune.study.snapshot), not this mix.
@@ -98,8 +62,8 @@ def test_resume_after_kill_matches_an_uninterrupted_study(ray_session, repo_root
 
     # Same trials as the uninterrupted study; nothing re-run twice, nothing lost.
     assert trial_configs(interrupted) == trial_configs(reference)
-    children = _children(interrupted)
-    assert len(children) == len(_children(reference)) == 8
+    children = child_runs(interrupted)
+    assert len(children) == len(child_runs(reference)) == 8
     assert len({c.data.tags["sptune.trial_id"] for c in children}) == 8  # no duplicate runs
     assert all(c.info.status == "FINISHED" for c in children)
     results = json.loads((interrupted / "results.json").read_text())

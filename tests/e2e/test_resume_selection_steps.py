@@ -5,18 +5,11 @@ the picks, candidates and test numbers are the same."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from sptune.sweep import main
-from tests.helpers_tiny import selected_rows, tiny_spec, trial_configs
+from tests.helpers_tiny import kill_driver_when, selected_rows, tiny_spec, trial_checkpointed, trial_configs
 
 # FIFO so that every decision is restored (tests/helpers_tiny.py says why); digits_quick's own selection
 # (top_k 2, seeds 2) and LR extension stay on (one round, to keep the chain of stages short).
@@ -28,30 +21,6 @@ STEPS = [
 ]  # fmt: skip
 
 
-def _candidate_checkpointed(out: Path) -> bool:
-    for trial in (out / "ray_results" / "study").glob("*"):
-        params = trial / "params.json"
-        if list(trial.glob("checkpoint_*")) and params.exists() and '"candidates-' in params.read_text():
-            return True
-    return False
-
-
-def _kill_mid_candidates(out: Path, cmd: list[str], env: dict) -> None:
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 400
-    try:
-        while time.time() < deadline and proc.poll() is None:
-            if _candidate_checkpointed(out):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the study never reached its candidates")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray processes it started
-        proc.wait()
-
-
 def _stages(out: Path) -> Counter:
     return Counter(stage for stage, _, _ in trial_configs(out))
 
@@ -60,9 +29,9 @@ def test_a_study_killed_mid_candidates_resumes_without_training_one_twice(ray_se
     reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
     assert main([tiny_spec(repo_root), "--output", str(reference), *STEPS]) == 0
 
-    env = {**os.environ, "PYTHONPATH": repo_root, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
-    cmd = [sys.executable, "-m", "sptune.sweep", tiny_spec(repo_root), "--output", str(interrupted), *STEPS]
-    _kill_mid_candidates(interrupted, cmd, env)
+    kill_driver_when(lambda: trial_checkpointed(interrupted, '"candidates-'),
+                     [tiny_spec(repo_root), "--output", str(interrupted), *STEPS], repo_root,
+                     waiting_for="its candidates", timeout_s=400)
     state = json.loads((interrupted / "study_state.json").read_text())
     assert not {"candidates-scratch", "candidates-spt"} <= set(state["searches"])  # killed before both were picked
     assert main([tiny_spec(repo_root), "--output", str(interrupted), "--resume", *STEPS]) == 0

@@ -20,7 +20,7 @@ from sptune.tuning.trainable import CHECKPOINT_RANK
 
 
 def _trial(trial_id: str = "t1") -> SimpleNamespace:
-    # The study's CheckpointConfig (sptune.tuning.tuner._tuner): keep everything, order by the rank.
+    # The study's CheckpointConfig (sptune.tuning.tuner._run_config): keep everything, order by the rank.
     config = CheckpointConfig(
         num_to_keep=None, checkpoint_score_attribute=CHECKPOINT_RANK, checkpoint_score_order="max"
     )
