@@ -42,10 +42,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
-STATE_NAME = "study_state.json"
-DRIVER_FILES = ("study_state.json", "spec.yaml", "optuna.json", "test_reads.jsonl")
-OPTUNA_DB = "optuna.db"
-RESULT_FILES = ("results.json", "results.md", "report.html")
+from sptune.output_files import DRIVER_FILES, OPTUNA_DB
+
 MLFLOW_ARTIFACTS = "mlflow-artifacts"
 _SECRET_KEYS = ("access_key", "secret_key", "session_token")
 

@@ -14,6 +14,7 @@ from functools import cached_property
 
 from sptune.plan import seeds
 from sptune.plan.lr_extension import MAX_ROUND_POINTS, round_trials
+from sptune.plan.phases import Phase
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
@@ -22,13 +23,17 @@ StartingCheckpoints = dict[str, dict[int | None, str]]
 
 
 class StageKind(str, Enum):
+    """What a stage of the Tuner is; its label starts with it (search-spt, extend-spt-1, candidates-spt, rerun-spt).
+    Its trials' phase (`Phase`) is what each of them is: a candidates stage re-trains candidates."""
+
     SEARCH = "search"  # its own searcher proposes; early stopping as the spec asks
     EXTEND = "extend"  # an LR extension's round: LRs beyond the bound the pick so far sits at, to the end
     CANDIDATES = "candidates"  # the source's `top_k` best configs, each once per candidate seed, to the end
     RERUN = "rerun"  # the source's pick once per re-run seed, to the end
 
 
-_PHASE = {StageKind.RERUN: "rerun", StageKind.EXTEND: "extend", StageKind.CANDIDATES: "candidate"}
+# The phase of a stage's trials; a search stage's are its search's own (pretrain or search).
+_PHASE = {StageKind.RERUN: Phase.RERUN, StageKind.EXTEND: Phase.EXTEND, StageKind.CANDIDATES: Phase.CANDIDATE}
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,10 @@ from sptune.plan import rungs, seeds
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.budgets import Budget
 from sptune.plan.capacity import concurrency
+from sptune.plan.phases import Phase
 from sptune.plan.selection_steps import describe_selection
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
-
-# Phases whose trials train to the end of their budget: no early stopping, so they compete on equal epochs.
-TRAINED_TO_THE_END = ("rerun", "extend", "candidate")
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class SearchPlan:
     """The trials of one variant, or of one pretraining objective, in one phase of the study:
     their space, budget, metric and searcher."""
 
-    phase: str  # "pretrain" | "search" (a variant's LR/batch search) | "rerun" (its selected config per seed)
+    phase: Phase  # what its trials are (sptune.plan.phases)
     variant: str | None  # None when pretraining
     kind: str | None  # the variant's kind; None when pretraining
     space: SearchSpec
@@ -82,11 +80,11 @@ class SearchPlan:
     @property
     def label(self) -> str:
         """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
-        if self.phase == "rerun":
+        if self.phase == Phase.RERUN:
             return self.rerun_label
-        if self.phase == "candidate":
+        if self.phase == Phase.CANDIDATE:
             return self.candidates_label
-        if self.phase == "pretrain":
+        if self.phase == Phase.PRETRAIN:
             return self.source.stage_name
         return f"{self.phase}-{self.variant}"
 
@@ -117,10 +115,10 @@ class StudyPlan:
     train_rows: int = 0  # the study's training rows (what an epoch's time scales with, sptune.plan.cost); 0: unknown
 
     def variant_searches(self) -> list[SearchPlan]:
-        return [s for s in self.searches if s.phase == "search"]
+        return [s for s in self.searches if s.phase == Phase.SEARCH]
 
     def pretrainings(self) -> list[SearchPlan]:
-        return [s for s in self.searches if s.phase == "pretrain"]
+        return [s for s in self.searches if s.phase == Phase.PRETRAIN]
 
     def search_seeds(self) -> list[int]:
         """Every seed a search trial uses: the spec's, and one more per further repeat of a grid point."""
@@ -177,7 +175,7 @@ def build_plan(
     for source in spec.pretraining_sources():
         searches.append(
             SearchPlan(
-                "pretrain",
+                Phase.PRETRAIN,
                 None,
                 None,
                 p.search,
@@ -196,7 +194,7 @@ def build_plan(
         source = spec.variant_source(name)
         searches.append(
             SearchPlan(
-                "search",
+                Phase.SEARCH,
                 name,
                 spec.variant_kind(name),
                 v.search,
@@ -234,10 +232,10 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     head = f"  {search.label:<24}"
     if search.reuse_checkpoint:
         return f"{head} reuses the SPT checkpoint {search.reuse_checkpoint} (no pretraining)"
-    if search.phase == "pretrain" and search.epochs == 0:
+    if search.phase == Phase.PRETRAIN and search.epochs == 0:
         return f"{head} 0 epochs: SPT variants start from an untrained (seeded) encoder"
     space = ", ".join(f"{k}={_describe_param(p)}" for k, p in search.space.items())
-    if search.phase == "pretrain":
+    if search.phase == Phase.PRETRAIN:
         p = plan.spec.pretrain
         what = f"objective={search.objective}"
         extra = f" on task {search.source.task.name}" if search.source.task else ""
@@ -260,7 +258,7 @@ def search_epochs(plan: StudyPlan, search: SearchPlan) -> int:
     """The most trial-epochs a search spends: exactly this under sha or hyperband without failures
     (their rung sizes are fixed, sptune.plan.rungs); n_trials x epochs under asha (asynchronous) or fifo."""
     s = plan.spec.scheduler
-    if not search.n_trials or search.phase == "rerun":
+    if not search.n_trials or search.phase == Phase.RERUN:
         return search.n_trials * search.epochs
     return rungs.planned_epochs(s.type, search.n_trials, s.grace_period, s.reduction_factor, search.epochs)
 

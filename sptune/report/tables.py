@@ -15,8 +15,6 @@ from sptune.report.flags import Flag
 from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
 from sptune.report.records import ReportData, as_float, seed_key
 
-REPORT_MD = "report.md"
-
 DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
                  "trials", "diverged", "failed", "failures", "trial-epochs")
 # ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).

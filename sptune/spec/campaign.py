@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from sptune.errors import SpecError
+from sptune.output_files import RESULTS_JSON
 from sptune.plan.budgets import TOTAL_MATCHED
 
 STUDY_KEYS = {"spec", "name", "set", "axes", "compute_matched"}
@@ -119,9 +120,9 @@ def merge_results(output_dir: Path, studies: list[CampaignStudy], campaign: str)
     """One results.json for the campaign: every study's rows, tagged with the study name."""
     rows, parts = [], {}
     for study in studies:
-        result = json.loads((output_dir / study.name / "results.json").read_text())
+        result = json.loads((output_dir / study.name / RESULTS_JSON).read_text())
         parts[study.name] = {k: v for k, v in result.items() if k != "rows"}
         rows += [{**row, "study": study.name, "overrides": list(study.overrides)} for row in result["rows"]]
-    path = output_dir / "results.json"
+    path = output_dir / RESULTS_JSON
     path.write_text(json.dumps({"campaign": campaign, "studies": parts, "rows": rows}, indent=2, default=str))
     return path

@@ -21,10 +21,10 @@ from sptune.judging.results import (
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.judging.trivial_check import versus_trivial
+from sptune.output_files import TEST_READS
 from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.data_provenance import count_test_reads, provenance_document
-from sptune.study.final_evaluation import TEST_READS
 from sptune.study.state import StudyState, TunerRun
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker

@@ -18,13 +18,14 @@ from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, StageSelected
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
+from sptune.output_files import OPTUNA_DB
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
 from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
-from sptune.tracking.optuna_studies import DB_FILE, OptunaTarget, default_url
+from sptune.tracking.optuna_studies import OptunaTarget, default_url
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
@@ -209,7 +210,7 @@ class TunerRunner:
         its copy too (a server database needs none; a local storage's is the output directory's own)."""
         out = self.state_file.output_dir
         own = self.optuna is not None and self.optuna.url == default_url(out)
-        return SnapshotBundle(experiment_dir, out / DB_FILE if own and stored.is_remote(self.storage) else None)
+        return SnapshotBundle(experiment_dir, out / OPTUNA_DB if own and stored.is_remote(self.storage) else None)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""

@@ -17,6 +17,7 @@ from ray import tune
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from sptune.plan.phases import Phase
 from sptune.plan.rungs import rung_epochs
 from sptune.plan.seeds import search_seeds
 from sptune.plan.study_plan import SearchPlan, StudyPlan
@@ -211,7 +212,7 @@ def settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
     """Where a batched searcher takes a trial's result: the first rung of early stopping, which every trial
     reaches (with hyperband too: no bracket's first rung comes before it); None (when it ends) without."""
     s = plan.spec.scheduler
-    if s.type == "fifo" or search.phase == "rerun":
+    if s.type == "fifo" or search.phase == Phase.RERUN:
         return None
     rungs = rung_epochs(s.grace_period, s.reduction_factor, search.epochs)
     return rungs[0] if rungs else None

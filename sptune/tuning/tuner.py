@@ -14,7 +14,8 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from sptune.judging.ledger import Ledger
 from sptune.judging.selection import Selection
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
-from sptune.plan.study_plan import TRAINED_TO_THE_END, SearchPlan, StudyPlan
+from sptune.plan.phases import TRAINED_TO_THE_END
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
