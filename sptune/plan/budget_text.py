@@ -42,7 +42,8 @@ def _in_all(budget: Budget, pretraining: Budget | None) -> str:
 
 def _search_line(search: Any, by_label: dict[str, Any], rows: int) -> str:
     budget = search.budget
-    conversion = _conversion(budget, _batch_sizes(search), 0 if search.source and search.source.task else rows)
+    other_task = search.pretrain_source is not None and search.pretrain_source.task is not None
+    conversion = _conversion(budget, _batch_sizes(search), 0 if other_task else rows)
     if search.is_pretraining:
         return f"  {search.label}: {budget.describe()}{conversion}"
     pretraining = by_label[search.init_from].budget if search.init_from in by_label else None

@@ -32,7 +32,7 @@ class SearchPlan:
 
     phase: Phase  # what its trials are (sptune.plan.phases)
     variant: str | None  # None when pretraining
-    kind: str | None  # the variant's kind; None when pretraining
+    variant_kind: str | None  # the variant's kind (spec/variant_kinds.py); None when pretraining
     space: SearchSpec
     num_samples: int
     epochs: int
@@ -45,7 +45,7 @@ class SearchPlan:
     init_from: str | None = None  # the label of the pretraining whose checkpoint initialises the variant
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
-    source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
+    pretrain_source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
     budget: Budget | None = None  # one trial's budget (sptune.plan.budgets); `epochs` is its max_iterations
 
     @property
@@ -56,7 +56,7 @@ class SearchPlan:
     @property
     def objective(self) -> str | None:
         """The pretraining objective (masked | causal); None for a variant's search or re-runs."""
-        return self.source.objective if self.source else None
+        return self.pretrain_source.objective if self.pretrain_source else None
 
     @property
     def is_pretraining(self) -> bool:
@@ -67,7 +67,7 @@ class SearchPlan:
     def variant_or_objective(self) -> str:
         """The `variant` its trials carry in their config, MLflow params and the report: the variant,
         or for pretraining the objective."""
-        return self.variant or self.source.objective
+        return self.variant or self.pretrain_source.objective
 
     @property
     def n_trials(self) -> int:
@@ -85,13 +85,13 @@ class SearchPlan:
         if self.phase == Phase.CANDIDATE:
             return self.candidates_label
         if self.phase == Phase.PRETRAIN:
-            return self.source.stage_name
+            return self.pretrain_source.stage_name
         return f"{self.phase}-{self.variant}"
 
     @property
     def rerun_label(self) -> str:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
-        return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
+        return f"{self.pretrain_source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
     def extend_label(self, round_: int) -> str:
         """The label of round `round_` of its LR extension (a variant's search only): extend-spt-1, ..."""
@@ -153,7 +153,9 @@ class StudyPlan:
     def training_data(self, search: SearchPlan, study_data: TaskSplits) -> TaskSplits:
         """spt_cross pretraining (its search and its re-runs) trains on another task; every other search on
         the study's own."""
-        return self.source_data.get(search.source.stage_name, study_data) if search.is_pretraining else study_data
+        if not search.is_pretraining:
+            return study_data
+        return self.source_data.get(search.pretrain_source.stage_name, study_data)
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
@@ -186,7 +188,7 @@ def build_plan(
                 _searcher(spec, p.search),
                 grid_repeats=p.grid_repeats,
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
-                source=source,
+                pretrain_source=source,
                 budget=pretrain_budget,
             )
         )
@@ -238,10 +240,10 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     if search.phase == Phase.PRETRAIN:
         p = plan.spec.pretrain
         what = f"objective={search.objective}"
-        extra = f" on task {search.source.task.name}" if search.source.task else ""
+        extra = f" on task {search.pretrain_source.task.name}" if search.pretrain_source.task else ""
         extra += (f" mask_ratio={p.mask_ratio:g}" if search.objective == "masked" else "") + f" loss={p.loss}"
     else:
-        what = f"kind={search.kind}"
+        what = f"kind={search.variant_kind}"
         extra = f" init from {search.init_from}" if search.init_from else ""
     line = (
         f"{head} {what:<20} {search.searcher:<7} {_trial_count(search, plan.spec.seed)} x <= {search.epochs:>3} "

@@ -57,7 +57,7 @@ def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list
     are fetched into it, and the resume goes on from them. Returns the names fetched."""
     if not resume or not storage.is_remote(storage_uri) or (out / STATE).exists():
         return []
-    fetched = storage.Mirror(storage_uri, out).pull()
+    fetched = storage.DriverFileMirror(storage_uri, out).pull()
     if fetched and OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
         # Here: they import Ray Tune, which no other refusal of the preflight waits for.
         from sptune.study.snapshot import read_bundle

@@ -31,7 +31,7 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
         kinds.setdefault(r["variant"], str(r["kind"]))
     for t in data.trials:
         if t.phase in (Phase.SEARCH, Phase.RERUN):
-            kinds.setdefault(t.variant, t.kind)
+            kinds.setdefault(t.variant, t.variant_kind)
     variants = sorted(kinds, key=lambda v: v != data.baseline)  # stable: keeps first-seen order otherwise
     tasks = list(dict.fromkeys([r["task"] for r in data.rows] + [t.task for t in data.trials if t.task]))
     return tasks, variants, kinds

@@ -113,7 +113,7 @@ def load_campaign(run_dir: Path, results: dict[str, Any]) -> ReportData:
         timeline += [{**t, "stage": f"{name}/{t['stage']}"} for t in part.timeline]
     # Search spaces differ between studies: the LR-edge check falls back to the LRs each study tried.
     return ReportData(name=str(results.get("campaign")), run_dir=run_dir, rows=rows, trials=trials, spec={},
-                      timeline=timeline, source=f"campaign {run_dir}",
+                      timeline=timeline, read_from=f"campaign {run_dir}",
                       notes=notes + _baseline_note(baselines) + _spread_note(spreads),
                       baseline=_campaign_baseline(baselines), spread=_common(spreads))
 
@@ -158,9 +158,9 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     if not rows and not trials:
         raise ReportError(str(run_dir), "no results.json rows and no MLflow trial runs to report on",
                           "pass a finished study's output directory, or a parent run id with --tracking-uri")
-    source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / RESULTS_JSON)
+    read_from = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / RESULTS_JSON)
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
-                      spec=spec, timeline=list(results.get("timeline") or []), source=source,
+                      spec=spec, timeline=list(results.get("timeline") or []), read_from=read_from,
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
                       spread=results.get("spread"), tracking_uri=None if notes else uri,
                       parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}),

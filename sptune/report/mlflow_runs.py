@@ -55,7 +55,7 @@ def _trial(client: Any, run: Any, default_task: str) -> Trial:
         best = max(v for _, v in curve)
     variant = tags.get("sptune.variant", params.get("variant", ""))
     return Trial(
-        run_id=run.info.run_id, phase=phase, variant=variant, kind=params.get("kind", variant),
+        run_id=run.info.run_id, phase=phase, variant=variant, variant_kind=params.get("kind", variant),
         task=params.get("task", default_task), seed=str(params.get("seed", "")), lr=as_float(params.get("lr")),
         batch_size=str(as_int(params.get("batch_size")) or ""), status=_status(tags, run.info.status),
         selected=tags.get("sptune.selected") == "true", max_epochs=as_int(params.get("max_epochs")),
@@ -78,7 +78,7 @@ def _selected_row(t: Trial, trials: list[Trial]) -> dict[str, Any]:
     group = [g for g in trials if (g.phase, g.task, g.variant) == (Phase.SEARCH, t.task, t.variant)
              and (t.phase == Phase.RERUN or g.seed == t.seed)]
     return {
-        "variant": t.variant, "kind": t.kind, "task": t.task, "seed": t.seed, "lr": t.lr,
+        "variant": t.variant, "kind": t.variant_kind, "task": t.task, "seed": t.seed, "lr": t.lr,
         "batch_size": t.batch_size, "best_epoch": t.selected_epoch, "val_acc": t.best_val_acc,
         "test_acc": t.test_acc, "trials": len(group), "diverged": sum(g.status == "diverged" for g in group),
         "failed": sum(g.status == "failed" for g in group), "trial_epochs": sum(g.epochs for g in group),

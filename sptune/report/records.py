@@ -29,7 +29,7 @@ class Trial:
     run_id: str
     phase: str  # a Phase (MLflow tag sptune.phase), or PRETRAIN_RERUN
     variant: str
-    kind: str
+    variant_kind: str  # MLflow param `kind`
     task: str
     seed: str
     lr: float | None
@@ -60,7 +60,7 @@ class ReportData:
     trials: list[Trial]
     spec: dict[str, Any]
     timeline: list[dict[str, Any]]
-    source: str
+    read_from: str  # MLflow (tracking URI and parent run) or the results.json it was read from
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
     spread: str | None = None  # what the spread over seeds covers (sptune.plan.seeds), as results.json records it

@@ -89,7 +89,7 @@ def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
     out = []
     for (task, variant), c in cells.items():
         out.append({
-            "task": task, "variant": variant, "kind": c.kind, "n_seeds": len(c.test),
+            "task": task, "variant": variant, "kind": c.variant_kind, "n_seeds": len(c.test),
             "seeds": ";".join(sorted(c.test, key=seed_key)),
             **_summary_columns("test_acc", c.test_summary), **_summary_columns("val_acc", c.val_summary, False),
             "delta_vs": c.baseline or "", "delta_pairing": c.pairing.note if c.pairing else "",

@@ -31,7 +31,7 @@ class Candidate:
 def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore, train_score: HeldOutScore) -> ResultRow:
     sel, search = candidate.tested.selection, candidate.search_record.best.selection
     return ResultRow(
-        variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
+        variant=candidate.search.variant, kind=candidate.search.variant_kind, task=plan.info.name,
         seed=int(sel.config.get("seed", plan.spec.seed)), lr=float(sel.config["lr"]),
         batch_size=int(sel.config["batch_size"]), best_epoch=sel.epoch, val_acc=sel.score,
         test_acc=score.accuracy, test_loss=score.loss, test_device=score.device, test_precision=score.precision,

@@ -62,7 +62,7 @@ def run_study(ready: ReadyStudy, tracker: Tracker | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / SPEC).write_text(resolved_spec_text(ready.spec))
     optuna = _optuna_target(ready)
-    storage.Mirror(ready.storage, out).push(SPEC, OPTUNA_RECORD)
+    storage.DriverFileMirror(ready.storage, out).push(SPEC, OPTUNA_RECORD)
     target = ready.tracking
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
@@ -125,7 +125,7 @@ def write_report(out: Path, storage_uri: str | None = None) -> None:
     reported, with the command to retry, but does not fail the study."""
     try:
         print(f"Report: {build_report(out)}")
-        storage.Mirror(storage_uri, out).push(REPORT_HTML)
+        storage.DriverFileMirror(storage_uri, out).push(REPORT_HTML)
     except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
         print(
             f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "

@@ -13,7 +13,7 @@ from typing import Any
 from sptune.judging.results import ResultRow
 from sptune.judging.selection import Selection
 from sptune.output_files import STATE
-from sptune.storage import Mirror
+from sptune.storage import DriverFileMirror
 
 
 @dataclass(frozen=True)
@@ -115,4 +115,4 @@ class StateFile:
         tmp.write_text(text)
         tmp.replace(self.output_dir / STATE)  # atomic: a kill never leaves half a state file
         # One object put (atomic too): the remote copy is either the last state or this one.
-        Mirror(self.storage, self.output_dir).push_bytes(STATE, text.encode())
+        DriverFileMirror(self.storage, self.output_dir).push_bytes(STATE, text.encode())

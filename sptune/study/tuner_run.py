@@ -175,12 +175,13 @@ class TunerRunner:
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         ranked = {label: list(r.ranked) for label, r in self.state.searches.items() if r.ranked}
         searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna, ranked)
-        parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
+        parts = ", ".join(f"{s.label} {s.budget} ({s.trial_plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
-        logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
+        logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.trial_plan) for s in stages})
         recorder = StageRecorder(searcher.ledger, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
-        states = TrialStateMetrics(self.plan.spec.name, [(s.plan.variant_or_objective, s.plan.phase) for s in stages])
+        states = TrialStateMetrics(self.plan.spec.name,
+                                   [(s.trial_plan.variant_or_objective, s.trial_plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
         callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle)]
@@ -219,7 +220,7 @@ class TunerRunner:
             "task": self.plan.training_data(search, self.data).info.name,
             "phase": search.phase,
             "variant": search.variant_or_objective,
-            "kind": search.kind or search.objective,  # pretraining has no variant kind: name its objective
+            "kind": search.variant_kind or search.objective,  # pretraining has no variant kind: name its objective
             "max_epochs": search.epochs,
             **{f"model.{k}": v for k, v in spec.model.model_dump().items()},
         }

@@ -111,7 +111,7 @@ def name_value(study: optuna.Study, name: str) -> None:
 SEARCH_TRIAL = "search_trial"  # user attr of a database trial: its number in the searcher's own study
 
 
-class StudyMirror:
+class OptunaStudyMirror:
     """One search's persisted Optuna study, kept equal to the study its searcher samples from.
 
     The searcher samples from an in-memory study that Ray saves with every experiment snapshot, so a
@@ -231,7 +231,7 @@ class OptunaTarget:
             load_if_exists=True,
             direction="maximize" if search.mode == "max" else "minimize",
         )
-        task = search.source.task.name if search.is_pretraining and search.source.task else self.task
+        task = search.pretrain_source.task.name if search.is_pretraining and search.pretrain_source.task else self.task
         attrs = {
             "sptune_study": self.study,
             "variant": search_name(search),

@@ -22,7 +22,7 @@ from sptune.plan.rungs import rung_epochs
 from sptune.plan.seeds import search_seeds
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.spec import ParamSpace
-from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, name_value, open_storage
+from sptune.tracking.optuna_studies import OptunaStudyMirror, OptunaTarget, name_value, open_storage
 
 
 class FixedConfigs(Searcher):
@@ -133,10 +133,10 @@ def tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
 class RecordedOptunaSearch(OptunaSearch):
     """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
     exactly the search Tune restores), mirrored trial by trial into the search's persisted study
-    (`StudyMirror`) for optuna-dashboard and the report. Its study names the value it is told
+    (`OptunaStudyMirror`) for optuna-dashboard and the report. Its study names the value it is told
     (`told_value`); its trials also name their Ray trial and the epoch their value was told at."""
 
-    def __init__(self, *args: Any, mirror: StudyMirror | None = None, value_name: str | None = None,
+    def __init__(self, *args: Any, mirror: OptunaStudyMirror | None = None, value_name: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mirror = mirror
@@ -182,7 +182,7 @@ def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarg
     mirror, value = None, told_value(plan, search)
     if target is not None:
         target.create(search, value)  # named and described
-        mirror = StudyMirror(open_storage(target.url), target.study_name(search))
+        mirror = OptunaStudyMirror(open_storage(target.url), target.study_name(search))
     return RecordedOptunaSearch(
         OptunaSearch.convert_search_space(space),
         metric=search.metric,

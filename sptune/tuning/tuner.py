@@ -94,9 +94,9 @@ def staged_search(
     stages' ledger is the searcher's. `selections` (and `ranked`, the best configs of those that rank some) were
     made before (a resumed study)."""
     searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind is StageKind.SEARCH}
-    fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
+    fixed = {s.label: {**fixed_params(s.trial_plan, plan.spec.seed), "stage": s.label} for s in stages}
     searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed)
-    schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
+    schedulers = {s.label: _scheduler(plan, s.trial_plan) for s in stages}
     return searcher, StageScheduler(schedulers, plan.concurrency)
 
 
@@ -146,7 +146,7 @@ def build_study_tuner(
 
 def _run_config(plan: StudyPlan, stages: list[Stage], storage: str, callbacks: list) -> tune.RunConfig:
     # The terminal shows a line per stage, each ranked by its own metric (sptune.tuning.callbacks.terminal).
-    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.plan.metric, s.plan.mode) for s in stages]
+    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.trial_plan.metric, s.trial_plan.mode) for s in stages]
     return tune.RunConfig(
         name=STUDY_EXPERIMENT,
         storage_path=storage,

@@ -30,6 +30,6 @@ def test_a_stage_kind_names_the_stage_and_the_phase_its_trials(repo_root):
     search = plan.variant_searches()[-1]
     stages = {kind: Stage(search, kind, (5000,), after=search.label, extend_round=int(kind is StageKind.EXTEND))
               for kind in (StageKind.EXTEND, StageKind.CANDIDATES, StageKind.RERUN)}
-    assert {k: s.plan.phase for k, s in stages.items()} == {
+    assert {k: s.trial_plan.phase for k, s in stages.items()} == {
         StageKind.EXTEND: Phase.EXTEND, StageKind.CANDIDATES: Phase.CANDIDATE, StageKind.RERUN: Phase.RERUN}
     assert [s.label.split("-")[0] for s in stages.values()] == ["extend", "candidates", "rerun"]
