@@ -12,10 +12,11 @@ from sptune.plan.study_plan import describe
 from sptune.preflight import ReadyCampaign, ReadyStudy
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.report import build_report
-from sptune.spec.campaign import merge_results
 from sptune.study import ray_session
+from sptune.study.publish import merge_results
 from sptune.study.study import Study
-from sptune.tracking.mlflow_tracker import JOB_TAG, Tracker, ui_command
+from sptune.tracking.job_runs import JOB_TAG
+from sptune.tracking.mlflow_tracker import Tracker, ui_command
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna
 from sptune.tracking.provenance import parent_run_params
 from sptune.tuning.callbacks.terminal import show_library_output
