@@ -32,9 +32,9 @@ STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
 
 
 def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
-    """What every trial of a search carries besides the searched values."""
+    """What every trial of a search carries besides the searched values (plain text: the configs Ray saves)."""
     objective = {"objective": search.objective} if search.objective else {}
-    return {"phase": search.phase, "variant": search.variant_or_objective, "seed": seed, **objective}
+    return {"phase": str(search.phase), "variant": search.variant_or_objective, "seed": seed, **objective}
 
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
