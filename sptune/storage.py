@@ -8,9 +8,9 @@ What lives under a remote prefix, and why:
   (``?endpoint_override=HOST:PORT&scheme=http``), so a finetune trial on any node, the one test
   evaluation and the MLflow copy of the selected checkpoint read them through pyarrow wherever they run
   (`read_bytes`, `local_copy`); nothing assumes a shared local path.
-- **The driver's files** (`DRIVER_FILES`: study_state.json at every save, spec.yaml, optuna.json,
+- **The driver's files** (`output_files.DRIVER_FILES`: study_state.json at every save, spec.yaml, optuna.json,
   test_reads.jsonl, and at the end results.json/.md and report.html) are copied under the prefix as they
-  are written (`Mirror`). The default Optuna database (OUTPUT/optuna.db) goes, as a consistent SQLite
+  are written (`DriverFileMirror`). The default Optuna database (OUTPUT/optuna.db) goes, as a consistent SQLite
   backup, into the zip of each of Tune's experiment snapshots (`sptune.study.snapshot`), taken in the
   driver step that saves the searchers. Once the Tuner has ended, the database itself is copied to
   STORAGE/optuna.db.
@@ -42,10 +42,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
 
-STATE_NAME = "study_state.json"
-DRIVER_FILES = ("study_state.json", "spec.yaml", "optuna.json", "test_reads.jsonl")
-OPTUNA_DB = "optuna.db"
-RESULT_FILES = ("results.json", "results.md", "report.html")
+from sptune.output_files import DRIVER_FILES, OPTUNA_DB
+
 MLFLOW_ARTIFACTS = "mlflow-artifacts"
 _SECRET_KEYS = ("access_key", "secret_key", "session_token")
 
@@ -172,7 +170,7 @@ def mlflow_artifact_root(storage: str) -> str:
     return join(without_query(storage), MLFLOW_ARTIFACTS)
 
 
-class Mirror:
+class DriverFileMirror:
     """The driver's files of one study, copied under a remote storage prefix (a no-op for local storage)."""
 
     def __init__(self, storage: str | None, output_dir: Path) -> None:

@@ -53,7 +53,7 @@ def test_local_copy_and_mirror_on_a_local_path(tmp_path):
     with storage.local_copy(str(tmp_path / "ck")) as folder:
         assert (folder / "state.pt").read_bytes() == b"x"
     assert storage.exists(str(tmp_path / "ck" / "state.pt")) and not storage.exists(str(tmp_path / "none"))
-    mirror = storage.Mirror(str(tmp_path / "storage"), tmp_path / "out")
+    mirror = storage.DriverFileMirror(str(tmp_path / "storage"), tmp_path / "out")
     assert mirror.storage is None and mirror.pull() == []  # local storage: the output dir is the copy
 
 
@@ -65,11 +65,11 @@ def test_mirror_pushes_and_pulls_through_pyarrow(tmp_path):
     out.mkdir()
     (out / "study_state.json").write_text("{}")
     (out / "optuna.db").write_bytes(b"db")
-    mirror = storage.Mirror(str(remote), out)
+    mirror = storage.DriverFileMirror(str(remote), out)
     mirror.storage = remote.as_uri()  # force the remote path through the same pyarrow calls
     mirror.push("study_state.json", "optuna.db", "missing.txt")
     assert (remote / "study_state.json").read_text() == "{}"
-    fresh = storage.Mirror(str(remote), tmp_path / "new")
+    fresh = storage.DriverFileMirror(str(remote), tmp_path / "new")
     fresh.storage = remote.as_uri()
     assert fresh.pull() == ["study_state.json", "optuna.db"]
     assert (tmp_path / "new" / "optuna.db").read_bytes() == b"db"

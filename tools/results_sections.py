@@ -18,6 +18,7 @@ from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.results import summary_table
+from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
 from sptune.plan.seeds import NO_SPREAD, PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
@@ -32,15 +33,15 @@ FLAG_HEADLINE = re.compile(r"^- (\*\*[A-Z]+: [^*]+\*\*)")
 
 def members(folder: Path) -> list[tuple[str, Path, dict[str, Any]]]:
     """(name, directory, results.json) of a study, or of each study of a campaign, in run order."""
-    results = json.loads((folder / "results.json").read_text())
+    results = json.loads((folder / RESULTS_JSON).read_text())
     if "campaign" not in results:
         return [(results.get("study", folder.name), folder, results)]
-    return [(name, folder / name, json.loads((folder / name / "results.json").read_text()))
+    return [(name, folder / name, json.loads((folder / name / RESULTS_JSON).read_text()))
             for name in results["studies"]]
 
 
 def read_spec(directory: Path) -> dict[str, Any]:
-    path = directory / "spec.yaml"
+    path = directory / SPEC
     return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
@@ -67,7 +68,7 @@ def provenance_lines(results: dict[str, Any], link: str) -> list[str]:
     versions = ", ".join(f"{k} {v}" for k, v in (provenance.get("versions") or {}).items())
     data = provenance.get("data") or {}
     prints = ", ".join(f"{s} `{data[s][:12]}`" for s in ("train", "val", "test") if data.get(s))
-    files = " · ".join(f"[{name}]({link}/{name})" for name in ("spec.yaml", "results.json", "results.md"))
+    files = " · ".join(f"[{name}]({link}/{name})" for name in (SPEC, RESULTS_JSON, RESULTS_MD))
     return [f"{commit}; {versions or 'library versions not recorded'}; data sha256 {prints or 'not recorded'} "
             "(full values in results.json).", "", f"Files: {files}."]
 
@@ -143,7 +144,7 @@ def selection_table(results: dict[str, Any], spec: dict[str, Any]) -> list[str]:
 
 def flag_headlines(directory: Path) -> list[str]:
     """The report's fairness flags, headline only (their details, with the report's own numbers, are in it)."""
-    path = directory / "report.md"
+    path = directory / REPORT_MD
     if not path.is_file():
         return []
     lines, inside = [], False
@@ -159,8 +160,8 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
     """Everything the page says of one study, below its heading."""
     lines = [*provenance_lines(results, link), "",
              f"Wall time: {minutes(wall_seconds(results))}, first stage started to last stage selected "
-             "(results.json timeline)." + (f" Report: [report.html]({link}/report.html)."
-                                            if (directory / "report.html").is_file() else ""), "",
+             "(results.json timeline)." + (f" Report: [{REPORT_HTML}]({link}/{REPORT_HTML})."
+                                            if (directory / REPORT_HTML).is_file() else ""), "",
              stats_table(results), ""]
     lines += [budget_table(results["budget"]), ""] if results.get("budget") else ["Budget: not recorded.", ""]
     lines += [spread_line(results), "", *power_table(results.get("summary") or {}), "",
@@ -168,7 +169,7 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
     flags = flag_headlines(directory)
     if flags:
         lines += [f"Fairness flags ([the report]({link}/report.html) has their details):", "", *flags, ""]
-    figure = directory / "figures" / f"{results.get('task')}-lr.png"
+    figure = directory / FIGURES / f"{results.get('task')}-lr.png"
     if figure.is_file():
         lines += [f"![accuracy vs learning rate, {results.get('study')}]({link}/figures/{figure.name})", ""]
     return lines

@@ -25,6 +25,8 @@ from typing import Any
 from results_page import load_manifest, render_file
 from results_sections import DIRTY_TEXT, derived_values, fixed_texts, members, read_spec
 
+from sptune.output_files import RESULTS_JSON
+
 NUMBER = re.compile(r"(?<![\w.])([+\-−]?)(\d+)(?:\.(\d+))?(?:[eE]([+\-−]?\d+))?(?!\w)(?!\.\d)(\s?(?:%|pts?\b))?")
 HASH_CODE = re.compile(r"`[0-9a-f]{7,64}`")
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -73,10 +75,10 @@ def study_values(study: dict[str, Any], docs: Path) -> tuple[list[float], list[f
     the papers' numbers its `reference:` quotes)."""
     quoted = [n.value for n in numbers(str(study.get("reference") or ""))]
     folder = docs / "results" / study["id"]
-    if not (folder / "results.json").is_file():
+    if not (folder / RESULTS_JSON).is_file():
         return [], quoted
     group = members(folder)
-    values = leaves(json.loads((folder / "results.json").read_text())) if len(group) > 1 else []
+    values = leaves(json.loads((folder / RESULTS_JSON).read_text())) if len(group) > 1 else []
     for _, directory, results in group:
         values += leaves(results) + leaves(read_spec(directory))
     return values + derived_values(group), quoted
@@ -119,7 +121,7 @@ def study_commits(studies: list[dict[str, Any]], docs: Path) -> list[tuple[str, 
     found = []
     for study in studies:
         folder = docs / "results" / study["id"]
-        if (folder / "results.json").is_file():
+        if (folder / RESULTS_JSON).is_file():
             found += [(name, (r.get("provenance") or {}).get("git") or {}) for name, _, r in members(folder)]
     return found
 

@@ -133,7 +133,7 @@ def stop(client: Any, submission_id: str, timeout_s: float = 60.0) -> str:
 
 def mlflow_runs(info: Any, tracking_uri: str | None = None) -> tuple[str, list[dict[str, str]]]:
     """The tracking URI and the job's MLflow parent runs (found by their tag `sptune.ray_job_id`)."""
-    from sptune.tracking.mlflow_tracker import job_runs  # here: MLflow only for the commands that read runs
+    from sptune.tracking.job_runs import job_runs  # here: MLflow only for the commands that read runs
 
     uri, experiments = _tracking(info, tracking_uri)
     check_tracking_server(uri)
@@ -142,7 +142,7 @@ def mlflow_runs(info: Any, tracking_uri: str | None = None) -> tuple[str, list[d
 
 def end_runs(info: Any) -> int:
     """After `stop`: the job's MLflow runs left RUNNING are marked KILLED (the driver was killed)."""
-    from sptune.tracking.mlflow_tracker import end_stopped_job_runs  # here: MLflow only for the commands that need it
+    from sptune.tracking.job_runs import end_stopped_job_runs  # here: MLflow only for the commands that need it
 
     uri, experiments = _tracking(info)
     check_tracking_server(uri)  # a dead server fails in seconds, not after MLflow's retries

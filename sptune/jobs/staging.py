@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sptune.errors import SpecError
+from sptune.output_files import MLFLOW_DB
 from sptune.preflight import RunOptions, prepare_inputs
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.spec import SweepSpec, load_spec, read_yaml
@@ -174,7 +175,7 @@ def _entrypoint(request: JobRequest) -> str:
 def _metadata(request: JobRequest, specs: list[SweepSpec], name: str) -> dict[str, str]:
     """What `status` needs to find the study's MLflow runs: the tracking URI, the experiments and
     (on the runs) the tag `sptune.ray_job_id` the driver sets to this job's submission id."""
-    uri = request.tracking_uri or specs[0].tracking.uri or f"sqlite:///{Path(request.output) / 'mlflow.db'}"
+    uri = request.tracking_uri or specs[0].tracking.uri or f"sqlite:///{Path(request.output) / MLFLOW_DB}"
     experiments = list(dict.fromkeys(s.tracking.experiment or f"sptune-{s.name}" for s in specs))
     digest = hashlib.sha256("".join(resolved_spec_text(s) for s in specs).encode()).hexdigest()
     return {META_STUDY: name, META_SPEC_HASH: digest, META_URI: redact(uri),

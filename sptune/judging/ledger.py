@@ -134,7 +134,7 @@ class Ledger:
             event = StageReleased(stage.label, None, {} if spt is None else {"spt_checkpoint": spt[None]})
             budget = stage.budget
         else:
-            configs = given_configs(stage, self._source(stage), spt)
+            configs = given_configs(stage, self._continued(stage), spt)
             event, budget = StageReleased(stage.label, configs, {}), len(configs)
         self.released[stage.label] = _Released(event, time.time(), budget)
         self._emit(event)
@@ -143,13 +143,13 @@ class Ledger:
         """Every stage released so far, in the order released."""
         return [r.release for r in self.released.values()]
 
-    def _source(self, stage: Stage) -> list[Selection]:
+    def _continued(self, stage: Stage) -> list[Selection]:
         """The best configs, best first, of the stage it continues from (re-runs: its pick; a search: none)."""
         if stage.kind is StageKind.SEARCH:
             return []
         if stage.kind is StageKind.RERUN:
-            return self.selected[stage.source][:1]
-        return self.ranked.get(stage.source) or self.selected[stage.source][:1]
+            return self.selected[stage.continues_from][:1]
+        return self.ranked.get(stage.continues_from) or self.selected[stage.continues_from][:1]
 
     def advance(self) -> None:
         """Release what is ready and select what is complete, until neither changes anything (a stage released
@@ -213,7 +213,7 @@ class Ledger:
         trials = self.released[stage.label]
         outcomes = [trials.ended[t] for t in trials.started]  # the order does not matter: ranking breaks ties
         try:
-            chosen = pick(stage, outcomes, self._source(stage))
+            chosen = pick(stage, outcomes, self._continued(stage))
         except RuntimeFailure as failure:
             self._fail(stage.label, (failure.where, failure.problem, failure.fix))
             return
@@ -225,9 +225,9 @@ class Ledger:
         spt = spt_checkpoints_of(stage, chosen.picked)
         if spt is not None:
             self.checkpoints[stage.label] = spt
-        score = "best_" + stage.plan.epoch_score
+        score = "best_" + stage.trial_plan.epoch_score
         scores = [finite_float((o.metrics or {}).get(score)) for o in outcomes]
-        self._emit(StageSelected(stage.label, stage.kind, stage.plan.variant_or_objective, stage.final, chosen,
+        self._emit(StageSelected(stage.label, stage.kind, stage.trial_plan.variant_or_objective, stage.final, chosen,
                                  scores, trials.at))
 
     def _fail(self, label: str, failure: tuple[str, str, str]) -> None:

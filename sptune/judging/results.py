@@ -18,6 +18,7 @@ from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairing
 from sptune.judging.robust_selection import candidate_lines
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.judging.trivial_check import trivial_lines
+from sptune.output_files import RESULTS_JSON, RESULTS_MD
 from sptune.plan.seeds import SPREAD_TEXT
 
 DELTA_COLUMN = "delta_test_vs_baseline"
@@ -224,10 +225,10 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
                   baseline: str = DEFAULT_BASELINE) -> tuple[Path, Path]:
     """results.json ({**study, baseline, rows}) and results.md; ``study["summary"]`` from ``summarize`` with the
     same ``baseline``. The report reads the baseline back from results.json."""
-    json_path = output_dir / "results.json"
+    json_path = output_dir / RESULTS_JSON
     document = {**study, "baseline": baseline, "rows": [asdict(r) for r in rows]}
     json_path.write_text(json.dumps(document, indent=2, default=str))
-    md_path = output_dir / "results.md"
+    md_path = output_dir / RESULTS_MD
     md = [
         f"# {study['study']} — task {study['task']}",
         "",

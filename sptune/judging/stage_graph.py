@@ -14,6 +14,7 @@ from functools import cached_property
 
 from sptune.plan import seeds
 from sptune.plan.lr_extension import MAX_ROUND_POINTS, round_trials
+from sptune.plan.phases import Phase
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
@@ -22,13 +23,17 @@ StartingCheckpoints = dict[str, dict[int | None, str]]
 
 
 class StageKind(str, Enum):
+    """What a stage of the Tuner is; its label starts with it (search-spt, extend-spt-1, candidates-spt, rerun-spt).
+    Its trials' phase (`Phase`) is what each of them is: a candidates stage re-trains candidates."""
+
     SEARCH = "search"  # its own searcher proposes; early stopping as the spec asks
     EXTEND = "extend"  # an LR extension's round: LRs beyond the bound the pick so far sits at, to the end
-    CANDIDATES = "candidates"  # the source's `top_k` best configs, each once per candidate seed, to the end
-    RERUN = "rerun"  # the source's pick once per re-run seed, to the end
+    CANDIDATES = "candidates"  # the `top_k` best configs it continues from, each once per candidate seed, to the end
+    RERUN = "rerun"  # the pick it continues from, once per re-run seed, to the end
 
 
-_PHASE = {StageKind.RERUN: "rerun", StageKind.EXTEND: "extend", StageKind.CANDIDATES: "candidate"}
+# The phase of a stage's trials; a search stage's are its search's own (pretrain or search).
+_PHASE = {StageKind.RERUN: Phase.RERUN, StageKind.EXTEND: Phase.EXTEND, StageKind.CANDIDATES: Phase.CANDIDATE}
 
 
 @dataclass(frozen=True)
@@ -56,12 +61,12 @@ class Stage:
         return cls(search, StageKind.RERUN, tuple(seeds), spt_from, after)
 
     @property
-    def source(self) -> str:
+    def continues_from(self) -> str:
         """The label of the stage whose selection gives its configs (a search: its own)."""
         return self.after or self.search.label
 
     @cached_property
-    def plan(self) -> SearchPlan:
+    def trial_plan(self) -> SearchPlan:
         """The plan its trials run under (given configs are filled in when it is released)."""
         if self.kind is StageKind.SEARCH:
             return self.search
@@ -69,7 +74,7 @@ class Stage:
 
     @property
     def label(self) -> str:
-        return self.search.extend_label(self.extend_round) if self.kind is StageKind.EXTEND else self.plan.label
+        return self.search.extend_label(self.extend_round) if self.kind is StageKind.EXTEND else self.trial_plan.label
 
     @property
     def budget(self) -> int:
@@ -85,8 +90,8 @@ class Stage:
     @property
     def needs(self) -> tuple[str, ...]:
         """The labels whose selections (or given checkpoints) it waits for."""
-        source = (self.source,) if self.kind is not StageKind.SEARCH else ()
-        return source + ((self.spt_from,) if self.spt_from else ())
+        continued = (self.continues_from,) if self.kind is not StageKind.SEARCH else ()
+        return continued + ((self.spt_from,) if self.spt_from else ())
 
 
 def variant_stages(plan: StudyPlan, search: SearchPlan, rerun_seeds: tuple[int, ...],

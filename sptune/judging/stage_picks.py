@@ -68,45 +68,46 @@ def extension_configs(search: SearchPlan, ranked: list[Selection], round_: int, 
     return [_start({**others, "lr": lr}, seed, spt) for lr, seed in zip(lrs, seeds[: len(lrs)], strict=True)]
 
 
-def select_extension(plan: SearchPlan, best: list[Selection], outcomes: list[TrialOutcome], k: int) -> list[Selection]:
+def select_extension(search: SearchPlan, best: list[Selection], outcomes: list[TrialOutcome],
+                     k: int) -> list[Selection]:
     """The `k` best configs (best first) over the best so far (`best`, created before the round) and the round's
     trials, each at its validation-best epoch (a trial that diverged or failed has none)."""
-    trials = [s for o in outcomes if (s := _selected(o, plan)) is not None]
-    return rank_selections([*best, *sorted(trials, key=lambda s: int(s.config["seed"]))], plan, k)
+    trials = [s for o in outcomes if (s := _selected(o, search)) is not None]
+    return rank_selections([*best, *sorted(trials, key=lambda s: int(s.config["seed"]))], search, k)
 
 
-def _selected(outcome: TrialOutcome, plan: SearchPlan) -> Selection | None:
+def _selected(outcome: TrialOutcome, search: SearchPlan) -> Selection | None:
     try:
-        return select_each([outcome], plan)[0]
+        return select_each([outcome], search)[0]
     except RuntimeFailure:
         return None
 
 
-def _best_epoch(outcome: TrialOutcome, plan: SearchPlan) -> dict[str, Any] | None:
+def _best_epoch(outcome: TrialOutcome, search: SearchPlan) -> dict[str, Any] | None:
     """The trial's validation-best epoch's metrics; None when it diverged, failed or kept no checkpoint."""
-    selected = _selected(outcome, plan)
+    selected = _selected(outcome, search)
     return None if selected is None else selected.metrics
 
 
-def select_candidates(plan: SearchPlan, ranked: list[Selection], seeds: tuple[int, ...],
+def select_candidates(search: SearchPlan, ranked: list[Selection], seeds: tuple[int, ...],
                       outcomes: list[TrialOutcome]) -> tuple[Selection, list[dict[str, Any]]]:
     """The pick among the candidates (its search trial's selection, whose checkpoint is tested without re-runs)
     and results.json's entries of every candidate."""
-    runs = {(int(o.config[CANDIDATE_KEY]), int(o.config["seed"])): _best_epoch(o, plan) for o in outcomes}
-    candidates = [CandidateRuns(searched(plan, best.config), seeds, tuple(runs.get((rank, s)) for s in seeds))
+    runs = {(int(o.config[CANDIDATE_KEY]), int(o.config["seed"])): _best_epoch(o, search) for o in outcomes}
+    candidates = [CandidateRuns(searched(search, best.config), seeds, tuple(runs.get((rank, s)) for s in seeds))
                   for rank, best in enumerate(ranked)]
-    picked = pick_candidate(candidates, plan.epoch_score)
+    picked = pick_candidate(candidates, search.epoch_score)
     return ranked[picked], candidate_entries(candidates, picked, [best.score for best in ranked])
 
 
-def given_configs(stage: Stage, source: list[Selection], spt: dict[int | None, str] | None) -> list[dict[str, Any]]:
-    """What a stage that re-trains selected configs trains, fixed when it is released (`source`: the best configs of
+def given_configs(stage: Stage, continued: list[Selection], spt: dict[int | None, str] | None) -> list[dict[str, Any]]:
+    """What a stage that re-trains selected configs trains, fixed when it is released (`continued`: the best configs of
     the stage it continues from, best first)."""
     if stage.kind is StageKind.CANDIDATES:
-        return candidate_configs(stage.search, source, stage.seeds, spt)
+        return candidate_configs(stage.search, continued, stage.seeds, spt)
     if stage.kind is StageKind.EXTEND:
-        return extension_configs(stage.search, source, stage.extend_round, stage.seeds, spt)
-    return rerun_configs(stage.search, source[0], stage.seeds, spt)
+        return extension_configs(stage.search, continued, stage.extend_round, stage.seeds, spt)
+    return rerun_configs(stage.search, continued[0], stage.seeds, spt)
 
 
 @dataclass(frozen=True)
@@ -119,21 +120,21 @@ class Pick:
     candidates: list[dict[str, Any]] | None = None
 
 
-def pick(stage: Stage, outcomes: list[TrialOutcome], source: list[Selection]) -> Pick:
-    """What the stage selects from its ended trials (`source`: the best configs it continues from): a search its best
+def pick(stage: Stage, outcomes: list[TrialOutcome], continued: list[Selection]) -> Pick:
+    """What the stage selects from its ended trials (`continued`: the best configs it continues from): a search its best
     trial, an extension round the best so far and its own trials' best (both ranking `top_k` for candidates),
     candidates the pick among them, re-runs each seed's best epoch. Raises RuntimeFailure when nothing is usable."""
     if stage.kind is StageKind.RERUN:
-        picked = select_each(outcomes, stage.plan)
+        picked = select_each(outcomes, stage.trial_plan)
         _check_seeds(stage, picked)
         return Pick(picked)
     if stage.kind is StageKind.CANDIDATES:
-        best, entries = select_candidates(stage.plan, source, stage.seeds, outcomes)
+        best, entries = select_candidates(stage.trial_plan, continued, stage.seeds, outcomes)
         return Pick([best], candidates=entries)
     if stage.kind is StageKind.EXTEND:
-        ranked = select_extension(stage.plan, source, outcomes, stage.top_k)
+        ranked = select_extension(stage.trial_plan, continued, outcomes, stage.top_k)
     else:
-        ranked = rank_trials(outcomes, stage.plan, stage.top_k)
+        ranked = rank_trials(outcomes, stage.trial_plan, stage.top_k)
     return Pick(ranked[:1], ranked if stage.top_k > 1 else None)
 
 

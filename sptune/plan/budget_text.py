@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sptune.plan.budgets import MODE_TEXT, Budget, steps_per_epoch
+from sptune.plan.phases import Phase
 
 
 def _batch_sizes(search: Any) -> list[int]:
@@ -41,7 +42,8 @@ def _in_all(budget: Budget, pretraining: Budget | None) -> str:
 
 def _search_line(search: Any, by_label: dict[str, Any], rows: int) -> str:
     budget = search.budget
-    conversion = _conversion(budget, _batch_sizes(search), 0 if search.source and search.source.task else rows)
+    other_task = search.pretrain_source is not None and search.pretrain_source.task is not None
+    conversion = _conversion(budget, _batch_sizes(search), 0 if other_task else rows)
     if search.is_pretraining:
         return f"  {search.label}: {budget.describe()}{conversion}"
     pretraining = by_label[search.init_from].budget if search.init_from in by_label else None
@@ -52,7 +54,7 @@ def _search_line(search: Any, by_label: dict[str, Any], rows: int) -> str:
 
 def describe_budgets(mode: str, searches: Sequence[Any], train_rows: int) -> list[str]:
     """The mode and one line per search (its SearchPlan: label, budget, space, init_from)."""
-    trained = [s for s in searches if s.budget is not None and s.phase in ("pretrain", "search")]
+    trained = [s for s in searches if s.budget is not None and s.phase in (Phase.PRETRAIN, Phase.SEARCH)]
     by_label = {s.label: s for s in trained if s.is_pretraining}
     rows = f" on {train_rows} training rows" if train_rows else ""
     lines = [f"Budget: {mode} ({MODE_TEXT[mode]}); per trial{rows}:"]

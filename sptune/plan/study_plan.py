@@ -19,12 +19,10 @@ from sptune.plan import rungs, seeds
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.budgets import Budget
 from sptune.plan.capacity import concurrency
+from sptune.plan.phases import Phase
 from sptune.plan.selection_steps import describe_selection
 from sptune.spec import ParamSpace, PretrainSource, SearchSpec, SweepSpec
 from sptune.tasks.base import TaskInfo, TaskSplits
-
-# Phases whose trials train to the end of their budget: no early stopping, so they compete on equal epochs.
-TRAINED_TO_THE_END = ("rerun", "extend", "candidate")
 
 
 @dataclass(frozen=True)
@@ -32,9 +30,9 @@ class SearchPlan:
     """The trials of one variant, or of one pretraining objective, in one phase of the study:
     their space, budget, metric and searcher."""
 
-    phase: str  # "pretrain" | "search" (a variant's LR/batch search) | "rerun" (its selected config per seed)
+    phase: Phase  # what its trials are (sptune.plan.phases)
     variant: str | None  # None when pretraining
-    kind: str | None  # the variant's kind; None when pretraining
+    variant_kind: str | None  # the variant's kind (spec/variant_kinds.py); None when pretraining
     space: SearchSpec
     num_samples: int
     epochs: int
@@ -47,7 +45,7 @@ class SearchPlan:
     init_from: str | None = None  # the label of the pretraining whose checkpoint initialises the variant
     fixed_configs: tuple[dict[str, Any], ...] | None = None  # re-runs: one given config per seed
     reuse_checkpoint: str | None = None  # pretraining: an existing SPT checkpoint replaces the Tuner
-    source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
+    pretrain_source: PretrainSource | None = None  # pretraining: objective and (for spt_cross) source task
     budget: Budget | None = None  # one trial's budget (sptune.plan.budgets); `epochs` is its max_iterations
 
     @property
@@ -58,7 +56,7 @@ class SearchPlan:
     @property
     def objective(self) -> str | None:
         """The pretraining objective (masked | causal); None for a variant's search or re-runs."""
-        return self.source.objective if self.source else None
+        return self.pretrain_source.objective if self.pretrain_source else None
 
     @property
     def is_pretraining(self) -> bool:
@@ -69,7 +67,7 @@ class SearchPlan:
     def variant_or_objective(self) -> str:
         """The `variant` its trials carry in their config, MLflow params and the report: the variant,
         or for pretraining the objective."""
-        return self.variant or self.source.objective
+        return self.variant or self.pretrain_source.objective
 
     @property
     def n_trials(self) -> int:
@@ -82,18 +80,18 @@ class SearchPlan:
     @property
     def label(self) -> str:
         """Unique in the study: pretrain, pretrain-causal, pretrain-on-TASK, search-spt, rerun-spt, ..."""
-        if self.phase == "rerun":
+        if self.phase == Phase.RERUN:
             return self.rerun_label
-        if self.phase == "candidate":
+        if self.phase == Phase.CANDIDATE:
             return self.candidates_label
-        if self.phase == "pretrain":
-            return self.source.stage_name
+        if self.phase == Phase.PRETRAIN:
+            return self.pretrain_source.stage_name
         return f"{self.phase}-{self.variant}"
 
     @property
     def rerun_label(self) -> str:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
-        return f"{self.source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
+        return f"{self.pretrain_source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
     def extend_label(self, round_: int) -> str:
         """The label of round `round_` of its LR extension (a variant's search only): extend-spt-1, ..."""
@@ -117,10 +115,10 @@ class StudyPlan:
     train_rows: int = 0  # the study's training rows (what an epoch's time scales with, sptune.plan.cost); 0: unknown
 
     def variant_searches(self) -> list[SearchPlan]:
-        return [s for s in self.searches if s.phase == "search"]
+        return [s for s in self.searches if s.phase == Phase.SEARCH]
 
     def pretrainings(self) -> list[SearchPlan]:
-        return [s for s in self.searches if s.phase == "pretrain"]
+        return [s for s in self.searches if s.phase == Phase.PRETRAIN]
 
     def search_seeds(self) -> list[int]:
         """Every seed a search trial uses: the spec's, and one more per further repeat of a grid point."""
@@ -155,7 +153,9 @@ class StudyPlan:
     def training_data(self, search: SearchPlan, study_data: TaskSplits) -> TaskSplits:
         """spt_cross pretraining (its search and its re-runs) trains on another task; every other search on
         the study's own."""
-        return self.source_data.get(search.source.stage_name, study_data) if search.is_pretraining else study_data
+        if not search.is_pretraining:
+            return study_data
+        return self.source_data.get(search.pretrain_source.stage_name, study_data)
 
 
 def _searcher(spec: SweepSpec, search: SearchSpec) -> str:
@@ -177,7 +177,7 @@ def build_plan(
     for source in spec.pretraining_sources():
         searches.append(
             SearchPlan(
-                "pretrain",
+                Phase.PRETRAIN,
                 None,
                 None,
                 p.search,
@@ -188,7 +188,7 @@ def build_plan(
                 _searcher(spec, p.search),
                 grid_repeats=p.grid_repeats,
                 reuse_checkpoint=p.checkpoint if source.objective == p.objective and source.task is None else None,
-                source=source,
+                pretrain_source=source,
                 budget=pretrain_budget,
             )
         )
@@ -196,7 +196,7 @@ def build_plan(
         source = spec.variant_source(name)
         searches.append(
             SearchPlan(
-                "search",
+                Phase.SEARCH,
                 name,
                 spec.variant_kind(name),
                 v.search,
@@ -234,16 +234,16 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
     head = f"  {search.label:<24}"
     if search.reuse_checkpoint:
         return f"{head} reuses the SPT checkpoint {search.reuse_checkpoint} (no pretraining)"
-    if search.phase == "pretrain" and search.epochs == 0:
+    if search.phase == Phase.PRETRAIN and search.epochs == 0:
         return f"{head} 0 epochs: SPT variants start from an untrained (seeded) encoder"
     space = ", ".join(f"{k}={_describe_param(p)}" for k, p in search.space.items())
-    if search.phase == "pretrain":
+    if search.phase == Phase.PRETRAIN:
         p = plan.spec.pretrain
         what = f"objective={search.objective}"
-        extra = f" on task {search.source.task.name}" if search.source.task else ""
+        extra = f" on task {search.pretrain_source.task.name}" if search.pretrain_source.task else ""
         extra += (f" mask_ratio={p.mask_ratio:g}" if search.objective == "masked" else "") + f" loss={p.loss}"
     else:
-        what = f"kind={search.kind}"
+        what = f"kind={search.variant_kind}"
         extra = f" init from {search.init_from}" if search.init_from else ""
     line = (
         f"{head} {what:<20} {search.searcher:<7} {_trial_count(search, plan.spec.seed)} x <= {search.epochs:>3} "
@@ -260,7 +260,7 @@ def search_epochs(plan: StudyPlan, search: SearchPlan) -> int:
     """The most trial-epochs a search spends: exactly this under sha or hyperband without failures
     (their rung sizes are fixed, sptune.plan.rungs); n_trials x epochs under asha (asynchronous) or fifo."""
     s = plan.spec.scheduler
-    if not search.n_trials or search.phase == "rerun":
+    if not search.n_trials or search.phase == Phase.RERUN:
         return search.n_trials * search.epochs
     return rungs.planned_epochs(s.type, search.n_trials, s.grace_period, s.reduction_factor, search.epochs)
 

@@ -9,6 +9,7 @@ import yaml
 
 from sptune import storage
 from sptune.errors import SpecError
+from sptune.output_files import OPTUNA_DB, SPEC, STATE
 from sptune.spec import SweepSpec
 from sptune.study.state import StudyState, read_state
 from sptune.tracking.optuna_studies import recorded_storage, redact
@@ -42,9 +43,9 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
             f"--output {out}", "no interrupted study to resume here (no study_state.json)",
             "pass --output DIR of the study to continue",
         )
-    if (out / "spec.yaml").read_text() != resolved_spec_text(spec):
+    if (out / SPEC).read_text() != resolved_spec_text(spec):
         raise SpecError(
-            f"{out / 'spec.yaml'}", "the spec differs from the one the study started with",
+            str(out / SPEC), "the spec differs from the one the study started with",
             "resume with the same spec and --set overrides, or start a new study in a new --output",
         )
     return state
@@ -54,18 +55,18 @@ def fetch_from_storage(out: Path, storage_uri: str | None, resume: bool) -> list
     """--resume with a remote --storage and an output directory that holds no study (a new machine, the
     old directory gone): the driver's files the storage keeps (study_state.json, spec.yaml, optuna.db ...)
     are fetched into it, and the resume goes on from them. Returns the names fetched."""
-    if not resume or not storage.is_remote(storage_uri) or (out / storage.STATE_NAME).exists():
+    if not resume or not storage.is_remote(storage_uri) or (out / STATE).exists():
         return []
-    fetched = storage.Mirror(storage_uri, out).pull()
-    if fetched and storage.OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
+    fetched = storage.DriverFileMirror(storage_uri, out).pull()
+    if fetched and OPTUNA_DB not in fetched:  # the Tuner never ended: its last snapshot's copy
         # Here: they import Ray Tune, which no other refusal of the preflight waits for.
         from sptune.study.snapshot import read_bundle
         from sptune.tuning.tuner import STUDY_EXPERIMENT
 
         bundled = read_bundle(storage.join(storage_uri, STUDY_EXPERIMENT)) or {}
-        if storage.OPTUNA_DB in bundled:
-            (out / storage.OPTUNA_DB).write_bytes(bundled[storage.OPTUNA_DB])
-            fetched.append(storage.OPTUNA_DB)
+        if OPTUNA_DB in bundled:
+            (out / OPTUNA_DB).write_bytes(bundled[OPTUNA_DB])
+            fetched.append(OPTUNA_DB)
     if fetched:
         print(f"[sptune] --resume: fetched {', '.join(fetched)} from --storage into {out}", flush=True)
     return fetched

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from sptune.errors import SpecError, SptuneError
+from sptune.output_files import MLFLOW_DB, SPT_CACHE, STATE
 from sptune.plan.capacity import concurrency, local_gpus
 from sptune.plan.study_plan import StudyPlan
 from sptune.preflight.gpus import check_gpu_request
@@ -32,7 +33,7 @@ from sptune.preflight.services import (
 )
 from sptune.spec import SweepSpec, read_yaml
 from sptune.spec.campaign import CampaignStudy, expand, is_campaign
-from sptune.storage import STATE_NAME, join
+from sptune.storage import join
 from sptune.study import ray_session
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import given_url
@@ -153,7 +154,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     if options.output is not None:  # --resume from a remote --storage alone: its files come first
         fetch_from_storage(out, storage, options.resume)
     # A campaign resumed: the studies it had not reached yet start new (prepare checks one had started).
-    resume = options.resume and (not in_campaign or (out / STATE_NAME).exists())
+    resume = options.resume and (not in_campaign or (out / STATE).exists())
     state = check_output_dir(out, spec, resume, explicit=options.output is not None)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
@@ -161,7 +162,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         check_tracking_store(state)
     store_dir = root  # a campaign keeps one MLflow store for all its studies
     uri = (state.tracking_uri if state else None) or options.tracking_uri or spec.tracking.uri
-    uri = uri or f"sqlite:///{(store_dir / 'mlflow.db').resolve()}"
+    uri = uri or f"sqlite:///{(store_dir / MLFLOW_DB).resolve()}"
     return ReadyStudy(
         spec_path=member.spec_path if member else options.spec_path,
         overrides=planned.overrides,
@@ -173,7 +174,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
         tracking=TrackingTarget(uri, spec.tracking.experiment or f"sptune-{spec.name}", store_dir),
         resume_state=state,
         storage=storage,
-        spt_cache_dir=root / "spt_cache" if in_campaign else None,
+        spt_cache_dir=root / SPT_CACHE if in_campaign else None,
         optuna_storage=optuna_storage,
     )
 

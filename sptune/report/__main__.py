@@ -14,11 +14,10 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from sptune.errors import SptuneError
+from sptune.output_files import FIGURES, REPORT_MD, RESULTS_CSV, RESULTS_JSON
 from sptune.report.assemble import build_report
-from sptune.report.figures import FIGURES_DIR
 from sptune.report.gather import sqlite_path, unreachable
 from sptune.report.records import ReportError
-from sptune.report.tables import REPORT_MD
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -58,7 +57,7 @@ def _build_from_run_id(run_id: str, tracking_uri: str | None, out: Path | None) 
 def build_from_target(target: str, tracking_uri: str | None = None, out: Path | None = None) -> Path:
     """A run directory (or its results.json), or an MLflow run id with a tracking URI."""
     path = Path(target)
-    if path.is_file() and path.name == "results.json":
+    if path.is_file() and path.name == RESULTS_JSON:
         path = path.parent
     if path.is_dir():
         return build_report(path, tracking_uri, out)
@@ -84,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     except SptuneError as err:
         print(f"sptune.report: error: {err}", file=sys.stderr)
         return err.exit_code
-    print(f"Report: {path}\nTables: {path.parent / REPORT_MD} and {path.parent / 'results.csv'}\n"
-          f"Figures (SVG, PDF, PNG): {path.parent / FIGURES_DIR}")
+    print(f"Report: {path}\nTables: {path.parent / REPORT_MD} and {path.parent / RESULTS_CSV}\n"
+          f"Figures (SVG, PDF, PNG): {path.parent / FIGURES}")
     return 0
 
 

@@ -9,11 +9,13 @@ from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
+from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_CSV
+from sptune.plan.phases import Phase
 from sptune.report.cells import aggregate
 from sptune.report.flags import all_flags
 from sptune.report.gather import load_data
-from sptune.report.records import RERUN, SEARCH, ReportData
-from sptune.report.tables import REPORT_MD, csv_rows, markdown, write_csv
+from sptune.report.records import ReportData
+from sptune.report.tables import csv_rows, markdown, write_csv
 from sptune.tracking.optuna_studies import variant_importances
 
 # On the parent run: the figures under figures/, report.html, report.md and results.csv under report/. Logging to
@@ -28,8 +30,8 @@ def _order(data: ReportData) -> tuple[list[str], list[str], dict[str, str]]:
     for r in data.rows:
         kinds.setdefault(r["variant"], str(r["kind"]))
     for t in data.trials:
-        if t.phase in (SEARCH, RERUN):
-            kinds.setdefault(t.variant, t.kind)
+        if t.phase in (Phase.SEARCH, Phase.RERUN):
+            kinds.setdefault(t.variant, t.variant_kind)
     variants = sorted(kinds, key=lambda v: v != data.baseline)  # stable: keeps first-seen order otherwise
     tasks = list(dict.fromkeys([r["task"] for r in data.rows] + [t.task for t in data.trials if t.task]))
     return tasks, variants, kinds
@@ -44,7 +46,7 @@ def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | Non
 
     results.md is the study's own (``sptune.judging.results``, its only writer); the report never rewrites it."""
     # Jinja2 and matplotlib only when a report is built: a study's start imports this module.
-    from sptune.report.figures import FIGURES_DIR, draw_figures
+    from sptune.report.figures import draw_figures
     from sptune.report.page import page_context, render, report_template_dir
 
     run_dir = Path(run_dir)
@@ -53,15 +55,15 @@ def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | Non
     tasks, variants, kinds = _order(data)
     cells = aggregate(data.rows, tasks, variants, kinds, data.baseline)
     flags = all_flags(data, cells, tasks, variants, kinds)
-    out = Path(out) if out else run_dir / "report.html"
+    out = Path(out) if out else run_dir / REPORT_HTML
     out.parent.mkdir(parents=True, exist_ok=True)
     importances = variant_importances(run_dir) if importances is None else importances
     figures, importance_figures = draw_figures(data, tasks, variants, cells, importances, out.parent)
     context = page_context(data, cells, flags, tasks, variants, kinds, figures, (importances, importance_figures))
     out.write_text(render(context), encoding="utf-8")
     (out.parent / REPORT_MD).write_text(markdown(data, cells, flags, tasks, variants), encoding="utf-8")
-    write_csv(out.parent / "results.csv", csv_rows(cells))
-    failed = log_report(data, out, [out.parent / REPORT_MD, out.parent / "results.csv"], out.parent / FIGURES_DIR)
+    write_csv(out.parent / RESULTS_CSV, csv_rows(cells))
+    failed = log_report(data, out, [out.parent / REPORT_MD, out.parent / RESULTS_CSV], out.parent / FIGURES)
     if failed:
         print(f"sptune.report: warning: figures not logged to MLflow run {data.parent_run_id} ({failed}); "
               f"the report on disk is complete", file=sys.stderr)

@@ -18,7 +18,7 @@ class Cell:
 
     task: str
     variant: str
-    kind: str
+    variant_kind: str
     test: dict[str, float]
     val: dict[str, float]
     lrs: dict[str, float]
@@ -29,8 +29,8 @@ class Cell:
     pairing: Pairing | None = None  # ... and whether both train the same model
 
 
-def _cell(task: str, variant: str, kind: str, rows: list[dict[str, Any]]) -> Cell:
-    cell = Cell(task, variant, kind, values_by_seed(rows, "test_acc"), values_by_seed(rows, "val_acc"),
+def _cell(task: str, variant: str, variant_kind: str, rows: list[dict[str, Any]]) -> Cell:
+    cell = Cell(task, variant, variant_kind, values_by_seed(rows, "test_acc"), values_by_seed(rows, "val_acc"),
                 values_by_seed(rows, "lr"))
     cell.test_summary = summarize(list(cell.test.values()))
     cell.val_summary = summarize(list(cell.val.values()))

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from sptune.plan.phases import Phase
 from sptune.report.records import (
-    CANDIDATE,
-    EXTEND,
-    PRETRAIN,
     PRETRAIN_RERUN,
-    RERUN,
-    SEARCH,
     ReportData,
     Trial,
     pretrain_objective,
@@ -20,9 +16,9 @@ from sptune.report.records import (
 from sptune.spec.variant_kinds import KINDS, as_built
 
 # SPT pretraining's compute: its search and, with rerun_pretrain, its re-runs per seed.
-PRETRAINING_PHASES = (PRETRAIN, PRETRAIN_RERUN)
+PRETRAINING_PHASES = (Phase.PRETRAIN, PRETRAIN_RERUN)
 # What a variant spent finding its pick: its search, its LR extension's trials, its candidates.
-PICKING_PHASES = (SEARCH, EXTEND, CANDIDATE)
+PICKING_PHASES = (Phase.SEARCH, Phase.EXTEND, Phase.CANDIDATE)
 
 COMPUTE_HEADER = ("variant", "search trials", "seed re-runs", "trial-epochs", "seconds", "+ SPT pretraining (shared)",
                   "total epochs", "total seconds")
@@ -46,7 +42,7 @@ def compute_table(data: ReportData, task: str, variants: list[str],
     pre = {obj: cost(ts) for obj, ts in data.pretraining(task, PRETRAINING_PHASES).items()}
     table, totals = [list(COMPUTE_HEADER)], {}
     for v in variants:
-        search, reruns = data.phase_trials(PICKING_PHASES, task, v), data.phase_trials((RERUN,), task, v)
+        search, reruns = data.phase_trials(PICKING_PHASES, task, v), data.phase_trials((Phase.RERUN,), task, v)
         if not search and not reruns:
             continue
         ep, s = cost(search + reruns)

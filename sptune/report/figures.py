@@ -15,6 +15,8 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from sptune.judging.expected_max import expected_max, order_flips
+from sptune.output_files import FIGURES
+from sptune.plan.phases import Phase
 from sptune.report.cells import Cell
 from sptune.report.plots.canvas import PALETTE, SavedFigure, save, slug, variant_colors
 from sptune.report.plots.curves import figure_curves
@@ -22,9 +24,8 @@ from sptune.report.plots.delta import figure_delta
 from sptune.report.plots.importances import figure_importances
 from sptune.report.plots.lr import figure_lr
 from sptune.report.plots.survival import figure_survival
-from sptune.report.records import SEARCH, ReportData, as_float
+from sptune.report.records import ReportData, as_float
 
-FIGURES_DIR = "figures"
 LR_CAPTION = ("Circles: best validation accuracy of each trial at its LR (early-stopped trials at the epoch they "
               "reached). Line: best per LR, mean over the seeds that searched; band: min–max over those seeds. "
               "Filled dots: the selected config re-trained per seed. Diamonds: test accuracy of the reported "
@@ -59,7 +60,7 @@ class PageFigure:
 
     def link(self, fmt: str) -> str:
         """The figure file's path relative to report.html."""
-        return f"{FIGURES_DIR}/{self.saved.paths[fmt].name}"
+        return f"{FIGURES}/{self.saved.paths[fmt].name}"
 
 
 @dataclass
@@ -85,7 +86,7 @@ def halving_rungs(spec: dict[str, Any], max_epochs: int, reached: list[int]) -> 
 def survival(data: ReportData, task: str, variants: list[str]) -> dict[str, list[tuple[int, int, int]]]:
     """group -> [(rung, trials reaching it, trials in the group)]: each variant's LR search, then each SPT
     pretraining objective (seed re-runs are not early-stopped, so they are left out)."""
-    groups = {v: data.phase_trials((SEARCH,), task, v) for v in variants}
+    groups = {v: data.phase_trials((Phase.SEARCH,), task, v) for v in variants}
     groups.update({f"SPT pretraining ({obj})": ts for obj, ts in data.pretraining(task).items()})
     out = {}
     for name, trials in groups.items():
@@ -103,7 +104,7 @@ def budget_curves(data: ReportData, task: str, variants: list[str],
     which its order vs the variant its Δ is against flips (`sptune.judging.expected_max`)."""
     curves = {}
     for v in variants:
-        scores = [t.best_val_acc for t in data.phase_trials((SEARCH,), task, v) if t.best_val_acc is not None]
+        scores = [t.best_val_acc for t in data.phase_trials((Phase.SEARCH,), task, v) if t.best_val_acc is not None]
         if scores:
             curves[v] = expected_max(scores)
     flips = {}
@@ -128,7 +129,7 @@ def _budget_figure(data: ReportData, task: str, variants: list[str], colors: dic
 
 def clear_figures(out_dir: Path) -> Path:
     """A fresh figures directory next to report.html: files of an earlier build must not be logged as this one's."""
-    fig_dir = out_dir / FIGURES_DIR
+    fig_dir = out_dir / FIGURES
     shutil.rmtree(fig_dir, ignore_errors=True)
     fig_dir.mkdir(parents=True)
     return fig_dir

@@ -10,6 +10,7 @@ from typing import Any
 
 from sptune.judging.trivial_check import describe
 from sptune.plan.lr_extension import EDGE_FACTOR
+from sptune.plan.phases import Phase
 from sptune.report.cells import Cell
 from sptune.report.compute import budget_note, compute_table, variant_objectives
 from sptune.report.formatting import fmt_lr
@@ -24,7 +25,7 @@ from sptune.report.lr_search import (
     sig,
     usable,
 )
-from sptune.report.records import RERUN, SEARCH, ReportData, as_float
+from sptune.report.records import ReportData, as_float
 
 FLIP_TOL = 0.01  # accuracy differences below one point are noise at these sizes, not a ranking
 COMPUTE_RATIO = 1.5  # total-compute imbalance worth a warning
@@ -171,7 +172,7 @@ def _counts_from_rows(data: ReportData, task: str, variant: str) -> dict[str, in
     return {"total": total, "completed": total - div - fail, "diverged": div, "failed": fail}
 
 
-def _counts(data: ReportData, task: str, variant: str, phases: tuple[str, ...] = (SEARCH,)) -> dict[str, int]:
+def _counts(data: ReportData, task: str, variant: str, phases: tuple[str, ...] = (Phase.SEARCH,)) -> dict[str, int]:
     """Trials total / completed / diverged / failed, from MLflow, else from results.json's per-row counts."""
     mine = data.phase_trials(phases, task, variant)
     if not mine:
@@ -201,11 +202,12 @@ def flag_completed(data: ReportData, tasks: list[str], variants: list[str]) -> F
 
 
 def _diverged_item(data: ReportData, task: str, variant: str) -> str | None:
-    c = _counts(data, task, variant, (SEARCH, RERUN))
+    c = _counts(data, task, variant, (Phase.SEARCH, Phase.RERUN))
     if not (c["diverged"] or c["failed"]):
         return None
-    bad = [t for t in data.phase_trials((SEARCH, RERUN), task, variant) if t.status in ("diverged", "failed")]
-    at = ", ".join(fmt_lr(t.lr) + (f" (seed re-run {t.seed})" if t.phase == RERUN else "")
+    bad = [t for t in data.phase_trials((Phase.SEARCH, Phase.RERUN), task, variant)
+           if t.status in ("diverged", "failed")]
+    at = ", ".join(fmt_lr(t.lr) + (f" (seed re-run {t.seed})" if t.phase == Phase.RERUN else "")
                    for t in sorted(bad, key=lambda t: t.lr or 0))
     return (f"{variant} on {task}: {c['diverged']} diverged, {c['failed']} failed of {c['total']}"
             + (f" at LR {at}." if at else "."))
@@ -226,7 +228,7 @@ def flag_diverged(data: ReportData, tasks: list[str], variants: list[str]) -> Fl
 def _flat_item(data: ReportData, task: str, variant: str) -> str | None:
     # Exactly one validation accuracy over every LR and seed: what a model predicting one class scores
     # (the split's majority rate), whatever it was trained with. Two real learners rarely tie three ways.
-    trials = [t for t in data.phase_trials((SEARCH,), task, variant)
+    trials = [t for t in data.phase_trials((Phase.SEARCH,), task, variant)
               if t.best_val_acc is not None and t.status not in ("diverged", "failed")]
     scores = {round(t.best_val_acc, 9) for t in trials}
     if len(trials) < 3 or len(scores) != 1:

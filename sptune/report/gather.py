@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from sptune.judging.stats import DEFAULT_BASELINE
 from sptune.judging.trivial_check import trivial_checks
+from sptune.output_files import MLFLOW_DB, RESULTS_JSON, SPEC
 from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
@@ -29,7 +30,7 @@ def sqlite_path(uri: str) -> Path | None:
 
 def resolve_tracking_uri(recorded: str | None, run_dir: Path) -> str | None:
     """The recorded URI, unless it is a SQLite file that moved with the run directory."""
-    local = run_dir / "mlflow.db"
+    local = run_dir / MLFLOW_DB
     path = sqlite_path(recorded) if recorded else None
     if recorded and (path is None or path.is_file()):
         return recorded
@@ -56,7 +57,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_spec(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "spec.yaml"
+    path = run_dir / SPEC
     if not path.is_file():
         return {}
     try:
@@ -112,7 +113,7 @@ def load_campaign(run_dir: Path, results: dict[str, Any]) -> ReportData:
         timeline += [{**t, "stage": f"{name}/{t['stage']}"} for t in part.timeline]
     # Search spaces differ between studies: the LR-edge check falls back to the LRs each study tried.
     return ReportData(name=str(results.get("campaign")), run_dir=run_dir, rows=rows, trials=trials, spec={},
-                      timeline=timeline, source=f"campaign {run_dir}",
+                      timeline=timeline, read_from=f"campaign {run_dir}",
                       notes=notes + _baseline_note(baselines) + _spread_note(spreads),
                       baseline=_campaign_baseline(baselines), spread=_common(spreads))
 
@@ -144,7 +145,7 @@ def _spread_note(spreads: dict[str, str | None]) -> list[str]:
 
 def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str | None = None) -> ReportData:
     """Read a study from its directory, or from MLflow alone given a tracking URI and parent run id."""
-    results = _read_json(run_dir / "results.json") if (run_dir / "results.json").is_file() else {}
+    results = _read_json(run_dir / RESULTS_JSON) if (run_dir / RESULTS_JSON).is_file() else {}
     if "campaign" in results and not parent_run_id:
         return load_campaign(run_dir, results)
     ml = results.get("mlflow") or {}
@@ -157,9 +158,9 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
     if not rows and not trials:
         raise ReportError(str(run_dir), "no results.json rows and no MLflow trial runs to report on",
                           "pass a finished study's output directory, or a parent run id with --tracking-uri")
-    source = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / "results.json")
+    read_from = f"MLflow {uri} · parent run {parent}" if uri and parent else str(run_dir / RESULTS_JSON)
     return ReportData(name=str(results.get("study") or run_dir.name), run_dir=run_dir, rows=rows, trials=trials,
-                      spec=spec, timeline=list(results.get("timeline") or []), source=source,
+                      spec=spec, timeline=list(results.get("timeline") or []), read_from=read_from,
                       notes=notes, baseline=str(results.get("baseline") or DEFAULT_BASELINE),
                       spread=results.get("spread"), tracking_uri=None if notes else uri,
                       parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}),

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from sptune.plan.phases import Phase
 from sptune.report.formatting import fmt_lr
-from sptune.report.records import EXTEND, SEARCH, Trial, as_float
+from sptune.report.records import Trial, as_float
 
 BIN_DECADES = 0.25  # LR bin width when variants did not try the same LRs (random/Optuna searches)
 
@@ -59,7 +60,8 @@ def sig(x: float, digits: int = 4) -> float:
 def usable(t: Trial) -> bool:
     """A finished search trial (or an LR extension's, beyond the search's range) with an LR and a validation
     accuracy to place on an accuracy-vs-LR curve."""
-    return t.phase in (SEARCH, EXTEND) and t.completed and t.lr is not None and t.lr > 0 and t.best_val_acc is not None
+    return (t.phase in (Phase.SEARCH, Phase.EXTEND) and t.completed and t.lr is not None and t.lr > 0
+            and t.best_val_acc is not None)
 
 
 def lr_binner(trials: list[Trial]) -> tuple[Any, bool]:

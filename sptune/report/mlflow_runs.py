@@ -7,12 +7,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sptune.output_files import RESULTS_JSON
+from sptune.plan.phases import Phase
 from sptune.report.records import (
-    EXTEND,
-    PRETRAIN,
     PRETRAIN_RERUN,
-    RERUN,
-    SEARCH,
     Trial,
     as_float,
     as_int,
@@ -46,9 +44,9 @@ def _status(tags: dict[str, str], run_status: str) -> str:
 def _trial(client: Any, run: Any, default_task: str) -> Trial:
     tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
     phase = tags.get("sptune.phase", params.get("phase", ""))
-    if phase == RERUN and params.get("objective"):  # a pretraining's re-run per seed, not a variant's
+    if phase == Phase.RERUN and params.get("objective"):  # a pretraining's re-run per seed, not a variant's
         phase = PRETRAIN_RERUN
-    pretraining = phase in (PRETRAIN, PRETRAIN_RERUN)
+    pretraining = phase in (Phase.PRETRAIN, PRETRAIN_RERUN)
     curve = _history(client, run.info.run_id, "val_loss" if pretraining else "val_acc")
     seconds = _history(client, run.info.run_id, "epoch_seconds")
     epochs = max([s for s, _ in curve] + [s for s, _ in seconds] + [0])
@@ -57,7 +55,7 @@ def _trial(client: Any, run: Any, default_task: str) -> Trial:
         best = max(v for _, v in curve)
     variant = tags.get("sptune.variant", params.get("variant", ""))
     return Trial(
-        run_id=run.info.run_id, phase=phase, variant=variant, kind=params.get("kind", variant),
+        run_id=run.info.run_id, phase=phase, variant=variant, variant_kind=params.get("kind", variant),
         task=params.get("task", default_task), seed=str(params.get("seed", "")), lr=as_float(params.get("lr")),
         batch_size=str(as_int(params.get("batch_size")) or ""), status=_status(tags, run.info.status),
         selected=tags.get("sptune.selected") == "true", max_epochs=as_int(params.get("max_epochs")),
@@ -77,10 +75,10 @@ def fetch_trials(client: Any, parent_id: str, default_task: str = "") -> list[Tr
 
 def _selected_row(t: Trial, trials: list[Trial]) -> dict[str, Any]:
     # The search trials behind this result: all seeds' for a re-run (one shared search), else its own seed's.
-    group = [g for g in trials if (g.phase, g.task, g.variant) == (SEARCH, t.task, t.variant)
-             and (t.phase == RERUN or g.seed == t.seed)]
+    group = [g for g in trials if (g.phase, g.task, g.variant) == (Phase.SEARCH, t.task, t.variant)
+             and (t.phase == Phase.RERUN or g.seed == t.seed)]
     return {
-        "variant": t.variant, "kind": t.kind, "task": t.task, "seed": t.seed, "lr": t.lr,
+        "variant": t.variant, "kind": t.variant_kind, "task": t.task, "seed": t.seed, "lr": t.lr,
         "batch_size": t.batch_size, "best_epoch": t.selected_epoch, "val_acc": t.best_val_acc,
         "test_acc": t.test_acc, "trials": len(group), "diverged": sum(g.status == "diverged" for g in group),
         "failed": sum(g.status == "failed" for g in group), "trial_epochs": sum(g.epochs for g in group),
@@ -91,10 +89,10 @@ def _selected_row(t: Trial, trials: list[Trial]) -> dict[str, Any]:
 def rows_from_trials(trials: list[Trial]) -> list[dict[str, Any]]:
     """results.json-style rows rebuilt from the selected runs (when only MLflow is at hand): the per-seed
     re-runs where the study has them, else the search's selected trial."""
-    reran = {(t.task, t.variant) for t in trials if t.phase == RERUN and t.selected}
+    reran = {(t.task, t.variant) for t in trials if t.phase == Phase.RERUN and t.selected}
     # Without re-runs the pick is a search trial, or one its LR extension added.
-    rows = [_selected_row(t, trials) for t in trials
-            if t.selected and t.phase in ((RERUN,) if (t.task, t.variant) in reran else (SEARCH, EXTEND))]
+    picked = {True: (Phase.RERUN,), False: (Phase.SEARCH, Phase.EXTEND)}
+    rows = [_selected_row(t, trials) for t in trials if t.selected and t.phase in picked[(t.task, t.variant) in reran]]
     order = {key: i for i, key in enumerate(dict.fromkeys((t.task, t.variant) for t in trials))}
     return sorted(rows, key=lambda r: (order[(r["task"], r["variant"])], seed_key(str(r["seed"]))))
 
@@ -103,9 +101,9 @@ def results_from_artifact(client: Any, parent_id: str) -> dict[str, Any]:
     """results.json as logged on the parent run, or {} when it is not there."""
     # A remote study's directory may be elsewhere; its parent run carries results.json as an artifact.
     try:
-        if "results.json" not in {a.path for a in client.list_artifacts(parent_id)}:
+        if RESULTS_JSON not in {a.path for a in client.list_artifacts(parent_id)}:
             return {}
         with tempfile.TemporaryDirectory() as tmp:
-            return json.loads(Path(client.download_artifacts(parent_id, "results.json", tmp)).read_text())
+            return json.loads(Path(client.download_artifacts(parent_id, RESULTS_JSON, tmp)).read_text())
     except Exception:
         return {}

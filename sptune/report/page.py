@@ -90,7 +90,7 @@ def page_context(data: ReportData, cells: dict[tuple[str, str], Cell], flags: li
                  importances: tuple[dict[str, dict[str, float]], dict[str, PageFigure]]) -> dict[str, Any]:
     """Everything the template shows, as plain values (strings, lists, dicts) and the figures' SVG."""
     return {
-        "name": data.name, "tasks": tasks, "variants": variants, "source": str(data.source),
+        "name": data.name, "tasks": tasks, "variants": variants, "source": str(data.read_from),
         "seeds": sorted({r["seed"] for r in data.rows}, key=seed_key), "run_dir": str(data.run_dir),
         "notes": data.notes, "flags": [_flag(f) for f in flags], "n_warn": sum(f.level == "warn" for f in flags),
         "rules": {"spread": spread_sentence(data.spread), "interval": INTERVAL_RULE,

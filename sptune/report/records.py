@@ -9,16 +9,12 @@ from typing import Any
 
 from sptune.errors import SptuneError
 from sptune.judging.stats import DEFAULT_BASELINE, finite_float
+from sptune.plan.phases import Phase
 
-# The study's phases (MLflow tag sptune.phase): the LR/batch search (early-stopped by the study's scheduler),
-# re-training of the selected config per seed, SPT pretraining; an LR extension's trials beyond the search's range;
-# seed-robust selection's candidates.
-SEARCH, RERUN, PRETRAIN = "search", "rerun", "pretrain"
-EXTEND, CANDIDATE = "extend", "candidate"
 # Set by sptune.report.gather on every result row: its study's pretrain.objective, which `spt` follows.
 OBJECTIVE_KEY = "pretrain_objective"
-# Read from a rerun-phase run that names a pretraining objective (rerun_pretrain): SPT re-pretrained per seed.
-# Its own phase here, so a variant's search and re-runs never include it.
+# The report's own group (never a tag) for a Phase.RERUN run that names a pretraining objective (rerun_pretrain):
+# SPT re-pretrained per seed, kept apart so a variant's search and re-runs never include it.
 PRETRAIN_RERUN = "pretrain-rerun"
 
 
@@ -31,9 +27,9 @@ class Trial:
     """One MLflow child run (one Ray Tune trial)."""
 
     run_id: str
-    phase: str  # SEARCH | RERUN | PRETRAIN | PRETRAIN_RERUN
+    phase: str  # a Phase (MLflow tag sptune.phase), or PRETRAIN_RERUN
     variant: str
-    kind: str
+    variant_kind: str  # MLflow param `kind`
     task: str
     seed: str
     lr: float | None
@@ -64,7 +60,7 @@ class ReportData:
     trials: list[Trial]
     spec: dict[str, Any]
     timeline: list[dict[str, Any]]
-    source: str
+    read_from: str  # MLflow (tracking URI and parent run) or the results.json it was read from
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
     spread: str | None = None  # what the spread over seeds covers (sptune.plan.seeds), as results.json records it
@@ -84,7 +80,7 @@ class ReportData:
         """One variant's trials on one task in the given phases."""
         return [t for t in self.trials if t.phase in phases and (t.task, t.variant) == (task, variant)]
 
-    def pretraining(self, task: str, phases: tuple[str, ...] = (PRETRAIN,)) -> dict[str, list[Trial]]:
+    def pretraining(self, task: str, phases: tuple[str, ...] = (Phase.PRETRAIN,)) -> dict[str, list[Trial]]:
         """objective -> its pretraining trials (one shared Tuner per objective; PRETRAIN_RERUN: its re-runs)."""
         out: dict[str, list[Trial]] = {}
         for t in self.trials:

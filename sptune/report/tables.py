@@ -15,8 +15,6 @@ from sptune.report.flags import Flag
 from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
 from sptune.report.records import ReportData, as_float, seed_key
 
-REPORT_MD = "report.md"
-
 DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
                  "trials", "diverged", "failed", "failures", "trial-epochs")
 # ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).
@@ -91,7 +89,7 @@ def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
     out = []
     for (task, variant), c in cells.items():
         out.append({
-            "task": task, "variant": variant, "kind": c.kind, "n_seeds": len(c.test),
+            "task": task, "variant": variant, "kind": c.variant_kind, "n_seeds": len(c.test),
             "seeds": ";".join(sorted(c.test, key=seed_key)),
             **_summary_columns("test_acc", c.test_summary), **_summary_columns("val_acc", c.val_summary, False),
             "delta_vs": c.baseline or "", "delta_pairing": c.pairing.note if c.pairing else "",

@@ -1,4 +1,4 @@
-"""Campaigns: several studies (specs x override grids) run as one, results merged.
+"""Campaigns: several studies (specs x override grids) run as one (`sptune.study.publish` merges their results).
 
 campaign: variants_mini
 studies:
@@ -11,7 +11,6 @@ studies:
 from __future__ import annotations
 
 import itertools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,15 +112,3 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
     if len(set(names)) != len(names):
         raise SpecError("studies", "two studies would write to the same output directory", "give each a name:")
     return out
-
-
-def merge_results(output_dir: Path, studies: list[CampaignStudy], campaign: str) -> Path:
-    """One results.json for the campaign: every study's rows, tagged with the study name."""
-    rows, parts = [], {}
-    for study in studies:
-        result = json.loads((output_dir / study.name / "results.json").read_text())
-        parts[study.name] = {k: v for k, v in result.items() if k != "rows"}
-        rows += [{**row, "study": study.name, "overrides": list(study.overrides)} for row in result["rows"]]
-    path = output_dir / "results.json"
-    path.write_text(json.dumps({"campaign": campaign, "studies": parts, "rows": rows}, indent=2, default=str))
-    return path

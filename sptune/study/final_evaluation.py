@@ -8,13 +8,13 @@ from pathlib import Path
 from sptune.judging import holdout
 from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.results import ResultRow, add_deltas
+from sptune.output_files import TEST_READS
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
 from sptune.tasks.base import ArraySplit, TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 from sptune.training.final_scores import HeldOutScore, accuracy_on, accuracy_on_test
 
-TEST_READS = "test_reads.jsonl"
 # Training rows each selected checkpoint's train_acc is measured on (sptune.study.final_evaluation.train_sample).
 TRAIN_SAMPLE = 5000
 
@@ -31,7 +31,7 @@ class Candidate:
 def _row(plan: StudyPlan, candidate: Candidate, score: HeldOutScore, train_score: HeldOutScore) -> ResultRow:
     sel, search = candidate.tested.selection, candidate.search_record.best.selection
     return ResultRow(
-        variant=candidate.search.variant, kind=candidate.search.kind, task=plan.info.name,
+        variant=candidate.search.variant, kind=candidate.search.variant_kind, task=plan.info.name,
         seed=int(sel.config.get("seed", plan.spec.seed)), lr=float(sel.config["lr"]),
         batch_size=int(sel.config["batch_size"]), best_epoch=sel.epoch, val_acc=sel.score,
         test_acc=score.accuracy, test_loss=score.loss, test_device=score.device, test_precision=score.precision,

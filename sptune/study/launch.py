@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 
 from sptune import storage
+from sptune.output_files import OPTUNA_DB, OPTUNA_RECORD, RAY_RESULTS, REPORT_HTML, RESULTS_JSON, RESULTS_MD, SPEC
 from sptune.plan.study_plan import describe
 from sptune.preflight import ReadyCampaign, ReadyStudy
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.report import build_report
-from sptune.spec.campaign import merge_results
 from sptune.study import ray_session
+from sptune.study.publish import merge_results
 from sptune.study.study import Study
-from sptune.tracking.mlflow_tracker import JOB_TAG, Tracker, ui_command
+from sptune.tracking.job_runs import JOB_TAG
+from sptune.tracking.mlflow_tracker import Tracker, ui_command
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna
 from sptune.tracking.provenance import parent_run_params
 from sptune.tuning.callbacks.terminal import show_library_output
@@ -59,9 +61,9 @@ def run_study(ready: ReadyStudy, tracker: Tracker | None = None) -> Path:
     """One study into its output directory (Ray already running); returns its results.json."""
     out = ready.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    (out / "spec.yaml").write_text(resolved_spec_text(ready.spec))
+    (out / SPEC).write_text(resolved_spec_text(ready.spec))
     optuna = _optuna_target(ready)
-    storage.Mirror(ready.storage, out).push("spec.yaml", "optuna.json")
+    storage.DriverFileMirror(ready.storage, out).push(SPEC, OPTUNA_RECORD)
     target = ready.tracking
     tracker = tracker or _tracker(ready)
     print(describe(ready.plan), flush=True)
@@ -76,11 +78,11 @@ def run_study(ready: ReadyStudy, tracker: Tracker | None = None) -> Path:
     except BaseException:
         tracker.finish("FAILED")
         raise
-    print(f"Results: {out / 'results.md'} and {out / 'results.json'}")
+    print(f"Results: {out / RESULTS_MD} and {out / RESULTS_JSON}")
     print(f"MLflow UI: {ui_command(target.uri, target.store_dir, tracker.experiment_id)}")
     if any(uses_optuna(search) for search in ready.plan.searches):
         print(f"Optuna searches: {optuna.dashboard_command()}")
-    return out / "results.json"
+    return out / RESULTS_JSON
 
 
 def _optuna_target(ready: ReadyStudy) -> OptunaTarget:
@@ -95,8 +97,8 @@ def _optuna_target(ready: ReadyStudy) -> OptunaTarget:
 def _parent_params(ready: ReadyStudy) -> dict[str, str]:
     spec = ready.spec
     own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve()),
-           "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else "optuna.db",
-           "storage": ready.storage or "OUTPUT/ray_results"}  # a URI without credentials (preflight refuses them)
+           "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else OPTUNA_DB,
+           "storage": ready.storage or f"OUTPUT/{RAY_RESULTS}"}  # a URI without credentials (preflight refuses them)
     return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
 
 
@@ -104,7 +106,7 @@ def _log_spec_files(tracker: Tracker, ready: ReadyStudy) -> None:
     """The spec as given (the file, before --set) and as resolved (OUTPUT/spec.yaml)."""
     client, run_id = tracker.client, tracker.parent_run_id
     client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
-    client.log_artifact(run_id, str(ready.output_dir / "spec.yaml"), artifact_path="spec/resolved")
+    client.log_artifact(run_id, str(ready.output_dir / SPEC), artifact_path="spec/resolved")
 
 
 def _job_tags() -> dict[str, str]:
@@ -124,7 +126,7 @@ def write_report(out: Path, storage_uri: str | None = None) -> None:
     reported, with the command to retry, but does not fail the study."""
     try:
         print(f"Report: {build_report(out)}")
-        storage.Mirror(storage_uri, out).push("report.html")
+        storage.DriverFileMirror(storage_uri, out).push(REPORT_HTML)
     except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
         print(
             f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "

@@ -1,8 +1,10 @@
 """The study's results: results.json and results.md (written by `sptune.judging.results`), the
-per-variant test accuracy and both files on the MLflow parent run, and the printed tables."""
+per-variant test accuracy and both files on the MLflow parent run, and the printed tables; a campaign's
+results.json merged from its studies'."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -21,10 +23,11 @@ from sptune.judging.results import (
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.judging.trivial_check import versus_trivial
+from sptune.output_files import RESULTS_JSON, TEST_READS
 from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.spec.campaign import CampaignStudy
 from sptune.study.data_provenance import count_test_reads, provenance_document
-from sptune.study.final_evaluation import TEST_READS
 from sptune.study.state import StudyState, TunerRun
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
@@ -168,3 +171,15 @@ def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Track
                        + candidate_lines(study.get("candidates")))
     print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
           + "\n", flush=True)
+
+
+def merge_results(output_dir: Path, studies: list[CampaignStudy], campaign: str) -> Path:
+    """One results.json for the campaign: every study's rows, tagged with the study name."""
+    rows, parts = [], {}
+    for study in studies:
+        result = json.loads((output_dir / study.name / RESULTS_JSON).read_text())
+        parts[study.name] = {k: v for k, v in result.items() if k != "rows"}
+        rows += [{**row, "study": study.name, "overrides": list(study.overrides)} for row in result["rows"]]
+    path = output_dir / RESULTS_JSON
+    path.write_text(json.dumps({"campaign": campaign, "studies": parts, "rows": rows}, indent=2, default=str))
+    return path

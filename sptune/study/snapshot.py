@@ -30,8 +30,8 @@ from typing import Any
 from ray import tune
 
 from sptune import storage as stored
+from sptune.output_files import OPTUNA_DB
 from sptune.study.this_run import THIS_RUN
-from sptune.tracking.optuna_studies import DB_FILE
 
 BUNDLE = "sptune_snapshot.zip"
 # Tune's file name templates (TuneController, SearchGenerator, Searcher), S being the session.
@@ -65,7 +65,7 @@ class SnapshotBundle(tune.Callback):
         files = _snapshot_files(self.staging) if self.staging is not None else None
         if files is not None:
             if self.optuna_db is not None and self.optuna_db.is_file():
-                files[DB_FILE] = _sqlite_backup(self.optuna_db)
+                files[OPTUNA_DB] = _sqlite_backup(self.optuna_db)
             stored.write_atomically(stored.join(self.experiment_uri, BUNDLE), _zipped(files))
             self.written += 1
         return None  # nothing of its own for Tune to restore
@@ -120,7 +120,7 @@ def restore_consistent(experiment_uri: str) -> str | None:
     files = read_bundle(experiment_uri)
     if files is None:
         return None
-    state_names = [n for n in files if n != DB_FILE]
+    state_names = [n for n in files if n != OPTUNA_DB]
     for name in state_names:
         stored.write_atomically(stored.join(experiment_uri, name), files[name])
     session = next(n for n in state_names if n.startswith("experiment_state-"))

@@ -16,7 +16,7 @@ from sptune.training.checkpoint_files import STATE_FILE
 
 def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
     """Hash of everything that shapes the selected SPT checkpoint (not finetuning settings)."""
-    task = pretraining.source.task or spec.task
+    task = pretraining.pretrain_source.task or spec.task
     pretrain = _pretrain_key(spec)
     parts = {
         "task": task.model_dump(mode="json"),

@@ -12,7 +12,8 @@ from typing import Any
 
 from sptune.judging.results import ResultRow
 from sptune.judging.selection import Selection
-from sptune.storage import STATE_NAME, Mirror
+from sptune.output_files import STATE
+from sptune.storage import DriverFileMirror
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class StudyState:
 
 def read_state(output_dir: Path) -> StudyState | None:
     """The saved state of the study in ``output_dir``, or None when it holds no study."""
-    path = output_dir / STATE_NAME
+    path = output_dir / STATE
     return StudyState.from_json(json.loads(path.read_text())) if path.exists() else None
 
 
@@ -110,8 +111,8 @@ class StateFile:
 
     def save(self) -> None:
         text = json.dumps(asdict(self.state), indent=2, default=str)
-        tmp = self.output_dir / (STATE_NAME + ".tmp")
+        tmp = self.output_dir / (STATE + ".tmp")
         tmp.write_text(text)
-        tmp.replace(self.output_dir / STATE_NAME)  # atomic: a kill never leaves half a state file
+        tmp.replace(self.output_dir / STATE)  # atomic: a kill never leaves half a state file
         # One object put (atomic too): the remote copy is either the last state or this one.
-        Mirror(self.storage, self.output_dir).push_bytes(STATE_NAME, text.encode())
+        DriverFileMirror(self.storage, self.output_dir).push_bytes(STATE, text.encode())

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from sptune.judging.results import ResultRow
 from sptune.judging.stage_graph import Stage, StartingCheckpoints, variant_stages
+from sptune.output_files import OPTUNA_DB, RAY_RESULTS, RESULT_FILES, TEST_READS
 from sptune.plan.study_plan import StudyPlan
-from sptune.storage import OPTUNA_DB, RESULT_FILES, Mirror, is_remote
-from sptune.study.final_evaluation import TEST_READS, Candidate, evaluate_on_test, log_test_metrics
+from sptune.storage import DriverFileMirror, is_remote
+from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import PretrainedWithoutTrials
 from sptune.study.publish import publish
 from sptune.study.state import StateFile
@@ -42,8 +43,8 @@ class Study:
     ) -> None:
         self.plan, self.data, self.out, self.tracker = plan, data, output_dir, tracker
         # A local path or a URI such as s3://bucket/prefix (kept as text: Path would mangle "://").
-        storage = storage or str((output_dir / "ray_results").resolve())
-        self.mirror = Mirror(storage, output_dir)  # the driver's files under a remote storage
+        storage = storage or str((output_dir / RAY_RESULTS).resolve())
+        self.mirror = DriverFileMirror(storage, output_dir)  # the driver's files under a remote storage
         self.state_file = StateFile(output_dir, storage)
         state = self.state_file.state
         if state.output_dir and optuna is not None:  # resumed elsewhere (from the storage alone)

@@ -18,13 +18,14 @@ from sptune import storage as stored
 from sptune.errors import RuntimeFailure
 from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, StageSelected
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
+from sptune.output_files import OPTUNA_DB
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
 from sptune.study.this_run import THIS_RUN
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
-from sptune.tracking.optuna_studies import DB_FILE, OptunaTarget, default_url
+from sptune.tracking.optuna_studies import OptunaTarget, default_url
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
@@ -174,12 +175,13 @@ class TunerRunner:
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         ranked = {label: list(r.ranked) for label, r in self.state.searches.items() if r.ranked}
         searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna, ranked)
-        parts = ", ".join(f"{s.label} {s.budget} ({s.plan.searcher})" for s in stages)
+        parts = ", ".join(f"{s.label} {s.budget} ({s.trial_plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
-        logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.plan) for s in stages})
+        logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.trial_plan) for s in stages})
         recorder = StageRecorder(searcher.ledger, self.tracker, self.state_file)
         # Live view: trials per state and variant, from the driver (Prometheus scrapes Ray's agent).
-        states = TrialStateMetrics(self.plan.spec.name, [(s.plan.variant_or_objective, s.plan.phase) for s in stages])
+        states = TrialStateMetrics(self.plan.spec.name,
+                                   [(s.trial_plan.variant_or_objective, s.trial_plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
         callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle)]
@@ -209,7 +211,7 @@ class TunerRunner:
         its copy too (a server database needs none; a local storage's is the output directory's own)."""
         out = self.state_file.output_dir
         own = self.optuna is not None and self.optuna.url == default_url(out)
-        return SnapshotBundle(experiment_dir, out / DB_FILE if own and stored.is_remote(self.storage) else None)
+        return SnapshotBundle(experiment_dir, out / OPTUNA_DB if own and stored.is_remote(self.storage) else None)
 
     def _run_params(self, search: SearchPlan) -> dict[str, Any]:
         """MLflow params of each trial's run besides its config."""
@@ -218,7 +220,7 @@ class TunerRunner:
             "task": self.plan.training_data(search, self.data).info.name,
             "phase": search.phase,
             "variant": search.variant_or_objective,
-            "kind": search.kind or search.objective,  # pretraining has no variant kind: name its objective
+            "kind": search.variant_kind or search.objective,  # pretraining has no variant kind: name its objective
             "max_epochs": search.epochs,
             **{f"model.{k}": v for k, v in spec.model.model_dump().items()},
         }

@@ -32,11 +32,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from sptune.errors import RuntimeFailure
+from sptune.output_files import OPTUNA_DB, OPTUNA_RECORD
 from sptune.plan.study_plan import SearchPlan
 from sptune.tracking.db_templates import SQLITE_PREFIX, schema_key, seed, sqlite_path
 
-DB_FILE = "optuna.db"
-RECORD_FILE = "optuna.json"
 ENV_URL = "SPTUNE_OPTUNA_STORAGE"
 HIDDEN = "***"
 # Fewer COMPLETE trials than this say nothing about which parameter matters (PED-ANOVA, Optuna's
@@ -48,7 +47,7 @@ _known_urls: dict[str, str] = {}  # redacted URL -> the full URL this process wa
 
 def default_url(output_dir: Path) -> str:
     """The output directory's own SQLite database (an absolute path: Ray changes directories)."""
-    return f"sqlite:///{(output_dir / DB_FILE).resolve()}"
+    return f"sqlite:///{(output_dir / OPTUNA_DB).resolve()}"
 
 
 def follow_move(old_output_dir: Path, new_output_dir: Path) -> None:
@@ -112,7 +111,7 @@ def name_value(study: optuna.Study, name: str) -> None:
 SEARCH_TRIAL = "search_trial"  # user attr of a database trial: its number in the searcher's own study
 
 
-class StudyMirror:
+class OptunaStudyMirror:
     """One search's persisted Optuna study, kept equal to the study its searcher samples from.
 
     The searcher samples from an in-memory study that Ray saves with every experiment snapshot, so a
@@ -232,7 +231,7 @@ class OptunaTarget:
             load_if_exists=True,
             direction="maximize" if search.mode == "max" else "minimize",
         )
-        task = search.source.task.name if search.is_pretraining and search.source.task else self.task
+        task = search.pretrain_source.task.name if search.is_pretraining and search.pretrain_source.task else self.task
         attrs = {
             "sptune_study": self.study,
             "variant": search_name(search),
@@ -261,7 +260,7 @@ class OptunaTarget:
         """OUTPUT/optuna.json: where this study's Optuna studies are (no password) and whose each is."""
         names = {search_name(s): self.study_name(s) for s in searches if uses_optuna(s)}
         record = {"storage": None if default else redact(self.url), "studies": names}
-        (output_dir / RECORD_FILE).write_text(json.dumps(record, indent=2))
+        (output_dir / OPTUNA_RECORD).write_text(json.dumps(record, indent=2))
 
     def dashboard_command(self) -> str:
         return f"optuna-dashboard {redact(self.url)}"
@@ -269,18 +268,18 @@ class OptunaTarget:
 
 def recorded_storage(run_dir: Path) -> str | None:
     """The redacted URL a study's Optuna studies were put in; None: its optuna.db (or none)."""
-    path = run_dir / RECORD_FILE
+    path = run_dir / OPTUNA_RECORD
     return json.loads(path.read_text())["storage"] if path.exists() else None
 
 
 def _run_studies(run_dir: Path) -> tuple[str, dict[str, str]] | None:
     """(URL, variant -> Optuna study name) of the study in run_dir; None when it has none."""
-    path = run_dir / RECORD_FILE
+    path = run_dir / OPTUNA_RECORD
     if not path.exists():
         return None
     record = json.loads(path.read_text())
     if record["storage"] is None:
-        db = run_dir / DB_FILE
+        db = run_dir / OPTUNA_DB
         return (default_url(run_dir), record["studies"]) if db.exists() else None
     return _full_url(record["storage"]), record["studies"]
 

@@ -17,11 +17,12 @@ from ray import tune
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
+from sptune.plan.phases import Phase
 from sptune.plan.rungs import rung_epochs
 from sptune.plan.seeds import search_seeds
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.spec import ParamSpace
-from sptune.tracking.optuna_studies import OptunaTarget, StudyMirror, name_value, open_storage
+from sptune.tracking.optuna_studies import OptunaStudyMirror, OptunaTarget, name_value, open_storage
 
 
 class FixedConfigs(Searcher):
@@ -132,10 +133,10 @@ def tpe_sampler(seed: int, n_trials: int, multivariate: bool = False) -> Any:
 class RecordedOptunaSearch(OptunaSearch):
     """Ray's OptunaSearch on an in-memory Optuna study (saved with Tune's snapshots, so a resume restores
     exactly the search Tune restores), mirrored trial by trial into the search's persisted study
-    (`StudyMirror`) for optuna-dashboard and the report. Its study names the value it is told
+    (`OptunaStudyMirror`) for optuna-dashboard and the report. Its study names the value it is told
     (`told_value`); its trials also name their Ray trial and the epoch their value was told at."""
 
-    def __init__(self, *args: Any, mirror: StudyMirror | None = None, value_name: str | None = None,
+    def __init__(self, *args: Any, mirror: OptunaStudyMirror | None = None, value_name: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.mirror = mirror
@@ -181,7 +182,7 @@ def _optuna(plan: StudyPlan, search: SearchPlan, space: dict, target: OptunaTarg
     mirror, value = None, told_value(plan, search)
     if target is not None:
         target.create(search, value)  # named and described
-        mirror = StudyMirror(open_storage(target.url), target.study_name(search))
+        mirror = OptunaStudyMirror(open_storage(target.url), target.study_name(search))
     return RecordedOptunaSearch(
         OptunaSearch.convert_search_space(space),
         metric=search.metric,
@@ -211,7 +212,7 @@ def settle_epoch(plan: StudyPlan, search: SearchPlan) -> int | None:
     """Where a batched searcher takes a trial's result: the first rung of early stopping, which every trial
     reaches (with hyperband too: no bracket's first rung comes before it); None (when it ends) without."""
     s = plan.spec.scheduler
-    if s.type == "fifo" or search.phase == "rerun":
+    if s.type == "fifo" or search.phase == Phase.RERUN:
         return None
     rungs = rung_epochs(s.grace_period, s.reduction_factor, search.epochs)
     return rungs[0] if rungs else None

@@ -14,7 +14,8 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 from sptune.judging.ledger import Ledger
 from sptune.judging.selection import Selection
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
-from sptune.plan.study_plan import TRAINED_TO_THE_END, SearchPlan, StudyPlan
+from sptune.plan.phases import TRAINED_TO_THE_END
+from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
@@ -31,9 +32,9 @@ STUDY_EXPERIMENT = "study"  # the one Tuner's directory under the storage path
 
 
 def fixed_params(search: SearchPlan, seed: int) -> dict[str, Any]:
-    """What every trial of a search carries besides the searched values."""
+    """What every trial of a search carries besides the searched values (plain text: the configs Ray saves)."""
     objective = {"objective": search.objective} if search.objective else {}
-    return {"phase": search.phase, "variant": search.variant_or_objective, "seed": seed, **objective}
+    return {"phase": str(search.phase), "variant": search.variant_or_objective, "seed": seed, **objective}
 
 
 def _scheduler(plan: StudyPlan, search: SearchPlan) -> Any:
@@ -93,9 +94,9 @@ def staged_search(
     stages' ledger is the searcher's. `selections` (and `ranked`, the best configs of those that rank some) were
     made before (a resumed study)."""
     searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind is StageKind.SEARCH}
-    fixed = {s.label: {**fixed_params(s.plan, plan.spec.seed), "stage": s.label} for s in stages}
+    fixed = {s.label: {**fixed_params(s.trial_plan, plan.spec.seed), "stage": s.label} for s in stages}
     searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed)
-    schedulers = {s.label: _scheduler(plan, s.plan) for s in stages}
+    schedulers = {s.label: _scheduler(plan, s.trial_plan) for s in stages}
     return searcher, StageScheduler(schedulers, plan.concurrency)
 
 
@@ -145,7 +146,7 @@ def build_study_tuner(
 
 def _run_config(plan: StudyPlan, stages: list[Stage], storage: str, callbacks: list) -> tune.RunConfig:
     # The terminal shows a line per stage, each ranked by its own metric (sptune.tuning.callbacks.terminal).
-    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.plan.metric, s.plan.mode) for s in stages]
+    rows = [ProgressRow(s.label, s.budget, s.search.epochs, s.trial_plan.metric, s.trial_plan.mode) for s in stages]
     return tune.RunConfig(
         name=STUDY_EXPERIMENT,
         storage_path=storage,

@@ -31,8 +31,8 @@ from mlflow import MlflowClient
 from ray import cloudpickle
 
 import sptune.tuning.tuner
+from sptune.plan.phases import Phase
 from sptune.report.mlflow_runs import fetch_trials
-from sptune.report.records import SEARCH
 from sptune.sweep import main
 from sptune.tuning.trainable import StudyTrainable
 from tests.helpers_tiny import PLAIN
@@ -94,7 +94,7 @@ def decisions(out: Path) -> dict:
     trials = [
         (t.variant, round(t.lr, 12), int(t.batch_size), len(t.curve))
         for t in fetch_trials(client, results["mlflow"]["parent_run_id"])
-        if t.phase == SEARCH
+        if t.phase == Phase.SEARCH
     ]
     return {"selected": selected, "trials": sorted(trials)}
 

@@ -81,7 +81,7 @@ def test_a_cross_task_pretrainings_reruns_train_on_its_source_task():
                  f"batch_size: {ONE_BATCH}}}}}")
     plan = build_plan(spec, TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2,
                       source_data={"pretrain-on-listops": "listops data"})
-    cross = next(p for p in plan.pretrainings() if p.source.task is not None)
+    cross = next(p for p in plan.pretrainings() if p.pretrain_source.task is not None)
     rerun = replace(cross, phase="rerun", fixed_configs=({"lr": 1e-3, "batch_size": 32, "seed": 1000},))
     assert rerun.label == "pretrain-on-listops-rerun"
     assert plan.training_data(rerun, "digits data") == plan.training_data(cross, "digits data") == "listops data"

@@ -8,10 +8,10 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from sptune.output_files import STATE
 from sptune.preflight.options import RunOptions
 from sptune.preflight.outputs import resolved_spec_text
 from sptune.preflight.ready import prepare, prepare_inputs
-from sptune.storage import STATE_NAME
 from sptune.study.state import StudyState
 from sptune.sweep import main
 
@@ -63,7 +63,7 @@ def test_a_resumed_campaign_starts_the_studies_it_had_not_reached(tmp_path, caps
     first = prepare_inputs(options).studies[0]
     (out / first.member.name).mkdir(parents=True)
     (out / first.member.name / "spec.yaml").write_text(resolved_spec_text(first.inputs.spec))
-    (out / first.member.name / STATE_NAME).write_text(json.dumps(asdict(StudyState())))
+    (out / first.member.name / STATE).write_text(json.dumps(asdict(StudyState())))
 
     ready = prepare(options)
     assert [s.resume_state is not None for s in ready.studies] == [True, False]

@@ -473,10 +473,11 @@ def test_failures_flag_counts_what_tune_retried_once_per_search(tmp_path):
 
 
 def _search_trial(lr: float, best: float, status: str = "finished"):
-    from sptune.report.records import SEARCH, Trial
+    from sptune.plan.phases import Phase
+    from sptune.report.records import Trial
 
-    return Trial(run_id=f"r{lr}", phase=SEARCH, variant="spt", kind="spt", task="pathfinder", seed="0", lr=lr,
-                 batch_size="32", status=status, selected=False, max_epochs=5, best_val_acc=best, test_acc=None,
+    return Trial(run_id=f"r{lr}", phase=Phase.SEARCH, variant="spt", variant_kind="spt", task="pathfinder", seed="0",
+                 lr=lr, batch_size="32", status=status, selected=False, max_epochs=5, best_val_acc=best, test_acc=None,
                  selected_epoch=None, curve=[(1, best)], seconds=1.0, epochs=1)
 
 

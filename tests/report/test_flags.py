@@ -10,7 +10,7 @@ from sptune.report.records import ReportData
 
 
 def _data(**checks) -> ReportData:
-    return ReportData(name="s", run_dir=Path("."), rows=[], trials=[], spec={}, timeline=[], source="results.json",
+    return ReportData(name="s", run_dir=Path("."), rows=[], trials=[], spec={}, timeline=[], read_from="results.json",
                       versus_trivial=checks)
 
 

@@ -14,7 +14,8 @@ from sptune.judging.results import ResultRow, add_deltas, write_results
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
-from sptune.study.publish import audit_document, expected_max_document, results_document
+from sptune.spec.campaign import CampaignStudy
+from sptune.study.publish import audit_document, expected_max_document, merge_results, results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState, TunerRun
 from sptune.tasks import TaskRequest, load_task
 from sptune.tasks.base import TaskInfo
@@ -156,3 +157,19 @@ def test_expected_best_validation_vs_budget_from_each_variants_search_trials(pla
     assert StudyState.from_json(saved).searches["search-scratch"].trial_scores == [0.6, 0.9, 0.7, None]
     # A state file from before the scores were recorded: no curve, no error.
     assert expected_max_document(plan, StudyState(searches={"search-spt": _pretrained()}), summary)["variants"] == {}
+
+
+def test_a_campaigns_results_merge_its_studies_rows_tagged_with_study_and_overrides(tmp_path):
+    members = [CampaignStudy("a", Path("a.yaml"), ("seed=1",)), CampaignStudy("b", Path("b.yaml"), ())]
+    for member, acc in zip(members, (0.9, 0.8), strict=True):
+        (tmp_path / member.name).mkdir()
+        write_results(tmp_path / member.name, {"study": member.name, "task": "digits", "summary": {}},
+                      [_row("spt", "spt", 1000, acc)])
+    path = merge_results(tmp_path, members, "mini")
+    merged = json.loads(path.read_text())
+    assert path == tmp_path / "results.json" and merged["campaign"] == "mini"
+    assert sorted(merged["studies"]) == ["a", "b"] and "rows" not in merged["studies"]["a"]
+    assert merged["studies"]["a"]["study"] == "a" and merged["studies"]["b"]["task"] == "digits"
+    assert [(r["study"], r["overrides"], r["test_acc"]) for r in merged["rows"]] == [("a", ["seed=1"], 0.9),
+                                                                                     ("b", [], 0.8)]
+    assert list(merged["rows"][0])[:len(ROW_KEYS)] == ROW_KEYS

@@ -6,7 +6,7 @@ import json
 
 from sptune.judging.results import ResultRow
 from sptune.judging.selection import Selection
-from sptune.storage import STATE_NAME
+from sptune.output_files import STATE
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun, read_state
 
 
@@ -27,7 +27,7 @@ def test_a_directory_without_a_state_file_holds_no_study(tmp_path):
 
 
 def test_an_empty_state_file_still_marks_a_study(tmp_path):
-    (tmp_path / STATE_NAME).write_text("{}")
+    (tmp_path / STATE).write_text("{}")
     assert read_state(tmp_path) == StudyState()
 
 
@@ -45,13 +45,13 @@ def test_the_state_survives_save_and_read(tmp_path):
     state_file.save()
     assert read_state(tmp_path) == state
     assert StateFile(tmp_path).state == state
-    assert [p.name for p in tmp_path.iterdir()] == [STATE_NAME]  # the temporary file was renamed over it
+    assert [p.name for p in tmp_path.iterdir()] == [STATE]  # the temporary file was renamed over it
 
 
 def test_the_state_file_is_plain_json(tmp_path):
     state_file = StateFile(tmp_path)
     state_file.state.searches["pretrain"] = SearchRecord([SelectedTrial(_selection("a", 0), "run-a")])
     state_file.save()
-    saved = json.loads((tmp_path / STATE_NAME).read_text())
+    saved = json.loads((tmp_path / STATE).read_text())
     assert saved["searches"]["pretrain"]["selected"][0]["selection"]["checkpoint_path"] == "/ckpt/a"
     assert saved["rows"] is None and saved["parent_run_id"] is None

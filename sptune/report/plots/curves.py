@@ -6,8 +6,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from sptune.plan.phases import Phase
 from sptune.report.plots.canvas import MARK_COLOR, finish_accuracy_axes, new_figure, styled
-from sptune.report.records import SEARCH, ReportData, Trial
+from sptune.report.records import ReportData, Trial
 
 
 def reported_runs(data: ReportData, task: str) -> list[Trial]:
@@ -15,7 +16,7 @@ def reported_runs(data: ReportData, task: str) -> list[Trial]:
     selected trials; only those with a curve."""
     reported = {r.get("mlflow_run_id") for r in data.rows if r["task"] == task}
     sel = [t for t in data.trials if t.task == task and t.run_id in reported and t.curve]
-    return sel or [t for t in data.trials if (t.phase, t.task) == (SEARCH, task) and t.selected and t.curve]
+    return sel or [t for t in data.trials if (t.phase, t.task) == (Phase.SEARCH, task) and t.selected and t.curve]
 
 
 @styled

@@ -12,11 +12,12 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from sptune.plan.phases import Phase
 from sptune.report.cells import Cell
 from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import CurvePoint, lr_curves, lr_space, space_bounds
 from sptune.report.plots.canvas import MARK_COLOR, PERCENT, acc_limits, log_ticks, new_figure, styled
-from sptune.report.records import RERUN, SEARCH, ReportData, Trial
+from sptune.report.records import ReportData, Trial
 
 
 def _legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], shown: list[str],
@@ -28,7 +29,7 @@ def _legend(trials: list[Trial], curves: dict[str, dict[Any, CurvePoint]], shown
                 Line2D([], [], marker="D", label="test, selected", **grey)]
     if any(p.high > p.low for c in curves.values() for p in c.values()):
         handles.append(Patch(color=MARK_COLOR, alpha=0.25, label="seed min–max"))
-    if any(t.phase == RERUN for t in trials):
+    if any(t.phase == Phase.RERUN for t in trials):
         handles.append(Line2D([], [], marker="o", markersize=4, label="seed re-run (best val)", **grey))
     if any(t.status in ("diverged", "failed") for t in trials):
         handles.append(Line2D([], [], marker="x", label="diverged/failed", **grey))
@@ -42,8 +43,8 @@ def _draw_variant(ax: Axes, trials: list[Trial], curve: dict[Any, CurvePoint], c
                         linewidth=0)
     ax.plot([p.lr for p in pts], [p.mean for p in pts], color=color, lw=2.2)
     done = [t for t in trials if t.completed and t.best_val_acc is not None]
-    search = [t for t in done if t.phase == SEARCH]
-    reruns = [t for t in done if t.phase == RERUN]
+    search = [t for t in done if t.phase == Phase.SEARCH]
+    reruns = [t for t in done if t.phase == Phase.RERUN]
     ax.plot([t.lr for t in search], [t.best_val_acc for t in search], "o", markerfacecolor="none", color=color,
             markersize=6, alpha=0.8)
     ax.plot([t.lr for t in reruns], [t.best_val_acc for t in reruns], "o", color=color, markersize=4)
@@ -80,7 +81,7 @@ def _draw_ranges(strip: Axes, shown: list[str], bounds: dict[str, Any], colors: 
 def figure_lr(data: ReportData, task: str, variants: list[str], colors: dict[str, str],
               cells: dict[tuple[str, str], Cell]) -> Figure | None:
     """Accuracy vs learning rate for every variant on one task; None without search trials."""
-    trials = [t for t in data.trials if t.task == task and t.phase in (SEARCH, RERUN) and t.lr]
+    trials = [t for t in data.trials if t.task == task and t.phase in (Phase.SEARCH, Phase.RERUN) and t.lr]
     if not trials:
         return None
     curves = lr_curves(trials)
