@@ -71,6 +71,27 @@ class _Released:
     def complete(self) -> bool:
         return len(self.started) >= self.budget and len(self.ended) == len(self.started)
 
+    @property
+    def running(self) -> int:
+        """Trials started and not yet ended."""
+        return len(self.started) - len(self.ended)
+
+
+def _selected(stage: Stage, chosen: Pick, outcomes: list[TrialOutcome], released_at: float) -> StageSelected:
+    """A stage's selection event, with each trial's best epoch score as it last reported it."""
+    score = "best_" + stage.trial_plan.epoch_score
+    scores = [finite_float((o.metrics or {}).get(score)) for o in outcomes]
+    return StageSelected(stage.label, stage.kind, stage.trial_plan.variant_or_objective, stage.final, chosen, scores,
+                         released_at)
+
+
+def chain_depths(stages: list[Stage]) -> dict[str, int]:
+    """Each stage's longest chain of stages waiting on it (deepest first: pretraining before what needs it)."""
+    def depth(label: str) -> int:
+        return 1 + max((depth(s.label) for s in stages if label in s.needs), default=0)
+
+    return {s.label: depth(s.label) for s in stages}
+
 
 class Ledger:
     """Every stage of the study's one Tuner, from what was selected before (`selections`, `ranked`: a resumed
@@ -87,12 +108,7 @@ class Ledger:
         self.released: dict[str, _Released] = {}  # in the order released
         self.owner: dict[str, str] = {}  # trial -> its stage
         self.unread: list[Event] = []  # events not yet taken
-        self.depth = {label: self._depth(label) for label in self.stages}
-
-    def _depth(self, label: str) -> int:
-        """The longest chain of stages waiting on it (deepest first: pretraining before what needs it)."""
-        waiting = [s.label for s in self.stages.values() if label in s.needs]
-        return 1 + max((self._depth(w) for w in waiting), default=0)
+        self.depth = chain_depths(stages)
 
     def load(self, other: Ledger) -> None:
         """Take `other`'s state in place: whoever holds this ledger sees the restored one (Tune restores its
@@ -100,9 +116,6 @@ class Ledger:
         vars(self).update(vars(other))
 
     # ------------------------------------------------------------ events
-
-    def _emit(self, event: Event) -> None:
-        self.unread.append(event)
 
     def take_events(self) -> list[Event]:
         """Every event since the last take, in the order they happened."""
@@ -137,7 +150,7 @@ class Ledger:
             configs = given_configs(stage, self._continued(stage), spt)
             event, budget = StageReleased(stage.label, configs, {}), len(configs)
         self.released[stage.label] = _Released(event, time.time(), budget)
-        self._emit(event)
+        self.unread.append(event)
 
     def releases(self) -> list[StageReleased]:
         """Every stage released so far, in the order released."""
@@ -195,8 +208,7 @@ class Ledger:
         selected fails, and the study stops with an error instead of waiting forever."""
         for label in self.stages:
             if label not in self.selected and label not in self.failed:
-                trials = self.released.get(label)
-                waited = 0 if trials is None else len(trials.started) - len(trials.ended)
+                waited = self.released[label].running if label in self.released else 0
                 problem = f"stalled: waits for {waited} trial(s) that Tune is not running, with none left to run"
                 self._fail(label, (label, problem, STALL_FIX))
 
@@ -225,11 +237,8 @@ class Ledger:
         spt = spt_checkpoints_of(stage, chosen.picked)
         if spt is not None:
             self.checkpoints[stage.label] = spt
-        score = "best_" + stage.trial_plan.epoch_score
-        scores = [finite_float((o.metrics or {}).get(score)) for o in outcomes]
-        self._emit(StageSelected(stage.label, stage.kind, stage.trial_plan.variant_or_objective, stage.final, chosen,
-                                 scores, trials.at))
+        self.unread.append(_selected(stage, chosen, outcomes, trials.at))
 
     def _fail(self, label: str, failure: tuple[str, str, str]) -> None:
         self.failed[label] = failure
-        self._emit(StageFailed(label, *failure))
+        self.unread.append(StageFailed(label, *failure))
