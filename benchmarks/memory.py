@@ -105,7 +105,8 @@ def probe_class(barrier: str) -> type:
     class MemoryProbe(StudyTrainable):
         def step(self) -> dict:
             loop = self.loop
-            for idx in loop._batches()[:TRAIN_STEPS]:
+            for _ in range(TRAIN_STEPS):
+                idx = loop.batches.next()
                 loop._step(loop.train_batch(loop.train_x[idx], loop.train_y[idx]).loss)
             # Every page of the splits, read through the loop's own tensors.
             checksum = sum(int(t.sum()) for t in (loop.train_x, loop.train_y, loop.val_x, loop.val_y))

@@ -201,6 +201,38 @@ class PendingWrites:
             )
 
 
+class BatchedWrites:
+    """Each run's waiting writes (one log_batch per run), flushed once `flush_results` results or `flush_seconds`
+    have gathered: one write per result would make MLflow the driver's bottleneck (docs/design/tracking.md)."""
+
+    def __init__(self, client: MlflowClient, flush_results: int, flush_seconds: float) -> None:
+        self.client, self.flush_results, self.flush_seconds = client, flush_results, flush_seconds
+        self.pending: dict[str, PendingWrites] = {}  # run id -> its next log_batch
+        self.results = 0  # results added since the last flush
+        self.last_flush = time.monotonic()
+
+    def batch(self, run_id: str) -> PendingWrites:
+        return self.pending.setdefault(run_id, PendingWrites())
+
+    def maybe_flush(self) -> None:
+        if self.results >= self.flush_results or (
+            self.results and time.monotonic() - self.last_flush >= self.flush_seconds
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every run's waiting metrics: one log_batch per run (MLflow takes <= 1000 metrics a call)."""
+        for run_id in list(self.pending):
+            self.flush_run(run_id)
+        self.results = 0
+        self.last_flush = time.monotonic()
+
+    def flush_run(self, run_id: str) -> None:
+        batch = self.pending.pop(run_id, None)
+        if batch is not None:
+            batch.write(self.client, run_id)
+
+
 class TrialRunLogger(tune.Callback):
     """Creates a child run per trial and logs per-epoch metrics, from the driver."""
 
@@ -217,20 +249,16 @@ class TrialRunLogger(tune.Callback):
         self.run_ids: dict[str, str] = {}
         self.last_result: dict[str, dict] = {}  # live trials only: _close drops a trial's entry
         self._known = tracker.children()
-        # One write per result would make MLflow the driver's bottleneck (docs/design/tracking.md):
-        # metrics wait here, per run, until `flush_results` results or `flush_seconds` have gathered.
         self.flush_results, self.flush_seconds = flush_results, flush_seconds
-        self._pending: dict[str, PendingWrites] = {}  # run id -> its next log_batch
+        self.writes = BatchedWrites(self.client, flush_results, flush_seconds)
         self._logged_upto: dict[str, int] = {}  # run id of a resumed trial -> the last epoch its run holds
-        self._pending_results = 0
-        self._last_flush = time.monotonic()
 
     # Ray pickles callbacks into the Tuner's state (tuner.pkl); on Tuner.restore we get
     # this object back and must reconnect to MLflow and re-learn the existing child runs.
     def __getstate__(self) -> dict:
         # Unwritten metrics stay out: a restored copy writing them could duplicate what this one flushes;
         # a resumed trial reports again from its checkpoint instead.
-        skip = ("tracker", "client", "_pending", "_pending_results", "_logged_upto")
+        skip = ("tracker", "client", "writes", "_logged_upto")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_tracking"] = (self.tracker.uri, self.tracker.experiment_id, self.tracker.parent_run_id)
         return state
@@ -239,9 +267,10 @@ class TrialRunLogger(tune.Callback):
         uri, experiment_id, parent_run_id = state.pop("_tracking")
         state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled without the batching settings
         state.setdefault("flush_seconds", FLUSH_SECONDS)
-        self.__dict__.update(state, _pending={}, _pending_results=0, _last_flush=time.monotonic(), _logged_upto={})
+        self.__dict__.update(state, _logged_upto={})
         self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)
         self.client = self.tracker.client
+        self.writes = BatchedWrites(self.client, self.flush_results, self.flush_seconds)
 
     def setup(self, **info: Any) -> None:
         self._known = self.tracker.children()
@@ -272,7 +301,7 @@ class TrialRunLogger(tune.Callback):
                                             default=0)
         # Written with the run's first metrics (one log_batch); again on resume, since a driver that died
         # within FLUSH_SECONDS of creating the run never wrote them (MLflow takes an equal value twice).
-        self._batch(run_id).add_params(self._params(trial))
+        self.writes.batch(run_id).add_params(self._params(trial))
         self.run_ids[trial_id] = run_id
         return run_id
 
@@ -289,46 +318,28 @@ class TrialRunLogger(tune.Callback):
         run_id = self.run_for(trial)
         epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
-        batch = self._batch(run_id)
+        batch = self.writes.batch(run_id)
         if epoch > self._logged_upto.get(run_id, 0):
             batch.metrics.extend(
                 Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))
             )
-        self._pending_results += 1
+        self.writes.results += 1
         if result.get("diverged"):
             batch.tags["sptune.status"] = "diverged"
         if result.get("mlflow_params"):  # one-off facts a trial reports (e.g. which parameters train)
             batch.add_params(result["mlflow_params"])
         self.last_result[trial.trial_id] = result
-        self._maybe_flush()
+        self.writes.maybe_flush()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
-        self._maybe_flush()  # every loop of Tune's controller: a quiet spell still flushes on time
+        self.writes.maybe_flush()  # every loop of Tune's controller: a quiet spell still flushes on time
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         # Tune calls this however the Tuner ends: finished, interrupted (Ctrl+C), or an error in its loop.
         self.flush()
 
-    def _maybe_flush(self) -> None:
-        if self._pending_results >= self.flush_results or (
-            self._pending_results and time.monotonic() - self._last_flush >= self.flush_seconds
-        ):
-            self.flush()
-
     def flush(self) -> None:
-        """Write every run's waiting metrics: one log_batch per run (MLflow takes <= 1000 metrics a call)."""
-        for run_id in list(self._pending):
-            self._flush_run(run_id)
-        self._pending_results = 0
-        self._last_flush = time.monotonic()
-
-    def _batch(self, run_id: str) -> PendingWrites:
-        return self._pending.setdefault(run_id, PendingWrites())
-
-    def _flush_run(self, run_id: str) -> None:
-        batch = self._pending.pop(run_id, None)
-        if batch is not None:
-            batch.write(self.client, run_id)
+        self.writes.flush()
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         run_id = self.run_for(trial)
@@ -347,7 +358,7 @@ class TrialRunLogger(tune.Callback):
     def _close(self, trial: Any, status: str) -> None:
         run_id = self.run_for(trial)
         last = self.last_result.pop(trial.trial_id, {})  # the state Tune pickles stays O(live trials)
-        batch, now = self._batch(run_id), int(time.time() * 1000)
+        batch, now = self.writes.batch(run_id), int(time.time() * 1000)
         batch.metrics.extend(
             Metric(k, float(last[k]), now, 0) for k in ("best_val_acc", "best_val_loss", "best_epoch")
             if _finite(last.get(k))
@@ -356,5 +367,5 @@ class TrialRunLogger(tune.Callback):
             status = "FAILED"  # tagged sptune.status=diverged in on_trial_result; never selected
         elif status == "FINISHED":
             batch.tags["sptune.status"] = "finished"
-        self._flush_run(run_id)  # the run's epochs, params and tags before it is marked ended
+        self.writes.flush_run(run_id)  # the run's epochs, params and tags before it is marked ended
         self.client.set_terminated(run_id, status=status)
