@@ -186,7 +186,7 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     """The single test read of each selected model, as the sweep's final evaluation does."""
     import torch
 
-    from sptune.judging import holdout
+    from sptune.tasks import holdout
     from sptune.training.model_configs import classifier_config
     from sptune.training.models import Classifier
     from sptune.training.scoring import score
