@@ -137,7 +137,7 @@ def warm_common_libraries(data: dict[str, Any], data_dir: str | None) -> None:
 
 def _optim(job: Job, spec: Any, weight_decay: float) -> Any:
     # The trials' own builder, so precision/compile/warm-up/clipping match the sweep exactly.
-    from sptune.plan.budgets import Budget
+    from sptune.rules.budgets import Budget
     from sptune.training.model_configs import optim_config
 
     return optim_config({"lr": job.lr, "batch_size": job.batch_size, "seed": job.seed}, spec,

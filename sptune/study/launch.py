@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 
 from sptune import storage
-from sptune.plan.study_plan import describe
-from sptune.preflight import ReadyCampaign, ReadyStudy
-from sptune.preflight.outputs import resolved_spec_text
+from sptune.plan.dry_run_text import describe
 from sptune.report import build_report
 from sptune.spec.campaign import merge_results
+from sptune.spec.reading import resolved_spec_text
 from sptune.study import ray_session
+from sptune.study.ready_study import ReadyCampaign, ReadyStudy
 from sptune.study.study import Study
 from sptune.tracking.mlflow_tracker import JOB_TAG, Tracker, ui_command
 from sptune.tracking.optuna_studies import OptunaTarget, default_url, redact, uses_optuna

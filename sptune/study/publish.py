@@ -21,8 +21,8 @@ from sptune.judging.results import (
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.judging.trivial_check import versus_trivial
-from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.rules.lr_extension import extension_record
 from sptune.study.data_provenance import count_test_reads, provenance_document
 from sptune.study.final_evaluation import TEST_READS
 from sptune.study.state import StudyState, TunerRun

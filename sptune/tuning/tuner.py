@@ -15,6 +15,7 @@ from sptune.judging.ledger import Ledger
 from sptune.judging.selection import Selection
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.plan.study_plan import TRAINED_TO_THE_END, SearchPlan, StudyPlan
+from sptune.plan.trial_plan import trial_plan
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
@@ -109,7 +110,8 @@ def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
             own[pretraining.label] = own[pretraining.rerun_label] = source.without_test()
     res = plan.spec.resources
     return tune.with_resources(
-        tune.with_parameters(StudyTrainable, spec=plan.spec, data=trial_data(data), stage_data=own),
+        tune.with_parameters(StudyTrainable, spec=plan.spec, trial_plan=trial_plan(plan), data=trial_data(data),
+                             stage_data=own),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
 

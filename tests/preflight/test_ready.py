@@ -9,8 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from sptune.preflight.options import RunOptions
-from sptune.preflight.outputs import resolved_spec_text
 from sptune.preflight.ready import prepare, prepare_inputs
+from sptune.spec.reading import resolved_spec_text
 from sptune.storage import STATE_NAME
 from sptune.study.state import StudyState
 from sptune.sweep import main
