@@ -16,7 +16,7 @@ One variant (scratch) of the spec, finetuning only. Every method runs the study'
   optuna            Optuna (told results as trials finish), FIFO, same trials as random
 
 The budget is `--budget-fraction` (default 1/3) of the grid's trial-epochs, met *by construction*:
-SHA and Hyperband get the most trials whose planned rung sizes (`sptune.plan.rungs.planned_epochs`,
+SHA and Hyperband get the most trials whose planned rung sizes (`sptune.rules.rungs.planned_epochs`,
 exact without failures) fit in it; random and Optuna as many full-length trials as fit; ASHA
 (asynchronous: no bound) as many trials as SHA unless `--asha-samples` says otherwise.
 
@@ -166,7 +166,7 @@ def at_budget(curve: list[tuple[int, float]], budget: int) -> float | None:
 
 def budget_trials(args: argparse.Namespace, grid_epochs: int) -> dict[str, int]:
     """Trials per method so that each spends at most the budget, by construction (not by tuning)."""
-    from sptune.plan.rungs import hyperband_brackets, planned_epochs
+    from sptune.rules.rungs import hyperband_brackets, planned_epochs
 
     budget = args.budget_fraction * grid_epochs + 1e-9
 

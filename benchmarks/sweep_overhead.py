@@ -137,7 +137,7 @@ def warm_common_libraries(data: dict[str, Any], data_dir: str | None) -> None:
 
 def _optim(job: Job, spec: Any, weight_decay: float) -> Any:
     # The trials' own builder, so precision/compile/warm-up/clipping match the sweep exactly.
-    from sptune.plan.budgets import Budget
+    from sptune.rules.budgets import Budget
     from sptune.training.model_configs import optim_config
 
     return optim_config({"lr": job.lr, "batch_size": job.batch_size, "seed": job.seed}, spec,
@@ -186,7 +186,7 @@ def _test_accuracy(states: list[dict]) -> list[float]:
     """The single test read of each selected model, as the sweep's final evaluation does."""
     import torch
 
-    from sptune.judging import holdout
+    from sptune.tasks import holdout
     from sptune.training.model_configs import classifier_config
     from sptune.training.models import Classifier
     from sptune.training.scoring import score

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from sptune.errors import DataError, SptuneError
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.bits import generate_bits_files
 from sptune.tasks.listops import generate_listops

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sptune.errors import cli_exit_code
 from sptune.plan.cost import describe_cost, describe_total
-from sptune.plan.study_plan import describe
+from sptune.plan.dry_run_text import describe
 from sptune.preflight import RunOptions, prepare, prepare_inputs
 
 

@@ -110,6 +110,51 @@ def test_no_import_cycle_anywhere():
     assert cycles(import_graph(lazy=True)) == []
 
 
+def package_of(module: str) -> str:
+    """sptune.<package> for a module in a package; a top-level module (sptune.storage) is its own node."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_edges(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """(importing package, imported package) -> the 'module -> module' imports that make that edge."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            key = (package_of(module), package_of(target))
+            if key[0] != key[1]:
+                edges.setdefault(key, []).append(f"{module} -> {target}")
+    return edges
+
+
+def package_cycles() -> list[str]:
+    """Each cycle among sptune's packages (lazy imports included), with the module imports that make it."""
+    edges = package_edges(import_graph(lazy=True))
+    graph: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        graph.setdefault(importer, set()).add(imported)
+    found = []
+    for component in cycles(graph):
+        inside = [f"  {line}" for (a, b), lines in sorted(edges.items()) if a in component and b in component
+                  for line in lines]
+        found.append("\n".join([" <-> ".join(component), *inside]))
+    return found
+
+
+def test_packages_import_one_way():
+    """spec -> plan -> judging read downwards only (rules and tasks below them), preflight -> study: a package
+    that imported its importer would tie the two into one layer (docs/architecture.md)."""
+    assert package_edges(import_graph(lazy=True)), "no package imports another: the graph was not read"
+    found = package_cycles()
+    assert found == [], "packages that import each other:\n" + "\n".join(found)
+
+
+def test_the_rules_import_nothing_of_sptune():
+    """The bottom layer: the spec, the plan, judging, tuning and training all read it (sptune/rules/__init__.py)."""
+    graph = import_graph(lazy=True)
+    rules = [m for m in graph if m.startswith("sptune.rules.")]
+    assert rules and {m: sorted(graph[m]) for m in rules if graph[m]} == {}
+
+
 def _third_party_imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):

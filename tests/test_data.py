@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from sptune.data import main
-from sptune.judging import holdout
-from sptune.tasks import TaskRequest, load_task
+from sptune.tasks import TaskRequest, holdout, load_task
 
 REPO = Path(__file__).resolve().parents[1]
 

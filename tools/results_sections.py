@@ -19,10 +19,10 @@ from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.results import summary_table
 from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
-from sptune.plan.seeds import NO_SPREAD, PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import describe_space, lr_space, searched_space
+from sptune.rules.seeds import NO_SPREAD, PRETRAIN_SPREAD, SPREAD_TEXT
 
 LR_RULE = (f"Inside the searched range: the selected LR has searched LRs on both sides (not a grid end, not "
            f"within {EDGE_FACTOR:g}× of a range bound), the report's rule.")

@@ -21,9 +21,9 @@ from pathlib import Path
 from sptune.errors import SpecError
 from sptune.output_files import MLFLOW_DB
 from sptune.preflight import RunOptions, prepare_inputs
-from sptune.preflight.outputs import resolved_spec_text
 from sptune.spec import SweepSpec, load_spec, read_yaml
 from sptune.spec.campaign import expand, is_campaign
+from sptune.spec.reading import resolved_spec_text
 from sptune.tracking.optuna_studies import redact
 
 # The job's working_dir is uploaded through the dashboard's HTTP API into the head's GCS: a

@@ -1,7 +1,7 @@
 """results.json's `budget` key and results.md's budget table: the study's budget mode and, per variant, what
 each of its tested models trained (finetuning, and the SPT pretraining it starts from, counted apart).
 
-Nominal numbers come from the plan (sptune.plan.budgets): epochs, and optimizer steps at the selected batch
+Nominal numbers come from the plan (sptune.rules.budgets): epochs, and optimizer steps at the selected batch
 size (steps per epoch = ceil(training rows / batch size)). What the tested trials did train comes from their
 last Tune result (`Selection.trial_totals`): iterations, optimizer steps and Ray's `time_total_s`.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.selection import Selection
-from sptune.plan.budgets import MODE_TEXT, Budget, steps_per_epoch
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.rules.budgets import MODE_TEXT, Budget, steps_per_epoch
 
 SECONDS_SOURCE = ("Ray Tune's time_total_s of each tested trial's whole run (training, validation, checkpoints; "
                   "not time spent paused at a rung), mean over the variant's tested trials; pretraining: the selected "

@@ -1,12 +1,12 @@
 """Convergence: when a trial is done, and when a selected epoch says its model may not have converged.
 
 Pure functions of one trial's own history (its round and best round), so every decision is the same in any
-order trials run or finish. A round is an epoch, or an evaluation round of a steps budget (sptune.plan.budgets).
+order trials run or finish. A round is an epoch, or an evaluation round of a steps budget (sptune.rules.budgets).
 """
 
 from __future__ import annotations
 
-from sptune.plan.budgets import Budget
+from sptune.rules.budgets import Budget
 
 # A selected epoch in the last tenth of its budget may still have been improving when the budget ran out.
 LAST_SHARE = 0.1

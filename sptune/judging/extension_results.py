@@ -1,5 +1,5 @@
 """results.md's (and a study's last printout's) account of each variant's LR extension: results.json's
-`lr_extension` (`sptune.plan.lr_extension.extension_record`), what the search added beyond its LR range and
+`lr_extension` (`sptune.rules.lr_extension.extension_record`), what the search added beyond its LR range and
 whether the final pick still sits at the edge of what was searched."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from sptune.judging.robust_selection import candidate_lines
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.judging.trivial_check import trivial_lines
 from sptune.output_files import RESULTS_JSON, RESULTS_MD
-from sptune.plan.seeds import SPREAD_TEXT
+from sptune.rules.seeds import SPREAD_TEXT
 
 DELTA_COLUMN = "delta_test_vs_baseline"
 EXPECTED_MAX_SCORE = ("best validation accuracy of each search trial (a trial stopped early by halving at the score "

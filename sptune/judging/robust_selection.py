@@ -1,6 +1,6 @@
 """Seed-robust selection (`selection: {top_k, seeds}`): a variant's K best search configs (its *candidates*), each
 re-trained with M seeds no search trial and no re-run uses, and the pick: the one ranking rule
-(`sptune.judging.ranking`) applied to each candidate's means over its seeds, so one lucky seed cannot pick a
+(`sptune.rules.ranking`) applied to each candidate's means over its seeds, so one lucky seed cannot pick a
 config. Also results.json's `candidates` entries and their lines in results.md and at the end of a study.
 
 No torch, no Ray: the staged searcher picks with it, and results read what it recorded.
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sptune.judging.ranking import RankKey, rank_key
 from sptune.judging.stats import finite_float
+from sptune.rules.ranking import RankKey, rank_key
 
 CANDIDATE_RULE = ("the pick is the candidate with the best mean over its seeds by the ranking rule (higher mean "
                   "val_acc, then lower mean val_loss, then the earlier mean epoch, then the better-ranked in the "

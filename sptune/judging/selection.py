@@ -2,7 +2,7 @@
 
 `Result.checkpoint` is a trial's latest checkpoint; we rank the checkpoints the trial kept
 (`sptune.tuning.callbacks.checkpoint_pruning`: its best and its latest, as Tune lists them) by
-`sptune.judging.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across
+`sptune.rules.ranking`'s rule instead, the same rule the trials used for their logged best epoch, across
 trials too. The same functions select from a finished Tuner's `Result`s and, while the study's one Tuner still
 runs, from `TrialOutcome`s the driver took from each ended trial (`sptune.judging.ledger`), so both ways
 pick the same trial and epoch.
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sptune.errors import RuntimeFailure
-from sptune.judging.ranking import creation_index, rank_key
 from sptune.plan.study_plan import SearchPlan
+from sptune.rules.ranking import creation_index, rank_key
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from functools import cached_property
 
-from sptune.plan import seeds
-from sptune.plan.lr_extension import MAX_ROUND_POINTS, round_trials
 from sptune.plan.phases import Phase
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.rules import seeds
+from sptune.rules.lr_extension import MAX_ROUND_POINTS, round_trials
 
 # label -> seed -> the SPT checkpoint a finetuning trial starts from (selected, or given without trials);
 # seed None: the one checkpoint every trial starts from.

@@ -4,7 +4,7 @@ ended (`sptune.judging.ledger` calls these, and only it):
 - a search: its best trial by the ranking rule (`sptune.judging.selection`; with top_k its best configs);
 - re-runs: each seed's validation-best epoch (re-pretraining: every seed must have one);
 - an LR extension's round (`search.lr.extend`): LRs beyond the bound the pick so far (with top_k, the
-  best-ranked of the configs it may still come from) sits at (`sptune.plan.lr_extension`), with its other
+  best-ranked of the configs it may still come from) sits at (`sptune.rules.lr_extension`), with its other
   values; the pick is then selected again over the best so far and the round's trials by the ranking rule;
 - candidates (`selection: {top_k, seeds}`): the search's `top_k` best configs, each once per candidate seed; the
   pick is the best mean over seeds (`sptune.judging.robust_selection`), recorded as that config's search trial.
@@ -21,8 +21,8 @@ from sptune.errors import RuntimeFailure
 from sptune.judging.robust_selection import CandidateRuns, candidate_entries, pick_candidate
 from sptune.judging.selection import Selection, TrialOutcome, rank_selections, rank_trials, select_each
 from sptune.judging.stage_graph import Stage, StageKind
-from sptune.plan.lr_extension import extension_step
 from sptune.plan.study_plan import SearchPlan
+from sptune.rules.lr_extension import extension_step
 
 CANDIDATE_KEY = "candidate"  # a candidate trial's config: its candidate's rank in the search (0: the best)
 

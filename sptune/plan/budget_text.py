@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sptune.plan.budgets import MODE_TEXT, Budget, steps_per_epoch
 from sptune.plan.phases import Phase
+from sptune.rules.budgets import MODE_TEXT, Budget, steps_per_epoch
 
 
 def _batch_sizes(search: Any) -> list[int]:

@@ -55,7 +55,7 @@ def epochs_per_round(plan: StudyPlan, search: SearchPlan) -> float:
 
 
 def stage_epochs(plan: StudyPlan) -> StageEpochs:
-    """Trial-epochs per stage, counted as `sptune.plan.study_plan.describe` counts them (searches, what the
+    """Trial-epochs per stage, counted as `sptune.plan.dry_run_text.describe` counts them (searches, what the
     variants' selections add, then re-runs);
     a steps budget's evaluation rounds counted as the epochs they cover (`epochs_per_round`)."""
     s = plan.spec

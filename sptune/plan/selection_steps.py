@@ -1,5 +1,5 @@
 """What a variant's selection trains after its search, and what the plan says of it: its LR extension's rounds
-(`search.lr.extend`, `sptune.plan.lr_extension`), then seed-robust selection's candidates (`selection: {top_k,
+(`search.lr.extend`, `sptune.rules.lr_extension`), then seed-robust selection's candidates (`selection: {top_k,
 seeds}`): the K best configs each re-trained with M fresh seeds, to the end, the pick the best mean validation
 score (`sptune.judging.robust_selection`).
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sptune.plan import seeds
-from sptune.plan.lr_extension import EDGE_FACTOR, RANGE_POINTS, round_trials
+from sptune.rules import seeds
+from sptune.rules.lr_extension import EDGE_FACTOR, RANGE_POINTS, round_trials
 from sptune.spec import SearchSpec, SweepSpec
 
 

@@ -5,20 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import yaml
-
 from sptune import storage
 from sptune.errors import SpecError
 from sptune.output_files import OPTUNA_DB, SPEC, STATE
 from sptune.spec import SweepSpec
+from sptune.spec.reading import resolved_spec_text
 from sptune.study.state import StudyState, read_state
 from sptune.tracking.optuna_studies import recorded_storage, redact
-
-
-def resolved_spec_text(spec: SweepSpec) -> str:
-    """The spec as resolved (defaults and overrides applied): saved as OUTPUT/spec.yaml, and
-    compared on --resume so a study is never continued under a different spec."""
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
 
 
 def default_output_dir(name: str) -> Path:

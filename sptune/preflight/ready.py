@@ -5,9 +5,9 @@ tracking server, then the Ray cluster."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from sptune.errors import SpecError, SptuneError
 from sptune.output_files import MLFLOW_DB, SPT_CACHE, STATE
@@ -31,15 +31,12 @@ from sptune.preflight.services import (
     check_tracking_server,
     ray_address,
 )
-from sptune.spec import SweepSpec, read_yaml
+from sptune.spec import read_yaml
 from sptune.spec.campaign import CampaignStudy, expand, is_campaign
 from sptune.storage import join
 from sptune.study import ray_session
-from sptune.tasks.base import TaskSplits
+from sptune.study.ready_study import ReadyCampaign, ReadyStudy, TrackingTarget
 from sptune.tracking.optuna_studies import given_url
-
-if TYPE_CHECKING:  # the study package imports Ray Tune: only for the type here
-    from sptune.study.state import StudyState
 
 
 @dataclass(frozen=True)
@@ -57,38 +54,6 @@ class PlannedRun:
 
     studies: tuple[PlannedStudy, ...]
     campaign: str | None = None
-
-
-@dataclass(frozen=True)
-class TrackingTarget:
-    uri: str
-    experiment: str
-    store_dir: Path  # where an embedded SQLite store and its artifacts live
-
-
-@dataclass(frozen=True)
-class ReadyStudy:
-    spec_path: Path
-    overrides: tuple[str, ...]
-    spec: SweepSpec
-    data: TaskSplits
-    plan: StudyPlan
-    output_dir: Path
-    run_name: str  # the MLflow parent run's name
-    tracking: TrackingTarget
-    resume_state: StudyState | None  # the interrupted study's saved state (None: a new study)
-    storage: str | None  # Tune storage path or URI; None: OUTPUT/ray_results
-    spt_cache_dir: Path | None  # campaigns share SPT checkpoints between studies
-    # The Optuna searches' database URL; None: OUTPUT/optuna.db. May hold a password: never shown.
-    optuna_storage: str | None = field(default=None, repr=False)
-
-
-@dataclass(frozen=True)
-class ReadyCampaign:
-    name: str
-    root: Path
-    studies: tuple[ReadyStudy, ...]
-    members: tuple[CampaignStudy, ...]
 
 
 def prepare_inputs(options: RunOptions) -> PlannedRun:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sptune.judging.trivial_check import describe
-from sptune.plan.lr_extension import EDGE_FACTOR
 from sptune.plan.phases import Phase
 from sptune.report.cells import Cell
 from sptune.report.compute import budget_note, compute_table, variant_objectives
@@ -26,6 +25,7 @@ from sptune.report.lr_search import (
     usable,
 )
 from sptune.report.records import ReportData, as_float
+from sptune.rules.lr_extension import EDGE_FACTOR
 
 FLIP_TOL = 0.01  # accuracy differences below one point are noise at these sizes, not a ranking
 COMPUTE_RATIO = 1.5  # total-compute imbalance worth a warning

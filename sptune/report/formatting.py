@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from sptune.judging.stats import Summary, interval_text
-from sptune.plan.seeds import SPREAD_TEXT
 from sptune.report.records import as_float
+from sptune.rules.seeds import SPREAD_TEXT
 
 
 def spread_sentence(spread: str | None) -> str:

@@ -63,14 +63,14 @@ class ReportData:
     read_from: str  # MLflow (tracking URI and parent run) or the results.json it was read from
     notes: list[str] = field(default_factory=list)
     baseline: str = DEFAULT_BASELINE  # the variant Δ is taken against, as results.json records it
-    spread: str | None = None  # what the spread over seeds covers (sptune.plan.seeds), as results.json records it
+    spread: str | None = None  # what the spread over seeds covers (sptune.rules.seeds), as results.json records it
     # The MLflow store and parent run the trials were read from (None when they were not): where the report's
     # figures and page are logged.
     tracking_uri: str | None = None
     parent_run_id: str | None = None
     # results.json's `budget` (sptune.judging.budget_report): the mode and what each tested model trained; {}: none.
     budget: dict[str, Any] = field(default_factory=dict)
-    # results.json's `lr_extension` (sptune.plan.lr_extension): per extending variant, what its search added.
+    # results.json's `lr_extension` (sptune.rules.lr_extension): per extending variant, what its search added.
     lr_extension: dict[str, Any] = field(default_factory=dict)
     # Each pretraining's selected checkpoint against the trivial predictors (results.json's `versus_trivial`
     # of each pretraining entry, sptune.judging.trivial_check), by the pretraining's label.

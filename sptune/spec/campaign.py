@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from sptune.errors import SpecError
-from sptune.plan.budgets import TOTAL_MATCHED
+from sptune.rules.budgets import TOTAL_MATCHED
 
 STUDY_KEYS = {"spec", "name", "set", "axes", "compute_matched"}
 

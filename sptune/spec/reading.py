@@ -1,4 +1,5 @@
-"""YAML file + --set overrides -> a validated SweepSpec, or one SpecError naming the field and a fix."""
+"""YAML file + --set overrides -> a validated SweepSpec, or one SpecError naming the field and a fix; and back:
+the spec as resolved, as YAML."""
 
 from __future__ import annotations
 
@@ -94,3 +95,9 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec
     for assignment in overrides or []:
         apply_override(data, assignment)
     return from_dict(data)
+
+
+def resolved_spec_text(spec: SweepSpec) -> str:
+    """The spec as resolved (defaults and overrides applied): saved as OUTPUT/spec.yaml, and
+    compared on --resume so a study is never continued under a different spec."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)

@@ -21,7 +21,7 @@ class ParamSpace(Strict):
     low: float | None = None
     high: float | None = None
     values: list[float] | None = None
-    # The LR only: a selected LR at a bound adds LRs beyond it (sptune.plan.lr_extension; limit: lr_extend).
+    # The LR only: a selected LR at a bound adds LRs beyond it (sptune.rules.lr_extension; limit: lr_extend).
     extend: StrictBool = False
 
     @property

@@ -8,20 +8,20 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sptune.plan.lr_extension import MAX_EXTENSION_ROUNDS
-from sptune.plan.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
+from sptune.rules.lr_extension import MAX_EXTENSION_ROUNDS
+from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
 
 RESOURCES = "e.g. cpu: 1, gpu: 0.25"
 STEPS = "use a positive number of optimizer steps, e.g. 2000"
-# Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.plan.seeds).
+# Repeats of a grid point use seeds seed, seed+1, ...: capped below the re-runs' seeds (sptune.rules.seeds).
 REPEATS = f"use 1 (each grid point once) up to {MAX_GRID_REPEATS}"
 
 
 def budget_unit_problem(written: set[str], steps: int | None, eval_every: int | None) -> PydanticCustomError | None:
-    """A section's budget is its epochs or its steps (sptune.plan.budgets), never both; eval_every splits steps."""
+    """A section's budget is its epochs or its steps (sptune.rules.budgets), never both; eval_every splits steps."""
     if steps is not None and "epochs" in written:
         message = f"both steps ({steps}) and epochs are set: a section's budget is one or the other"
         fix = "drop epochs (on the command line: --set SECTION.epochs=null) or steps; eval_every sets the rounds"
@@ -126,12 +126,12 @@ class PretrainSpec(Strict):
     # 0 is the budget axis' origin: SPT variants start from an untrained encoder.
     epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
     # The budget in optimizer steps instead of epochs, evaluated every eval_every steps (default: 10 rounds);
-    # every trial then does the same steps whatever its batch size (sptune.plan.budgets).
+    # every trial then does the same steps whatever its batch size (sptune.rules.budgets).
     steps: int | None = ranged(None, STEPS, ge=1)
     eval_every: int | None = ranged(None, POSITIVE, ge=1)
     # Trials of a search without a grid (Optuna/random draws); a grid search ignores it.
     num_samples: int = ranged(4, POSITIVE, ge=1)
-    # A grid search trains each grid point this many times, repeat r with seed + r (sptune.plan.seeds).
+    # A grid search trains each grid point this many times, repeat r with seed + r (sptune.rules.seeds).
     grid_repeats: int = repeats_field(1)
     weight_decay: float = 0.0
     # Pretraining's own warm-up in optimizer steps (the reference warms up longer here); None: training's warm-up.
@@ -280,7 +280,7 @@ class SelectionSpec(Strict):
 
 class LrExtendSpec(Strict):
     """How far a variant's search with `search.lr.extend: true` may go beyond its LR range: rounds of half a
-    decade (sptune.plan.lr_extension). One setting for the study, so every extending variant may go as far;
+    decade (sptune.rules.lr_extension). One setting for the study, so every extending variant may go as far;
     0 turns extension off for the whole study (e.g. from the command line)."""
 
     max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound), or 0 (off)", ge=0, le=MAX_EXTENSION_ROUNDS)

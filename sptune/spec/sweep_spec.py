@@ -7,9 +7,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from sptune import machine
-from sptune.plan.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, matched, section_budget, until_converged
-from sptune.plan.rungs import hyperband_brackets
-from sptune.plan.seeds import MAX_RERUN_SEEDS
+from sptune.rules.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, section_budget, until_converged, variant_budget
+from sptune.rules.rungs import hyperband_brackets
+from sptune.rules.seeds import MAX_RERUN_SEEDS
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
@@ -54,7 +54,7 @@ class SweepSpec(Strict):
     baseline: str = "scratch"
     # finetune_matched (the papers' main tables): every variant the same finetuning budget, SPT's pretraining
     # on top. total_matched: variants that do not start from SPT also train for the pretraining budget, so
-    # every model trains as long (sptune.plan.budgets, the one place this is decided).
+    # every model trains as long (sptune.rules.budgets, the one place this is decided).
     budget: Literal[BUDGET_MODES] = "finetune_matched"
     # Seed-robust selection (off by default): each variant's best configs compared over fresh seeds.
     selection: SelectionSpec = Field(default_factory=SelectionSpec)
@@ -155,7 +155,7 @@ class SweepSpec(Strict):
             return
         # Halving stops trials after grace_period rounds (epochs, or a steps budget's evaluation rounds) at the
         # earliest: no stage may be shorter.
-        budgets = [self.variant_budget(v) for v in self.variants]
+        budgets = [variant_budget(self, v) for v in self.variants]
         budgets += [self.pretrain_budget()] if self.pretrain and self.pretrain_budget().rounds > 0 else []
         shortest = min(budgets, key=lambda b: b.rounds)
         if s.grace_period > shortest.rounds:
@@ -172,7 +172,7 @@ class SweepSpec(Strict):
             raise problem(f"an async Optuna search learns nothing under {what}", fix, "searcher.mode")
 
     def _check_hyperband_budget(self) -> None:
-        # Each bracket needs a trial of its own, in every search (sptune.plan.rungs.bracket_trials).
+        # Each bracket needs a trial of its own, in every search (sptune.rules.rungs.bracket_trials).
         s = self.scheduler
         if s.type != "hyperband":
             return
@@ -199,7 +199,7 @@ class SweepSpec(Strict):
         for name, v in self.variants.items():
             at = f"variants.{name}."
             found.append(budget(at, v.search, self.variant_samples(name), self.variant_repeats(name),
-                                self.variant_epochs(name)))
+                                variant_budget(self, name).max_iterations))
         return found
 
     def _check_baseline(self) -> None:
@@ -286,26 +286,19 @@ class SweepSpec(Strict):
         return self.variant_facts(name).architecture == "causal"
 
     def pretrain_budget(self) -> Budget:
-        """One pretraining trial's budget (0 epochs without a pretrain section)."""
+        """The pretraining budget as written (0 epochs without a pretrain section); the plan gives it to the
+        pretraining trials (`sptune.plan.trial_budgets`)."""
         p = self.pretrain
         return section_budget(p.epochs, p.steps, p.eval_every) if p is not None else section_budget(0, None, None)
 
     def finetune_budget(self, name: str | None = None) -> Budget:
-        """The finetuning budget as written: the finetune section's, or a variant's own epochs."""
+        """The finetuning budget as written: the finetune section's, or a variant's own epochs (a variant's trials
+        train `sptune.rules.budgets.variant_budget`: this under the study's budget mode)."""
         f = self.finetune
         epochs = (self.variants[name].epochs if name else None) or f.epochs
         budget = section_budget(epochs, f.steps, f.eval_every)
         u = f.until_converged
         return budget if u is None else until_converged(budget, u.patience, u.max_epochs)
-
-    def variant_budget(self, name: str) -> Budget:
-        """A variant's budget under the study's mode (`budget`): what each of its trials trains."""
-        pretraining = self.pretrain_budget() if self.needs_pretraining() else None
-        return matched(self.finetune_budget(name), pretraining, self.budget, self.variant_objective(name) is not None)
-
-    def variant_epochs(self, name: str) -> int:
-        """The most Tune iterations a variant's trial runs (epochs, or evaluation rounds of a steps budget)."""
-        return self.variant_budget(name).max_iterations
 
     def variant_samples(self, name: str) -> int:
         return self.variants[name].num_samples or self.finetune.num_samples

@@ -3,14 +3,14 @@ parent run holds, `sptune.tracking.provenance`), a sha256 of each split the stud
 read the audit log holds, counted per checkpoint.
 
 The test split's fingerprint is the one each audited read recorded inside the final evaluation
-(`sptune.judging.holdout`): publishing never reads the sealed split again."""
+(`sptune.tasks.holdout`): publishing never reads the sealed split again."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.provenance import study_provenance
 

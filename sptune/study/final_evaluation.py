@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sptune.judging import holdout
 from sptune.judging.convergence import may_be_unconverged
 from sptune.judging.results import ResultRow, add_deltas
 from sptune.output_files import TEST_READS
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.study.state import SearchRecord, SelectedTrial
+from sptune.tasks import holdout
 from sptune.tasks.base import ArraySplit, TaskSplits
 from sptune.tracking.mlflow_tracker import Tracker
 from sptune.training.final_scores import HeldOutScore, accuracy_on, accuracy_on_test

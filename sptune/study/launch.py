@@ -8,12 +8,12 @@ from pathlib import Path
 
 from sptune import storage
 from sptune.output_files import OPTUNA_DB, OPTUNA_RECORD, RAY_RESULTS, REPORT_HTML, RESULTS_JSON, RESULTS_MD, SPEC
-from sptune.plan.study_plan import describe
-from sptune.preflight import ReadyCampaign, ReadyStudy
-from sptune.preflight.outputs import resolved_spec_text
+from sptune.plan.dry_run_text import describe
 from sptune.report import build_report
+from sptune.spec.reading import resolved_spec_text
 from sptune.study import ray_session
 from sptune.study.publish import merge_results
+from sptune.study.ready_study import ReadyCampaign, ReadyStudy
 from sptune.study.study import Study
 from sptune.tracking.job_runs import JOB_TAG
 from sptune.tracking.mlflow_tracker import Tracker, ui_command

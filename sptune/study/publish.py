@@ -24,8 +24,8 @@ from sptune.judging.results import (
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.judging.trivial_check import versus_trivial
 from sptune.output_files import RESULTS_JSON, TEST_READS
-from sptune.plan.lr_extension import extension_record
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.rules.lr_extension import extension_record
 from sptune.spec.campaign import CampaignStudy
 from sptune.study.data_provenance import count_test_reads, provenance_document
 from sptune.study.state import StudyState, TunerRun

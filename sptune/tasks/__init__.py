@@ -1,6 +1,6 @@
 """Tasks: embedded, generated and downloaded datasets behind one contract.
 
-- `base`: the contract (`TaskSplits`: train/val arrays, the test split behind `sptune.judging.holdout`).
+- `base`: the contract (`TaskSplits`: train/val arrays, the test split behind `sptune.tasks.holdout`).
 - `registry`: task name -> how to check and load it; `load_task` is the one entry point.
 - one module per task family (`digits`, `image`, `listops`, `pathfinder`, `text`, `retrieval`,
   `bits`), each a reader of the official files plus, where offline data are possible, a

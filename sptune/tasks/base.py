@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 
 InputKind = Literal["tokens", "continuous"]
 
@@ -85,7 +85,7 @@ class TaskInfo:
 
 @dataclass
 class TaskSplits:
-    """Train/val in memory; test only through the guard (see `sptune.judging.holdout`)."""
+    """Train/val in memory; test only through the guard (see `sptune.tasks.holdout`)."""
 
     info: TaskInfo
     train: ArraySplit

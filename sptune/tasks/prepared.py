@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tasks.cache import cache_root, digest, publish
 from sptune.tasks.skipped import restore_skipped, skipped_counts

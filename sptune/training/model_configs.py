@@ -3,16 +3,12 @@ test evaluation and benchmarks)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from sptune.rules.budgets import Budget
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskInfo
 from sptune.training.device import trial_device
 from sptune.training.loops import OptimConfig
 from sptune.training.models import EncoderConfig, ModelConfig
-
-if TYPE_CHECKING:  # only its optim_fields() is called: training needs no import of the plan package
-    from sptune.plan.budgets import Budget
 
 
 def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:

@@ -22,7 +22,7 @@ class OptimConfig:
     deterministic: bool = False  # PyTorch's deterministic algorithms (sptune.training.device.set_determinism)
     betas: tuple[float, float] = (0.9, 0.999)  # AdamW's moment decay rates
     eps: float = 1e-8  # AdamW's denominator guard
-    # A budget in optimizer steps (sptune.plan.budgets): the schedule's horizon, trained `eval_every` steps per
+    # A budget in optimizer steps (sptune.rules.budgets): the schedule's horizon, trained `eval_every` steps per
     # `train_round` (the last round what is left). None: the budget is `epochs`, one epoch per round.
     steps: int | None = None
     eval_every: int | None = None

@@ -18,9 +18,9 @@ from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
 
 from sptune.plan.phases import Phase
-from sptune.plan.rungs import rung_epochs
-from sptune.plan.seeds import search_seeds
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.rules.rungs import rung_epochs
+from sptune.rules.seeds import search_seeds
 from sptune.spec import ParamSpace
 from sptune.tracking.optuna_studies import OptunaStudyMirror, OptunaTarget, name_value, open_storage
 

@@ -1,6 +1,6 @@
 """The study's one Ray Tune Trainable: a thin wrapper around the pure-PyTorch loops of `sptune.training.loops`.
 
-One `step()` is one round: an epoch, or an evaluation round of a steps budget (`sptune.plan.budgets`), so the
+One `step()` is one round: an epoch, or an evaluation round of a steps budget (`sptune.rules.budgets`), so the
 schedulers' time unit is the same for every trial of a search. Each trial's config picks what it trains
 (`Pretraining` or `Finetuning`), so a reused actor takes trials of any stage. Checkpoints hold the loop's
 whole state (model, optimizer, schedule and every RNG training draws from), so a resumed trial continues
@@ -18,7 +18,9 @@ import torch
 from ray import tune
 
 from sptune.judging.convergence import trial_done
-from sptune.judging.ranking import rank_key
+from sptune.plan.trial_budgets import TrialBudgets
+from sptune.rules.budgets import Budget
+from sptune.rules.ranking import rank_key
 from sptune.spec import ModelSpec, SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
@@ -42,9 +44,9 @@ def _model_spec(config: dict, spec: SweepSpec) -> ModelSpec:
 class Pretraining:
     """A pretraining trial: masked (or causal) self-pretraining on its task's own training split."""
 
-    score_key = "val_loss"  # the per-epoch score sptune.judging.ranking ranks epochs by
+    score_key = "val_loss"  # the per-epoch score sptune.rules.ranking ranks epochs by
 
-    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict) -> None:
+    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict, budget: Budget) -> None:
         p = spec.pretrain
         self.loop: EpochLoop = PretrainLoop(
             encoder_config(_model_spec(config, spec), data.info),
@@ -52,9 +54,9 @@ class Pretraining:
             data.info,
             data.train,
             data.val,
-            optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule),
+            optim_config(config, spec, budget, p.weight_decay, p.warmup_steps, p.schedule),
         )
-        self.budget = spec.pretrain_budget()
+        self.budget = budget
 
     def first_epoch_metrics(self) -> dict[str, Any]:
         return {}
@@ -68,7 +70,7 @@ class Finetuning:
 
     score_key = "val_acc"
 
-    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict) -> None:
+    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict, budget: Budget) -> None:
         variant = config["variant"]
         # An SPT variant's trial names its checkpoint (a re-run with rerun_pretrain: its own seed's).
         spt_dir = config.get("spt_checkpoint")
@@ -79,7 +81,7 @@ class Finetuning:
         torch.manual_seed(int(config.get("seed", spec.seed)))
         model = build_model(spec.variant_kind(variant), cfg, spt_state, lm.path if lm else None)
         self.trainable = trainable_summary(model)
-        self.budget = spec.variant_budget(variant)
+        self.budget = budget
         optim = optim_config(config, spec, self.budget, spec.finetune.weight_decay)
         self.loop: EpochLoop = FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
 
@@ -98,10 +100,12 @@ class Finetuning:
 class StudyTrainable(tune.Trainable):
     """Every stage of a study in one Tuner: a config that names an `objective` pretrains, any other finetunes.
     `stage_data` (stage label -> data) holds the stages that train on other data (spt_cross pretrains on its
-    source task); every other stage trains on `data`."""
+    source task); every other stage trains on `data`. Each trial's budget is the plan's (`budgets`:
+    sptune.plan.trial_budgets)."""
 
-    def setup(self, config: dict, spec: SweepSpec, data: TaskSplits, stage_data: dict | None = None) -> None:
-        self.spec, self.study_data, self.stage_data = spec, data, stage_data or {}
+    def setup(self, config: dict, spec: SweepSpec, budgets: TrialBudgets, data: TaskSplits,
+              stage_data: dict | None = None) -> None:
+        self.spec, self.budgets, self.study_data, self.stage_data = spec, budgets, data, stage_data or {}
         # Each trial gets its CPU share; more threads than that oversubscribes the cores.
         torch.set_num_threads(max(1, math.floor(spec.resources.cpu)))
         self._start(config)
@@ -113,8 +117,8 @@ class StudyTrainable(tune.Trainable):
     def _start(self, config: dict) -> None:
         self.data = self.stage_data.get(config.get("stage"), self.study_data)
         kind = Pretraining if "objective" in config else Finetuning
-        self.job: Pretraining | Finetuning = kind(self.spec, self.data, config)
-        self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.judging.ranking)
+        self.job: Pretraining | Finetuning = kind(self.spec, self.data, config, self.budgets.budget(config))
+        self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.rules.ranking)
         self.improvements = 0
 
     @property

@@ -16,6 +16,7 @@ from sptune.judging.selection import Selection
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.plan.phases import TRAINED_TO_THE_END
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.plan.trial_budgets import trial_budgets
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
@@ -110,7 +111,8 @@ def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
             own[pretraining.label] = own[pretraining.rerun_label] = source.without_test()
     res = plan.spec.resources
     return tune.with_resources(
-        tune.with_parameters(StudyTrainable, spec=plan.spec, data=trial_data(data), stage_data=own),
+        tune.with_parameters(StudyTrainable, spec=plan.spec, budgets=trial_budgets(plan), data=trial_data(data),
+                             stage_data=own),
         {"cpu": res.cpu, "gpu": res.gpu},
     )
 

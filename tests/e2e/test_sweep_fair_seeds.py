@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from sptune.plan.seeds import PRETRAIN_SPREAD, SPREAD_TEXT
+from sptune.rules.seeds import PRETRAIN_SPREAD, SPREAD_TEXT
 from sptune.sweep import main
 from tests.helpers_tiny import PLAIN
 

@@ -16,10 +16,11 @@ from sptune.judging.budget_report import budget_document, budget_table
 from sptune.judging.convergence import may_be_unconverged, trial_done
 from sptune.judging.results import ResultRow, markdown_table
 from sptune.judging.selection import Selection
-from sptune.plan.budgets import Budget
 from sptune.plan.study_plan import build_plan
+from sptune.plan.trial_budgets import trial_budgets
 from sptune.report.flags import flag_unconverged
 from sptune.report.records import ReportData
+from sptune.rules.budgets import Budget, variant_budget
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tuning.trainable import StudyTrainable
@@ -53,8 +54,8 @@ def test_a_trial_is_done_by_its_own_history_alone():
 
 def test_until_converged_is_budgeted_planned_and_refused_where_it_cannot_apply():
     spec = load_spec(BASE, [UNTIL, CONSTANT, "budget=total_matched"])
-    assert spec.variant_budget("spt").max_iterations == 40
-    assert spec.variant_budget("scratch").max_iterations == 60  # total_matched adds pretraining to the cap too
+    assert variant_budget(spec, "spt").max_iterations == 40
+    assert variant_budget(spec, "scratch").max_iterations == 60  # total_matched adds pretraining to the cap too
     plan = build_plan(spec, INFO, cluster_cpus=2, train_rows=1258)
     assert {s.label: s.epochs for s in plan.variant_searches()} == {"search-scratch": 60, "search-spt": 40}
     for overrides, where in (
@@ -118,7 +119,8 @@ UNTIL_SPEC = SweepSpec.model_validate({
 
 class _Direct(StudyTrainable):
     def setup(self, config: dict) -> None:
-        super().setup(config, spec=UNTIL_SPEC, data=TaskSplits(TINY, _split(32, 0), _split(16, 1), _no_test_split))
+        data = TaskSplits(TINY, _split(32, 0), _split(16, 1), _no_test_split)
+        super().setup(config, spec=UNTIL_SPEC, budgets=trial_budgets(build_plan(UNTIL_SPEC, TINY)), data=data)
 
 
 def test_a_trial_trains_past_its_epochs_until_validation_stops_improving(tmp_path, monkeypatch):

@@ -16,9 +16,10 @@ from sptune.errors import SpecError
 from sptune.judging.results import write_results
 from sptune.judging.robust_selection import CandidateRuns, candidate_lines, pick_candidate
 from sptune.judging.stage_graph import variant_stages
-from sptune.plan import seeds
 from sptune.plan.cost import stage_epochs
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
+from sptune.rules import seeds
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState

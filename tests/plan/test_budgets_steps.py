@@ -12,7 +12,10 @@ import torch
 from ray.tune.trainable import trainable as ray_trainable
 
 from sptune.errors import SpecError
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
+from sptune.plan.trial_budgets import trial_budgets
+from sptune.rules.budgets import variant_budget
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tuning.trainable import StudyTrainable
@@ -48,11 +51,11 @@ def test_refused_naming_the_field(overrides, where, says):
 
 def test_a_steps_budget_is_counted_in_evaluation_rounds():
     spec = _spec(*STEPS, *PRE_STEPS, "budget=total_matched")
-    scratch = spec.variant_budget("scratch")
+    scratch = variant_budget(spec, "scratch")
     assert (scratch.unit, scratch.amount, scratch.added, scratch.rounds) == ("steps", 700, 300, 18)
     assert [scratch.round_steps(k) for k in (1, 17, 18)] == [40, 40, 20]
-    assert spec.variant_budget("spt").rounds == 10 and spec.pretrain_budget().rounds == 10
-    default = _spec("finetune.epochs=null", "finetune.steps=95").variant_budget("scratch")
+    assert variant_budget(spec, "spt").rounds == 10 and spec.pretrain_budget().rounds == 10
+    default = variant_budget(_spec("finetune.epochs=null", "finetune.steps=95"), "scratch")
     assert (default.eval_every, default.rounds) == (10, 10)  # no eval_every: 10 rounds, as the default epochs
 
 
@@ -90,7 +93,8 @@ STEP_SPEC = SweepSpec.model_validate({
 
 class _Direct(StudyTrainable):
     def setup(self, config: dict) -> None:
-        super().setup(config, spec=STEP_SPEC, data=TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split))
+        data = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
+        super().setup(config, spec=STEP_SPEC, budgets=trial_budgets(build_plan(STEP_SPEC, INFO)), data=data)
 
 
 @pytest.fixture()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sptune.plan.capacity import concurrency, local_gpus, visible_gpus
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 

@@ -95,7 +95,7 @@ def test_stage_epochs_counts_pretraining_reruns_like_the_plan():
     without = cost.stage_epochs(load_inputs(REPO / "search_spaces/digits_quick.yaml", (), None).plan)
     assert epochs.pretrain - without.pretrain == 3 * 20
     assert epochs.finetune == without.finetune
-    from sptune.plan.study_plan import describe
+    from sptune.plan.dry_run_text import describe
 
     assert f"at most {epochs.total} trial-epochs" in describe(plan)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
 from sptune.spec import SweepSpec, apply_override, from_dict, load_spec, read_yaml
 from sptune.tasks.base import TaskInfo
 from tests.helpers_tiny import PLAIN_PICK

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sptune.output_files import STATE
 from sptune.preflight.options import RunOptions
-from sptune.preflight.outputs import resolved_spec_text
 from sptune.preflight.ready import prepare, prepare_inputs
+from sptune.spec.reading import resolved_spec_text
 from sptune.study.state import StudyState
 from sptune.sweep import main
 

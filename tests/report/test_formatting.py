@@ -7,8 +7,8 @@ import math
 import pytest
 
 from sptune.judging.stats import summarize
-from sptune.plan.seeds import FINETUNE_SPREAD, SPREAD_TEXT
 from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, pct, signed_pts, spread_sentence
+from sptune.rules.seeds import FINETUNE_SPREAD, SPREAD_TEXT
 
 
 @pytest.mark.parametrize("lr, text", [(3e-4, "3e-4"), (1.5e-3, "1.5e-3"), (0.1, "1e-1"), (2.25e-5, "2.25e-5"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sptune.rules.budgets import variant_budget
 from sptune.sweep import main
 
 SPEC = """
@@ -64,8 +65,8 @@ def test_compute_matched_gives_scratch_the_whole_budget(repo_root, tmp_path):
         tmp_path / "campaign.yaml")
     for study, spt_epochs in zip(studies, (0, 5, 10), strict=True):
         spec = load_spec(study.spec_path, list(study.overrides))
-        assert spec.variant_epochs("scratch") == 20  # every study: scratch trains all T epochs
-        assert spec.pretrain_budget().amount + spec.variant_epochs("spt") == 20
+        assert variant_budget(spec, "scratch").max_iterations == 20  # every study: scratch trains all T epochs
+        assert spec.pretrain_budget().amount + variant_budget(spec, "spt").max_iterations == 20
         assert spec.pretrain_budget().amount == spt_epochs
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from sptune.judging import holdout
 from sptune.judging.results import ResultRow, add_deltas, write_results
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
@@ -17,7 +16,7 @@ from sptune.spec import load_spec
 from sptune.spec.campaign import CampaignStudy
 from sptune.study.publish import audit_document, expected_max_document, merge_results, results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState, TunerRun
-from sptune.tasks import TaskRequest, load_task
+from sptune.tasks import TaskRequest, holdout, load_task
 from sptune.tasks.base import TaskInfo
 
 ROW_KEYS = ["variant", "kind", "task", "seed", "lr", "batch_size", "best_epoch", "val_acc", "test_acc", "test_loss",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.arrays import capped_len, compact, compact_splits, limit_train, nested_subset, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 
 INFO = TaskInfo(name="demo", input_kind="continuous", seq_len=2, num_classes=2)

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from sptune.errors import DataError
-from sptune.judging import holdout
-from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks import TaskRequest, check_task, holdout, load_task
 from sptune.tasks.bits import generate_bits_files
 
 pytestmark = pytest.mark.usefixtures("offline_data_env")

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from sptune.errors import DataError
-from sptune.judging import holdout
-from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks import TaskRequest, check_task, holdout, load_task
 from sptune.tasks.listops import generate_listops, tree_to_string
 from sptune.tasks.prepared import preparing
 

@@ -11,8 +11,7 @@ from PIL import Image
 from scipy import ndimage
 
 from sptune.errors import DataError
-from sptune.judging import holdout
-from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks import TaskRequest, check_task, holdout, load_task
 from sptune.tasks.pathfinder import read_metadata, skipped_images, split_rows
 from sptune.tasks.pathfinder_generator import default_params, generate_pathfinder, render_sample
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from sptune.judging import holdout
+from sptune.tasks import holdout
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.tasks.prepared import PREPARED_FORMAT, cached_splits, prepared_dir, preparing
 from sptune.tasks.skipped import record_skipped, reset_skipped, skipped_counts

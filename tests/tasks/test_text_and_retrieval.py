@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from sptune.errors import DataError
-from sptune.judging import holdout
-from sptune.tasks import TaskRequest, check_task, load_task
+from sptune.tasks import TaskRequest, check_task, holdout, load_task
 from sptune.tasks.retrieval import generate_retrieval
 
 pytestmark = pytest.mark.usefixtures("offline_data_env")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from sptune.rules.budgets import variant_budget
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, _EpochSums
@@ -99,7 +100,7 @@ def test_cuda_graph_steps_train_on_fixed_shape_batches():
 
 def test_a_trial_without_a_gpu_share_trains_on_the_cpu(repo_root):
     spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["resources.gpu=0"])
-    cfg = optim_config({"lr": 1e-3, "batch_size": 16}, spec, spec.variant_budget("scratch"), 0.0)
+    cfg = optim_config({"lr": 1e-3, "batch_size": 16}, spec, variant_budget(spec, "scratch"), 0.0)
     enc = EncoderConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=IMAGE.seq_len)
     loop = FinetuneLoop(ModelConfig(enc, num_classes=10), IMAGE, _split(IMAGE, 32, 0), _split(IMAGE, 8, 1), cfg)
     assert loop.device.type == "cpu" and loop.train_x.device.type == "cpu"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from sptune.rules.budgets import variant_budget
 from sptune.spec import load_spec
 from sptune.training.device import pick_device
 from sptune.training.model_configs import optim_config
@@ -15,7 +16,7 @@ CONFIG = {"lr": 1e-3, "batch_size": 32}
 
 def _optim(repo_root: str, *overrides: str):
     spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", list(overrides))
-    return optim_config(CONFIG, spec, spec.variant_budget("scratch"), 0.0)
+    return optim_config(CONFIG, spec, variant_budget(spec, "scratch"), 0.0)
 
 
 @pytest.mark.parametrize(

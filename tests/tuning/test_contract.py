@@ -1,6 +1,6 @@
 """The contract every sptune scheduler and searcher keeps (as Optuna's pytest_samplers.py does for samplers):
 the same decisions whatever order trials finish in and however many run at once, and ties broken by the one
-ranking rule (`sptune.judging.ranking`: the better score, then the trial created first).
+ranking rule (`sptune.rules.ranking`: the better score, then the trial created first).
 
 No Tune run: Ray Tune's own classes play the controller's part. Schedulers get real `Trial` objects and a
 stand-in controller that pauses, stops and resumes what they decide, with at most `concurrency` trials
@@ -25,11 +25,11 @@ from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter, Searcher, SearchGenerator
 from ray.tune.search.optuna import OptunaSearch
 
-from sptune.judging.ranking import creation_index, rank_key
 from sptune.judging.selection import TrialOutcome
 from sptune.judging.stage_graph import Stage, variant_stages
-from sptune.plan.rungs import rung_sizes
 from sptune.plan.study_plan import build_plan
+from sptune.rules.ranking import creation_index, rank_key
+from sptune.rules.rungs import rung_sizes
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 from sptune.tuning.schedulers.by_stage import StageScheduler

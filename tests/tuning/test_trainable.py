@@ -9,6 +9,9 @@ import pytest
 import torch
 from ray.tune.trainable import trainable as ray_trainable
 
+from sptune.plan.study_plan import build_plan
+from sptune.plan.trial_budgets import TrialBudgets, trial_budgets
+from sptune.rules.budgets import Budget
 from sptune.spec import SweepSpec
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 from sptune.training.loops import OptimConfig
@@ -23,7 +26,8 @@ SPEC = SweepSpec.model_validate(
         "model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "dropout": 0.2, "pooling": "mean"},
         "pretrain": {"epochs": 4, "num_samples": 1, "search": SEARCH},
         "finetune": {"epochs": 4, "num_samples": 1, "weight_decay": 0.01},
-        "variants": {"scratch": {"search": SEARCH}},
+        # spt: the plan pretrains (PRETRAIN_CONFIG's trials take the pretraining budget the plan gives them).
+        "variants": {"scratch": {"search": SEARCH}, "spt": {"search": SEARCH}},
         "training": {"device": "cpu"},
     }
 )
@@ -44,12 +48,12 @@ def _no_test_split() -> ArraySplit:
 DATA = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
 
 
-def _direct(spec: SweepSpec = SPEC) -> type:
+def _direct(spec: SweepSpec = SPEC, plan: TrialBudgets | None = None) -> type:
     """The trainable with its Tuner-supplied arguments (tune.with_parameters) filled in."""
 
     class Direct(StudyTrainable):
         def setup(self, config: dict) -> None:
-            super().setup(config, spec=spec, data=DATA)
+            super().setup(config, spec=spec, budgets=plan or trial_budgets(build_plan(spec, INFO)), data=DATA)
 
     return Direct
 
@@ -145,3 +149,14 @@ def test_training_deterministic_reaches_torch_inside_the_trial():
     finally:
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.deterministic = False
+
+
+@pytest.mark.parametrize("config", [CONFIG, PRETRAIN_CONFIG], ids=["finetune", "pretrain"])
+def test_a_trial_trains_the_budget_its_plan_gives_it_not_one_read_from_the_spec(config):
+    """The spec says 4 epochs for both stages; the plan the trainable gets says 2: the trial ends after 2."""
+    plan = TrialBudgets(Budget("epochs", 2), {"scratch": Budget("epochs", 2)})
+    trial = _direct(plan=plan)(dict(config))
+    results = [trial.train() for _ in range(2)]
+    trial.stop()
+    assert [r["done"] for r in results] == [False, True] and trial.loop.cfg.epochs == 2
+

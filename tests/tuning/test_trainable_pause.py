@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ray.tune.trainable import trainable as ray_trainable
 
+from sptune.plan.study_plan import build_plan
+from sptune.plan.trial_budgets import trial_budgets
 from sptune.spec import load_spec
 from sptune.tasks import TaskRequest, load_task
 from sptune.tuning.trainable import StudyTrainable
@@ -20,7 +22,7 @@ def _trainable_class(repo_root: str) -> type:
 
     class Local(StudyTrainable):  # what tune.with_parameters does, without Ray's object store
         def setup(self, config: dict) -> None:
-            super().setup(config, spec=spec, data=data)
+            super().setup(config, spec=spec, budgets=trial_budgets(build_plan(spec, data.info)), data=data)
 
     return Local
 

@@ -51,7 +51,7 @@ def test_optuna_is_told_the_trials_best_epoch_not_its_last(plan):
 
 @pytest.mark.parametrize("overrides, joint", [([], False), (["searcher.multivariate=true"], True)])
 def test_searcher_multivariate_gives_every_optuna_search_a_joint_tpe(repo_root, overrides, joint):
-    from sptune.plan.study_plan import describe
+    from sptune.plan.dry_run_text import describe
     from sptune.study.spt_reuse import cache_key
 
     spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", overrides)

@@ -2,7 +2,7 @@
 
 A trial that reaches a rung waits there (PAUSED, checkpointed) until every trial of its stage has reached
 it or ended; then the top ⌈n/η⌉ by the stage's metric go on (n: the trials that entered the rung, so the
-rung sizes are those of `sptune.plan.rungs`), ties broken as selection breaks them (`rung_metrics`: the
+rung sizes are those of `sptune.rules.rungs`), ties broken as selection breaks them (`rung_metrics`: the
 best epoch's val_loss, then its epoch, then the trial created first), and the rest stop.
 It must know the stage's whole trial budget: the first rung is decided only when all of them exist.
 Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.md.
@@ -16,8 +16,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sptune.judging.ranking import RankKey, creation_index, rank_key
-from sptune.plan.rungs import rung_epochs, rung_sizes
+from sptune.rules.ranking import RankKey, creation_index, rank_key
+from sptune.rules.rungs import rung_epochs, rung_sizes
 
 
 def trial_index(trial: Any) -> int:
@@ -132,7 +132,7 @@ class SuccessiveHalving(FIFOScheduler):
     # ------------------------------------------------------------ decisions
 
     def _rank(self, entry: _Entry, rung: int) -> RankKey:
-        """sptune.judging.ranking's rule, as selection applies it, on what a rung knows of a trial (missing
+        """sptune.rules.ranking's rule, as selection applies it, on what a rung knows of a trial (missing
         or NaN numbers last), then the trial created first."""
         return rank_key(entry.values[rung], self._score, entry.index)
 

@@ -3,7 +3,7 @@
 Hyperband (Li et al. 2018) hedges successive halving's bet that early epochs rank configs well: it splits
 the trial budget across brackets that start halving later and later, the last training to the end. Bracket
 k is `SuccessiveHalving` over the rungs of `sha` from the k-th on; the stage's trials fill the brackets in
-creation order (`sptune.plan.rungs.hyperband_plan`), so the same results give the same decisions in any
+creation order (`sptune.rules.rungs.hyperband_plan`), so the same results give the same decisions in any
 finish order and the trial-epochs spent are the plan's. Why not Ray's HyperBandScheduler: docs/design/tuning.md.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
-from sptune.plan.rungs import hyperband_plan
+from sptune.rules.rungs import hyperband_plan
 from sptune.tuning.schedulers.halving import SuccessiveHalving, trial_index
 
 

@@ -12,8 +12,8 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
-from sptune.judging.ranking import creation_index
-from sptune.plan.rungs import planned_epochs, rung_epochs
+from sptune.rules.ranking import creation_index
+from sptune.rules.rungs import planned_epochs, rung_epochs
 from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
 from tests.helpers_tune import Controller
@@ -169,7 +169,7 @@ def test_trial_index_is_read_from_the_experiment_tag(tag, index):
 
 
 def test_a_rung_keeps_its_planned_size_when_a_trial_fails_before_it():
-    """Rung sizes are n, ⌈n/η⌉, ... of the trials that entered (sptune.plan.rungs): a variant whose
+    """Rung sizes are n, ⌈n/η⌉, ... of the trials that entered (sptune.rules.rungs): a variant whose
     trial fails still trains as many trials on as the plan says."""
     scheduler = SuccessiveHalving(5, MAX_T, 1, 2, "val_acc", "max")
     controller = Controller(scheduler)

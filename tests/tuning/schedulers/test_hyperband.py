@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from sptune.plan.rungs import hyperband_plan, planned_epochs
+from sptune.rules.rungs import hyperband_plan, planned_epochs
 from sptune.tuning.schedulers.hyperband import Hyperband
 from tests.tuning.schedulers.test_halving import CURVES, MAX_T, Controller, _report, _trial, simulate
 

@@ -10,8 +10,8 @@ from ray.tune.search import Searcher
 
 from sptune.judging.selection import Selection
 from sptune.judging.stage_graph import Stage
-from sptune.plan import seeds
 from sptune.plan.study_plan import build_plan
+from sptune.rules import seeds
 from sptune.spec import apply_override, from_dict, read_yaml
 from sptune.tasks.base import TaskInfo
 from sptune.tuning.tuner import staged_search

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from sptune.tasks.base import TaskInfo
 from tests.helpers_tiny import PLAIN_PICK

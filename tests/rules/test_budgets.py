@@ -1,4 +1,4 @@
-"""Budget modes (sptune.plan.budgets): finetune_matched gives every variant the same finetuning epochs, SPT's
+"""Budget modes (sptune.rules.budgets): finetune_matched gives every variant the same finetuning epochs, SPT's
 pretraining on top; total_matched gives each variant that does not start from SPT the pretraining epochs too.
 The spec, the plan and the trials all take a variant's epochs from the one rule."""
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from sptune.errors import SpecError
-from sptune.plan.budgets import Budget, matched
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
+from sptune.rules.budgets import Budget, matched, variant_budget
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks.base import TaskInfo
 
@@ -27,18 +28,18 @@ def _spec(*overrides: str) -> SweepSpec:
 def test_finetune_matched_is_the_default_and_gives_every_variant_the_finetuning_epochs():
     spec = _spec(FROZEN)
     assert spec.budget == "finetune_matched"
-    assert {v: spec.variant_epochs(v) for v in spec.variants} == {"scratch": 20, "spt": 20, "fa": 20}
+    assert {v: variant_budget(spec, v).max_iterations for v in spec.variants} == {"scratch": 20, "spt": 20, "fa": 20}
 
 
 def test_total_matched_adds_the_pretraining_epochs_to_every_variant_not_starting_from_spt():
     spec = _spec(FROZEN, "budget=total_matched")
-    assert {v: spec.variant_epochs(v) for v in spec.variants} == {"scratch": 35, "spt": 20, "fa": 35}
-    assert spec.variant_budget("scratch").added == 15 and spec.variant_budget("spt").added == 0
+    assert {v: variant_budget(spec, v).max_iterations for v in spec.variants} == {"scratch": 35, "spt": 20, "fa": 35}
+    assert variant_budget(spec, "scratch").added == 15 and variant_budget(spec, "spt").added == 0
 
 
 def test_total_matched_with_no_pretraining_to_match_changes_nothing():
     spec = _spec("budget=total_matched", "pretrain.epochs=0")
-    assert spec.variant_epochs("scratch") == 20
+    assert variant_budget(spec, "scratch").max_iterations == 20
 
 
 def test_the_plan_and_its_trials_take_the_modes_epochs():

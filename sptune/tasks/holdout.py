@@ -59,7 +59,7 @@ def check_allowed(task: str) -> None:
     if not _unsealed():
         raise SealedSplitError(
             f"the test split of task '{task}' was requested before the final evaluation; "
-            "only sptune.judging.holdout.final_evaluation() may read it"
+            "only sptune.tasks.holdout.final_evaluation() may read it"
         )
 
 

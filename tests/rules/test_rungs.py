@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sptune.plan.rungs import (
+from sptune.rules.rungs import (
     bracket_trials,
     describe_rungs,
     halving_epochs,

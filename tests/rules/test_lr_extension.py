@@ -15,12 +15,13 @@ import pytest
 from sptune.errors import SpecError
 from sptune.judging.results import write_results
 from sptune.judging.stage_graph import variant_stages
-from sptune.plan import seeds
 from sptune.plan.cost import stage_epochs
-from sptune.plan.lr_extension import extension_lrs, extension_record, round_trials
-from sptune.plan.study_plan import build_plan, describe
+from sptune.plan.dry_run_text import describe
+from sptune.plan.study_plan import build_plan
 from sptune.report.flags import flag_lr_edge
 from sptune.report.records import ReportData
+from sptune.rules import seeds
+from sptune.rules.lr_extension import extension_lrs, extension_record, round_trials
 from sptune.spec import ParamSpace, apply_override, from_dict, read_yaml
 from sptune.study.publish import results_document
 from sptune.study.state import SearchRecord, SelectedTrial, StudyState

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from sptune.judging import holdout
 from sptune.study.data_provenance import data_fingerprints
-from sptune.tasks import TaskRequest, load_task
+from sptune.tasks import TaskRequest, holdout, load_task
 
 
 def test_test_split_is_sealed_outside_final_evaluation(tmp_path):

@@ -1,4 +1,4 @@
-"""sptune.judging.ranking: the one rule for "better" (epochs within a trial, trials within a search)."""
+"""sptune.rules.ranking: the one rule for "better" (epochs within a trial, trials within a search)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from sptune.judging.ranking import creation_index, rank_key
+from sptune.rules.ranking import creation_index, rank_key
 
 
 def _best(candidates: list[tuple[dict, int]], metric: str) -> tuple[dict, int]:

@@ -8,14 +8,15 @@ one time unit. With epochs, the iteration is the epoch.
 The mode (the spec's `budget:`): `finetune_matched` gives every variant the same finetuning budget, SPT's
 pretraining on top (the papers' main tables); `total_matched` adds the pretraining budget to every variant
 that does not start from SPT, so every variant's model trains the same number of epochs (or steps).
-Pure Python (no spec, no torch): the spec, the plan, the trainables and the results all use these numbers.
+Pure Python (no spec, no torch): the spec checks with these numbers, the plan computes each trial's budget with
+them once (`sptune.plan.trial_budgets`), and the trainables and the results read the plan's.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 Unit = Literal["epochs", "steps"]
 FINETUNE_MATCHED, TOTAL_MATCHED = "finetune_matched", "total_matched"
@@ -109,3 +110,24 @@ def matched(finetune: Budget, pretraining: Budget | None, mode: str, starts_from
     added = pretraining.amount
     cap = finetune.max_rounds + added if finetune.max_rounds else None
     return Budget(finetune.unit, finetune.amount + added, finetune.eval_every, added, finetune.patience, cap)
+
+
+class BudgetedSpec(Protocol):
+    """What `variant_budget` reads of a spec (`sptune.spec.SweepSpec`): its budgets as written and its mode."""
+
+    budget: str
+
+    def pretrain_budget(self) -> Budget: ...
+
+    def finetune_budget(self, name: str | None = None) -> Budget: ...
+
+    def needs_pretraining(self) -> bool: ...
+
+    def variant_objective(self, name: str) -> str | None: ...
+
+
+def variant_budget(spec: BudgetedSpec, name: str) -> Budget:
+    """A variant's budget under the study's mode (`budget:`): what each of its trials trains. The spec checks
+    its stages against it; the plan gives it to the variant's trials."""
+    pretraining = spec.pretrain_budget() if spec.needs_pretraining() else None
+    return matched(spec.finetune_budget(name), pretraining, spec.budget, spec.variant_objective(name) is not None)

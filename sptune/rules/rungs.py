@@ -1,7 +1,7 @@
 """The arithmetic of synchronous halving and Hyperband: rungs, rung sizes, brackets, trial-epochs.
 
 Pure Python (no Ray), so the spec's rules, the printed plan and the schedulers all use the same
-numbers: what `plan.describe()` prints is what `sptune.tuning.schedulers.halving` /
+numbers: what `sptune.plan.dry_run_text.describe` prints is what `sptune.tuning.schedulers.halving` /
 `sptune.tuning.schedulers.hyperband` spend when no trial diverges or fails (a trial that does ends sooner, so the
 numbers are upper bounds).
 """
