@@ -3,12 +3,13 @@ the spec derives from its variants: kinds, objectives and the pretraining runs t
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
 from sptune.errors import SpecError
-from sptune.spec import SweepSpec, apply_override, from_dict, read_yaml
+from sptune.spec import SweepSpec, apply_override, from_dict, load_spec, read_yaml, sweep_spec
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 GRID = "search: {lr: {type: grid, values: [0.001]}, batch_size: {type: grid, values: [32]}}"
@@ -123,3 +124,25 @@ def test_a_hyperband_budget_too_small_says_how_many_trials_it_needs():
     text = str(caught.value)
     assert "hyperband over 20 epochs (grace 5, η 2) has 3 brackets, one trial each at least; this search has 2" in text
     assert "give it >= 3 trials" in text and "scheduler.type: sha" in text
+
+
+# ---------------------------------------------------------------- the rules across sections
+
+
+def test_every_cross_section_rule_runs_exactly_once():
+    defined = [f for name, f in inspect.getmembers(sweep_spec, inspect.isfunction)
+               if name.startswith("check_") and f.__module__ == sweep_spec.__name__]
+    assert sorted(f.__name__ for f in sweep_spec.CROSS_CHECKS) == sorted(f.__name__ for f in defined)
+
+
+def test_the_budget_mode_is_checked_before_the_rules_that_read_a_variants_budget(repo_root):
+    """total_matched with a given checkpoint has no pretraining budget to add: said as such, not as whatever a
+    rule reading the (unknowable) budget would trip on."""
+    order = [f.__name__ for f in sweep_spec.CROSS_CHECKS]
+    assert order.index("check_budget_mode") < min(order.index(n) for n in ("check_grace_period",
+                                                                          "check_until_converged",
+                                                                          "check_hyperband_budget"))
+    spec = Path(repo_root) / "search_spaces" / "digits_quick.yaml"
+    with pytest.raises(SpecError) as refused:
+        load_spec(spec, ["budget=total_matched", "pretrain.checkpoint=/nowhere", "scheduler.grace_period=999"])
+    assert "total_matched" in str(refused.value) and "grace_period" not in str(refused.value)
