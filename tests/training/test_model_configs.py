@@ -49,7 +49,7 @@ def test_pretraining_takes_its_own_schedule_else_trainings(repo_root, overrides,
     cfg = optim_config(CONFIG, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule)
     assert cfg.schedule == pretrain_schedule
     # Finetuning always follows training.schedule.
-    assert optim_config(CONFIG, spec, spec.variant_budget("scratch"), 0.0).schedule == spec.training.schedule
+    assert optim_config(CONFIG, spec, variant_budget(spec, "scratch"), 0.0).schedule == spec.training.schedule
 
 
 def test_a_pretraining_schedule_outside_the_two_shapes_is_refused(repo_root):
