@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,35 @@ SHOWN = [
 SHOWN_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
 SHOWN_RERUN_SEEDS = 2
 SHOWN_EPOCHS = 3
+
+
+def random_splits(info: Any) -> Any:
+    """A tiny task's data as trials get it: 32 training and 16 validation rows of random values (3 classes), and a
+    test split that fails any test reading it."""
+    import numpy as np
+
+    from sptune.tasks.base import ArraySplit, TaskSplits
+
+    def split(n: int, seed: int) -> ArraySplit:
+        rng = np.random.default_rng(seed)
+        return ArraySplit(rng.integers(0, info.levels, (n, info.seq_len)).astype("int64"), rng.integers(0, 3, n))
+
+    def no_test_split() -> ArraySplit:
+        raise AssertionError("trials never read the test split")
+
+    return TaskSplits(info, split(32, 0), split(16, 1), no_test_split)
+
+
+def direct_trainable(spec: Any, info: Any, data: Any = None, budgets: Any = None) -> type:
+    """The study's trainable with its Tuner-supplied arguments (tune.with_parameters) filled in: the plan's budgets
+    for `spec` on `info`, and `random_splits` unless `data` is given."""
+    from sptune.plan.study_plan import build_plan
+    from sptune.plan.trial_budgets import trial_budgets
+    from sptune.tuning.trainable import StudyTrainable
+
+    class Direct(StudyTrainable):
+        def setup(self, config: dict) -> None:
+            super().setup(config, spec=spec, budgets=budgets or trial_budgets(build_plan(spec, info)),
+                          data=data if data is not None else random_splits(info))
+
+    return Direct

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from ray.tune.trainable import trainable as ray_trainable
@@ -17,13 +16,12 @@ from sptune.judging.convergence import may_be_unconverged, trial_done
 from sptune.judging.results import ResultRow, markdown_table
 from sptune.judging.selection import Selection
 from sptune.plan.study_plan import build_plan
-from sptune.plan.trial_budgets import trial_budgets
 from sptune.report.flags import flag_unconverged
 from sptune.report.records import ReportData
 from sptune.rules.budgets import Budget, variant_budget
 from sptune.spec import SweepSpec, load_spec
-from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.trainable import StudyTrainable
+from sptune.tasks.base import TaskInfo
+from tests.helpers_tiny import direct_trainable
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 UNTIL = "finetune.until_converged={patience: 3, max_epochs: 40}"
@@ -99,14 +97,6 @@ TINY = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, l
 SEARCH = {"lr": {"type": "choice", "values": [3e-2]}, "batch_size": {"type": "choice", "values": [8]}}
 
 
-def _split(n: int, seed: int) -> ArraySplit:
-    rng = np.random.default_rng(seed)
-    return ArraySplit(rng.integers(0, TINY.levels, (n, TINY.seq_len)).astype("int64"), rng.integers(0, 3, n))
-
-
-def _no_test_split() -> ArraySplit:
-    raise AssertionError("trials never read the test split")
-
 
 UNTIL_SPEC = SweepSpec.model_validate({
     "name": "until", "task": {"name": "px"},
@@ -117,10 +107,7 @@ UNTIL_SPEC = SweepSpec.model_validate({
 })
 
 
-class _Direct(StudyTrainable):
-    def setup(self, config: dict) -> None:
-        data = TaskSplits(TINY, _split(32, 0), _split(16, 1), _no_test_split)
-        super().setup(config, spec=UNTIL_SPEC, budgets=trial_budgets(build_plan(UNTIL_SPEC, TINY)), data=data)
+_Direct = direct_trainable(UNTIL_SPEC, TINY)
 
 
 def test_a_trial_trains_past_its_epochs_until_validation_stops_improving(tmp_path, monkeypatch):

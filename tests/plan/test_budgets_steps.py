@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from ray.tune.trainable import trainable as ray_trainable
@@ -14,11 +13,10 @@ from ray.tune.trainable import trainable as ray_trainable
 from sptune.errors import SpecError
 from sptune.plan.dry_run_text import describe
 from sptune.plan.study_plan import build_plan
-from sptune.plan.trial_budgets import trial_budgets
 from sptune.rules.budgets import variant_budget
 from sptune.spec import SweepSpec, load_spec
-from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tuning.trainable import StudyTrainable
+from sptune.tasks.base import TaskInfo
+from tests.helpers_tiny import direct_trainable
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 STEPS = ["finetune.epochs=null", "finetune.steps=400", "finetune.eval_every=40"]
@@ -74,14 +72,6 @@ INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, l
 SEARCH = {"lr": {"type": "choice", "values": [1e-2]}, "batch_size": {"type": "choice", "values": [4, 16]}}
 
 
-def _split(n: int, seed: int) -> ArraySplit:
-    rng = np.random.default_rng(seed)
-    return ArraySplit(rng.integers(0, INFO.levels, (n, INFO.seq_len)).astype("int64"), rng.integers(0, 3, n))
-
-
-def _no_test_split() -> ArraySplit:
-    raise AssertionError("trials never read the test split")
-
 
 STEP_SPEC = SweepSpec.model_validate({
     "name": "steps", "task": {"name": "px"},
@@ -91,10 +81,7 @@ STEP_SPEC = SweepSpec.model_validate({
 })
 
 
-class _Direct(StudyTrainable):
-    def setup(self, config: dict) -> None:
-        data = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
-        super().setup(config, spec=STEP_SPEC, budgets=trial_budgets(build_plan(STEP_SPEC, INFO)), data=data)
+_Direct = direct_trainable(STEP_SPEC, INFO)
 
 
 @pytest.fixture()

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 import torch
 from ray.tune.trainable import trainable as ray_trainable
 
-from sptune.plan.study_plan import build_plan
-from sptune.plan.trial_budgets import TrialBudgets, trial_budgets
+from sptune.plan.trial_budgets import TrialBudgets
 from sptune.rules.budgets import Budget
 from sptune.spec import SweepSpec
-from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+from sptune.tasks.base import TaskInfo
 from sptune.training.loops import OptimConfig
-from sptune.tuning.trainable import StudyTrainable
+from tests.helpers_tiny import direct_trainable, random_splits
 
 INFO = TaskInfo(name="px", input_kind="continuous", seq_len=16, num_classes=3, levels=17)
 SEARCH = {"lr": {"type": "choice", "values": [1e-2]}, "batch_size": {"type": "choice", "values": [8]}}
@@ -36,26 +34,12 @@ CONFIG = {"variant": "scratch", "lr": 1e-2, "batch_size": 8, "seed": 5}
 PRETRAIN_CONFIG = {**CONFIG, "phase": "pretrain", "variant": "masked", "objective": "masked"}
 
 
-def _split(n: int, seed: int) -> ArraySplit:
-    rng = np.random.default_rng(seed)
-    return ArraySplit(rng.integers(0, INFO.levels, (n, INFO.seq_len)).astype("int64"), rng.integers(0, 3, n))
-
-
-def _no_test_split() -> ArraySplit:
-    raise AssertionError("trials never read the test split")
-
-
-DATA = TaskSplits(INFO, _split(32, 0), _split(16, 1), _no_test_split)
+DATA = random_splits(INFO)
 
 
 def _direct(spec: SweepSpec = SPEC, plan: TrialBudgets | None = None) -> type:
     """The trainable with its Tuner-supplied arguments (tune.with_parameters) filled in."""
-
-    class Direct(StudyTrainable):
-        def setup(self, config: dict) -> None:
-            super().setup(config, spec=spec, budgets=plan or trial_budgets(build_plan(spec, INFO)), data=DATA)
-
-    return Direct
+    return direct_trainable(spec, INFO, DATA, plan)
 
 
 @pytest.fixture(autouse=True)
