@@ -136,3 +136,14 @@ def direct_trainable(spec: Any, info: Any, data: Any = None, budgets: Any = None
                           data=data if data is not None else random_splits(info))
 
     return Direct
+
+
+def run_spec_text(tmp_path: Path, text: str, name: str) -> tuple[Path, Path, dict]:
+    """Write a spec and run it through the CLI (it must succeed): the spec's path, its output, its results.json."""
+    from sptune.sweep import main
+
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(text)
+    out = tmp_path / "out"
+    assert main([str(spec), "--output", str(out)]) == 0
+    return spec, out, json.loads((out / "results.json").read_text())

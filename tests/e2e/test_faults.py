@@ -11,6 +11,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
+from tests.helpers_tiny import child_runs, run_spec_text
 
 SCRATCH_ONLY = """
 name: diverge
@@ -29,16 +30,10 @@ training: {grad_clip: 0.0, warmup_fraction: 0.0}
 
 
 def test_diverged_trial_is_marked_and_never_selected(ray_session, tmp_path):
-    spec = tmp_path / "diverge.yaml"
-    spec.write_text(SCRATCH_ONLY)
-    out = tmp_path / "out"
-    assert main([str(spec), "--output", str(out)]) == 0
-    results = json.loads((out / "results.json").read_text())
+    _, out, results = run_spec_text(tmp_path, SCRATCH_ONLY, "diverge")
     (row,) = results["rows"]
     assert row["lr"] == 1e-3 and row["diverged"] == 1 and row["trials"] == 2
-    client = MlflowClient(results["mlflow"]["tracking_uri"])
-    runs = client.search_runs([results["mlflow"]["experiment_id"]],
-                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    runs = child_runs(out)
     by_lr = {float(r.data.params["lr"]): r for r in runs}
     bad = by_lr[1e6]
     assert bad.data.tags["sptune.status"] == "diverged" and bad.info.status == "FAILED"

@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 from sptune.training.model_configs import encoder_config, variant_classifier_config
 from sptune.training.models import Pretrainer
 from sptune.training.variants import build_model, trainable_summary
+from tests.helpers_tiny import child_runs, run_spec_text
 from tests.training.test_variants import CROSS_SPEC, _fpt_trainable
 
 
 def test_spt_cross_pretrains_on_the_other_task_and_logs_the_mapping(ray_session, tmp_path, monkeypatch):
-    import json
-
-    from mlflow.tracking import MlflowClient
-
-    from sptune.sweep import main
-
     monkeypatch.setenv("SPTUNE_CACHE_DIR", str(tmp_path / "cache"))
-    spec = tmp_path / "cross.yaml"
-    spec.write_text(CROSS_SPEC.replace("SOURCE", "pathfinder"))
-    out = tmp_path / "out"
-    assert main([str(spec), "--output", str(out)]) == 0
-    results = json.loads((out / "results.json").read_text())
+    _, out, _ = run_spec_text(tmp_path, CROSS_SPEC.replace("SOURCE", "pathfinder"), "cross")
     stages = {json.loads(t.read_text())["stage"] for t in (out / "ray_results" / "study").glob("*/params.json")}
     assert "pretrain-on-pathfinder-gen_n120" in stages  # a stage of the study's one Tuner
-    client = MlflowClient(results["mlflow"]["tracking_uri"])
-    runs = client.search_runs([results["mlflow"]["experiment_id"]],
-                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    runs = child_runs(out)
     (pretrain,) = [r for r in runs if r.data.tags["sptune.phase"] == "pretrain"]
     (finetune,) = [r for r in runs if r.data.tags["sptune.phase"] == "search"]
     assert pretrain.data.params["task"] == "pathfinder" and finetune.data.params["task"] == "digits"
@@ -54,22 +45,11 @@ scheduler: {type: fifo}
 
 def test_spt_frozen_study_logs_which_parameters_train(ray_session, tmp_path):
     """Through the real study: the finetuning run of spt_frozen logs exactly the parameters its builder trains."""
-    import json
-
-    from mlflow.tracking import MlflowClient
-
     from sptune.spec import load_spec
-    from sptune.sweep import main
     from sptune.tasks import TaskRequest, load_task
 
-    spec_path = tmp_path / "frozen.yaml"
-    spec_path.write_text(FROZEN_STUDY)
-    out = tmp_path / "out"
-    assert main([str(spec_path), "--output", str(out)]) == 0
-    results = json.loads((out / "results.json").read_text())
-    client = MlflowClient(results["mlflow"]["tracking_uri"])
-    runs = client.search_runs([results["mlflow"]["experiment_id"]],
-                              f"tags.mlflow.parentRunId = '{results['mlflow']['parent_run_id']}'")
+    spec_path, out, _ = run_spec_text(tmp_path, FROZEN_STUDY, "frozen")
+    runs = child_runs(out)
     (finetune,) = [r for r in runs if r.data.tags["sptune.phase"] == "search"]
     spec = load_spec(spec_path)
     info = load_task(TaskRequest("digits", spec.task.options, spec.seed, None)).info
