@@ -7,7 +7,7 @@ from sptune.plan.budget_text import describe_budgets
 from sptune.plan.phases import Phase
 from sptune.plan.selection_steps import describe_selection
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
-from sptune.rules import rungs, seeds
+from sptune.rules import budgets, rungs, seeds
 from sptune.rules.ranking import TIE_RULE
 from sptune.spec import ParamSpace, SweepSpec
 
@@ -75,19 +75,37 @@ def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
     return lines, trials + n, epochs + sum(s.rerun_seeds * search.epochs for search in variants)
 
 
+def _warmup_rounds(plan: StudyPlan, search: SearchPlan) -> float | None:
+    """The round a search's LR warm-up ends at: its warm-up in steps (the stage's own, else training's) over the
+    steps of a round at its largest batch, else warmup_fraction of its rounds; None when steps are given but the
+    training rows are not known."""
+    s = plan.spec
+    own = s.pretrain.warmup_steps if search.is_pretraining and s.pretrain is not None else None
+    steps = None if search.space.warmup_fraction is not None else own or s.training.warmup_steps
+    if steps is None:
+        return s.training.warmup_fraction * search.epochs
+    if search.budget is not None and search.budget.unit == "steps":
+        return steps / search.budget.eval_every
+    if not plan.train_rows:
+        return None
+    return steps / budgets.steps_per_epoch(plan.train_rows, max(search.space.batch_size.candidates()))
+
+
 def _warmup_note(plan: StudyPlan) -> list[str]:
     """Early stopping that decides during the LR warm-up ranks trials before their LR peaks."""
     s = plan.spec
     if s.scheduler.type == "fifo":
         return []
-    late = [x for x in plan.searches if x.n_trials and s.training.warmup_fraction * x.epochs > s.scheduler.grace_period]
+    ends = {x.label: _warmup_rounds(plan, x) for x in plan.searches if x.n_trials}
+    late = [x for x in plan.searches if (ends.get(x.label) or 0) > s.scheduler.grace_period]
     if not late:
         return []
-    worst = max(late, key=lambda x: x.epochs)
+    worst = max(late, key=lambda x: ends[x.label])
     unit = _search_unit(worst)
     return [f"Note: the first early-stopping rung ({unit} {s.scheduler.grace_period}) comes before the LR warm-up ends "
-            f"({unit} {s.training.warmup_fraction * worst.epochs:g} of {worst.epochs} in {worst.label}); raise "
-            "scheduler.grace_period or lower training.warmup_fraction to rank trials after their LR peaks."]
+            f"({unit} {ends[worst.label]:.3g} of {worst.epochs} in {worst.label}); raise scheduler.grace_period, "
+            "or shorten the warm-up (training.warmup_fraction, or warmup_steps where given), to rank trials after "
+            "their LR peaks."]
 
 
 def round_unit(spec: SweepSpec) -> str:

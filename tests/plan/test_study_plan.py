@@ -104,6 +104,17 @@ def test_the_plan_warns_when_early_stopping_decides_during_the_warm_up(repo_root
     assert "Note:" not in _describe(repo_root, "training.warmup_fraction=0.3", "scheduler.type=fifo")
 
 
+def test_the_warm_up_note_counts_a_warm_up_in_steps_over_the_training_rows(repo_root):
+    spec = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml",
+                     ["training.warmup_steps=300", "pretrain.warmup_steps=30"])
+    # 1,000 rows at the largest batch, 64: 16 steps an epoch, so 300 warm-up steps end in epoch 18.75, after the
+    # rung at 5; pretraining's own 30 steps end before it
+    text = describe(build_plan(spec, DIGITS, cluster_cpus=2, train_rows=1000))
+    assert "comes before the LR warm-up ends (epoch 18.8 of 20 in search-scratch)" in text
+    short = load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", ["training.warmup_steps=60"])
+    assert "Note:" not in describe(build_plan(short, DIGITS, cluster_cpus=2, train_rows=1000))
+
+
 def test_the_plan_states_the_one_ranking(repo_root):
     text = _describe(repo_root)
     assert "rank best_val_acc (max)" in text and "rank best_val_loss (min)" in text
