@@ -11,7 +11,8 @@ study's section must match a value of that study: a numeric leaf of its results.
 page derives from them (results_sections.derived_values), or, as written, a number of the manifest's
 `reference:` for it (the papers' numbers, quoted). A number matches within its own precision, so one written
 with few digits (+12 pt: anything from 11.5 to 12.5) can match an unrelated value: quote results with the
-digits the page gives them."""
+digits the page gives them. The table of the papers' claims is checked row by row from the manifest (claim_problems):
+a claim's numbers against its study's `reference:` quotes, its evidence's against that study's values."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results_page import load_manifest, render_file
+from results_page import CLAIMS_HEADING, load_claims, load_manifest, render_file
 from results_sections import DIRTY_TEXT, derived_values, fixed_texts, members, read_spec
 
 from sptune.output_files import RESULTS_JSON
@@ -108,11 +109,28 @@ def untraceable(page: str, studies: list[dict[str, Any]], docs: Path) -> list[st
     everything = ([v for vs, _ in values.values() for v in vs], [])
     problems = []
     for study, text in sections(page, studies):
+        if text.startswith(CLAIMS_HEADING):
+            continue  # rendered from the manifest's claims, each checked against its own study (claim_problems)
         allowed, quoted = values[study["id"]] if study else everything
         where = f"in '{study['title']}'" if study else "outside any study's section"
         for line in checked_text(text).splitlines():
             problems += [f"{n.text!r} {where} is in no committed file: {line.strip()[:160]}"
                          for n in numbers(line) if not _matches(n, allowed, quoted)]
+    return problems
+
+
+def claim_problems(claims: list[dict[str, Any]], studies: list[dict[str, Any]], docs: Path) -> list[str]:
+    """Each number of a claim row that its study does not hold: the claim's must be its study's `reference:`
+    quotes (the papers'), the evidence's its study's values or those quotes."""
+    by_id = {s["id"]: s for s in studies}
+    problems = []
+    for c in claims:
+        values, quoted = study_values(by_id[c["study"]], docs) if c["study"] in by_id else ([], [])
+        where = f"in the claim row '{str(c['claim'])[:50]}'"
+        problems += [f"{n.text!r} {where} is not a number its study's reference: quotes"
+                     for n in numbers(str(c["claim"])) if not _matches(n, [], quoted)]
+        problems += [f"{n.text!r} {where} is in no committed file of {c['study']}"
+                     for n in numbers(str(c["evidence"])) if not _matches(n, values, quoted)]
     return problems
 
 
@@ -170,6 +188,7 @@ def check_page(manifest: Path, page_path: Path, docs: Path, repo: Path) -> list[
     problems = [] if render_file(manifest, docs) == page else [
         f"{page_path} differs from what tools/results_page.py renders from the committed files: re-render it"]
     problems += untraceable(page, studies, docs) + dirty_unflagged(page, studies, docs)
+    problems += claim_problems(load_claims(manifest), studies, docs)
     missing = history_missing(repo)
     if missing:
         print(f"note: {missing}")

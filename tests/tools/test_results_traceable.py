@@ -54,6 +54,18 @@ def test_every_number_on_the_committed_page_is_in_a_committed_file():
     assert len(results_trace.untraceable(page + "\nSPT gains 0.0123 here.\n", studies, DOCS)) == 1
 
 
+def test_each_claim_on_the_committed_page_quotes_its_study_and_the_papers():
+    claims, studies = results_page.load_claims(MANIFEST), results_page.load_manifest(MANIFEST)
+    page = (DOCS / "results.md").read_text()
+    assert claims and results_page.CLAIMS_HEADING in page
+    assert results_trace.claim_problems(claims, studies, DOCS) == []
+    # Not vacuous: a result no file holds, or a paper's number the study's reference does not quote, is caught.
+    stray = [{**claims[0], "evidence": claims[0]["evidence"] + " SPT gains 0.0123."},
+             {**claims[0], "claim": claims[0]["claim"] + " 0.61 in another run."}]
+    found = results_trace.claim_problems(stray, studies, DOCS)
+    assert [p.split()[0] for p in found] == ["'0.0123'", "'0.61'"]
+
+
 def test_each_committed_study_ran_at_an_ancestor_of_head():
     missing = results_trace.history_missing(REPO)
     if missing:
@@ -65,9 +77,9 @@ def test_each_committed_study_ran_at_an_ancestor_of_head():
 # ---------------------------------------------------------------- a real study, collected into a temporary docs/
 
 
-def _page(tmp_path: Path, study: dict) -> tuple[Path, Path, str]:
+def _page(tmp_path: Path, study: dict, claims: list | None = None) -> tuple[Path, Path, str]:
     manifest, docs = tmp_path / "m.yaml", tmp_path / "docs"
-    manifest.write_text(json.dumps({"studies": [study]}))  # JSON is YAML
+    manifest.write_text(json.dumps({"studies": [study], "claims": claims or []}))  # JSON is YAML
     results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
     return manifest, docs, (docs / "results.md").read_text()
 
@@ -115,6 +127,34 @@ def test_the_leads_sentence_may_quote_only_results_and_the_papers_numbers(tmp_pa
     manifest, docs, page = _page(tmp_path, {**TINY, "papers": "SPT's Δ is −15.60 pt; the papers see +31.4 pt."})
     problems = results_trace.check_page(manifest, docs / "results.md", docs, REPO)
     assert len(problems) == 1 and problems[0].startswith("'+31.4 pt'")  # rendered, but in no file nor reference
+
+
+CLAIM = {"claim": "SPT beats scratch on digits: scratch ≈ 0.95, SPT ≈ 0.97.", "study": "example_tiny",
+         "verdict": "inconclusive", "evidence": "Δ −15.60 pt [−86.74, +55.54] pt."}
+
+
+def test_a_claim_row_names_its_study_and_verdict_and_is_checked_against_that_study(tmp_path):
+    results_page.collect(TINY_RUN, "example_tiny", tmp_path / "docs")
+    manifest, docs, page = _page(tmp_path, TINY, [CLAIM])
+    row = ("| SPT beats scratch on digits: scratch ≈ 0.95, SPT ≈ 0.97. | `example_tiny` | **inconclusive** | "
+           "Δ −15.60 pt [−86.74, +55.54] pt. |")
+    assert row in page and page.index(results_page.CLAIMS_HEADING) < page.index(f"## {TINY['title']}")
+    assert results_trace.check_page(manifest, docs / "results.md", docs, REPO) == []
+    manifest, docs, _ = _page(tmp_path, TINY, [{**CLAIM, "claim": "SPT reaches 0.99."}])
+    problems = results_trace.check_page(manifest, docs / "results.md", docs, REPO)
+    assert len(problems) == 1 and problems[0].startswith("'0.99' in the claim row")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"verdict": "partly"}, "has verdict 'partly': use one of reproduced, not reproduced, inconclusive"),
+    ({"study": "elsewhere"}, "cites study 'elsewhere', which is not a collected study of the manifest"),
+    ({"evidence": None}, "lacks evidence"),
+])
+def test_a_malformed_claim_stops_the_page_naming_the_field(tmp_path, change, message):
+    results_page.collect(TINY_RUN, "example_tiny", tmp_path / "docs")
+    claim = {k: v for k, v in {**CLAIM, **change}.items() if v is not None}
+    with pytest.raises(SystemExit, match=message):
+        _page(tmp_path, TINY, [claim])
 
 
 def test_a_study_run_with_uncommitted_changes_is_flagged_on_the_page(tmp_path):
