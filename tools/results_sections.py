@@ -17,7 +17,8 @@ import yaml
 from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
-from sptune.judging.results import summary_table
+from sptune.judging.results import summary_table, with_train_deltas
+from sptune.judging.stats import Summary
 from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
@@ -175,8 +176,13 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
     return lines
 
 
+def summary_of(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """results.json's summary, with Δ train accuracy derived from its rows where a study ran before it was stored."""
+    return with_train_deltas(results.get("summary") or {}, results.get("rows") or [])
+
+
 def stats_table(results: dict[str, Any]) -> str:
-    return summary_table(results.get("summary") or {}, results.get("baseline") or stats.DEFAULT_BASELINE)
+    return summary_table(summary_of(results), results.get("baseline") or stats.DEFAULT_BASELINE)
 
 
 def cross_study_rows(group: list[tuple[str, Path, dict[str, Any]]]) -> tuple[str, str, list[tuple]]:
@@ -242,9 +248,11 @@ def derived_values(group: list[tuple[str, Path, dict[str, Any]]]) -> list[float]
     if walls and all(w is not None for w in walls):
         out += [sum(walls), sum(walls) / 60]
     for _, _, results in group:
-        for entry in (results.get("summary") or {}).values():
+        for entry in summary_of(results).values():
             mde = stats.min_detectable_effect(entry.get("delta_std"), entry.get("delta_n") or 0)
             out += [mde] if mde is not None and entry.get("delta_paired") else []
+            train = Summary.from_fields(entry, "train_delta")
+            out += [train.mean, *(train.interval or ())] if train else []
     for *_, test, delta in cross_study_rows(group)[2] if len(group) > 1 else []:
         for s in (test, delta):
             out += [s.mean, *([s.std] if s.std is not None else []), *(s.interval or ())] if s else []

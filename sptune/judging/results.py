@@ -132,7 +132,31 @@ def summarize(rows: list[ResultRow], baseline: str = DEFAULT_BASELINE, pretrain_
             entry.update(_fields("delta", stats.paired_delta(test, stats.values_by_seed(groups[pair.baseline],
                                                                                         "test_acc"))))
         summary[variant] = entry
-    return summary
+    return with_train_deltas(summary, [r for mine in groups.values() for r in mine])
+
+
+TRAIN_DELTA_RULE = ("Δ train: the selected checkpoints' train accuracy (eval mode) minus that of the variant Δ test "
+                    "is against, paired by seed, with its 95 % t-interval: whether a variant fits its training rows "
+                    "better (Coser & Orvieto's Table 5) is a difference with an interval too.")
+
+
+def with_train_deltas(summary: Mapping[str, dict[str, Any]], rows: Sequence[Mapping[str, Any]]
+                      ) -> dict[str, dict[str, Any]]:
+    """A copy of ``summary`` in which each variant with a Δ test has its Δ train accuracy (``train_delta_*``)
+    against the same variant, paired by seed, from ``rows`` (results.json's); entries that have one are kept."""
+    by_variant: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_variant.setdefault(r["variant"], []).append(r)
+    out = {}
+    for variant, entry in summary.items():
+        out[variant] = dict(entry)
+        base = entry.get("delta_vs")
+        if base is None or "train_delta_mean" in entry:
+            continue
+        delta = stats.paired_delta(stats.values_by_seed(by_variant.get(variant, []), "train_acc"),
+                                   stats.values_by_seed(by_variant.get(base, []), "train_acc"))
+        out[variant].update(_fields("train_delta", delta))
+    return out
 
 
 def _fields(prefix: str, s: Summary | None) -> dict[str, Any]:
@@ -154,6 +178,16 @@ def _delta_cell(entry: dict[str, Any], baseline: str, variant: str) -> str:
     return f"{_signed(delta.mean)} {stats.interval_text(delta, _signed)}"
 
 
+def _train_delta_cell(entry: dict[str, Any]) -> str:
+    delta = Summary.from_fields(entry, "train_delta")
+    if delta is None:
+        return "-"
+    if delta.interval is None:
+        return _signed(delta.mean)
+    mark = stats.CLIPPED_MARK if delta.clipped else ""
+    return f"{_signed(delta.mean)} [{_signed(delta.interval[0])}, {_signed(delta.interval[1])}]{mark}"
+
+
 def _against_cell(entry: dict[str, Any]) -> str:
     # e.g. "scratch_causal (like-for-like: both causal)": which variant the Δ is against, and whether it is fair.
     return pairing_label(entry["delta_vs"], entry.get("delta_pairing") or "") if "delta_vs" in entry else "-"
@@ -163,15 +197,15 @@ def summary_table(summary: dict[str, dict[str, Any]], baseline: str = DEFAULT_BA
     """Per variant: mean ± std, the 95 % interval (saying which, with n), Δ test and the variant it is against;
     then the rules."""
     lines = ["| variant | seeds used / tried | test acc mean ± std | 95 % interval of the mean | Δ test | Δ vs "
-             "| train acc (selected checkpoints, eval mode) |", "|---|---|---|---|---|---|---|"]
+             "| train acc (selected checkpoints, eval mode) | Δ train |", "|---|---|---|---|---|---|---|---|"]
     for variant, entry in summary.items():
         test = Summary.from_fields(entry, "test_acc")
         spread = "-" if test is None else _fraction(test.mean) + (f" ± {test.std:.4f}" if test.std is not None else "")
         interval = "-" if test is None else stats.interval_text(test, _fraction)
         lines.append(f"| {variant} | {_seeds_cell(entry)} | {spread} | {interval} | "
                      f"{_delta_cell(entry, baseline, variant)} | {_against_cell(entry)} | "
-                     f"{_cell('train_acc', entry.get('train_acc_mean'))} |")
-    rules = [stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE]
+                     f"{_cell('train_acc', entry.get('train_acc_mean'))} | {_train_delta_cell(entry)} |")
+    rules = [stats.INTERVAL_RULE, stats.delta_rule(summary, baseline), PAIRING_RULE, TRAIN_DELTA_RULE]
     return "\n".join(lines + ["", *_unused_seed_lines(summary), *rules])
 
 

@@ -15,7 +15,8 @@ from sptune.report.flags import Flag
 from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
 from sptune.report.records import ReportData, as_float, seed_key
 
-DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %", "Δ test (pts)",
+DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %",
+                 "train acc % (selected checkpoint, eval mode)", "Δ test (pts)",
                  "trials", "diverged", "failed", "failures", "trial-epochs")
 # ci_low/ci_high: the 95 % interval of the mean, empty with one seed; ci_method says which (t, welch).
 CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
@@ -39,8 +40,8 @@ def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) 
     for r in rows:
         out.append([r["task"], r["variant"], r["seed"], fmt_lr(as_float(r.get("lr"))), str(r.get("batch_size", "")),
                     str(r.get("best_epoch", "")), fmt_pct(r.get("val_acc")), fmt_pct(r.get("test_acc")),
-                    _seed_delta(r, cells), str(r.get("trials", "")), str(r.get("diverged", "")),
-                    str(r.get("failed", "")), str(r.get("failures", "")), str(r.get("trial_epochs", ""))])
+                    fmt_pct(r.get("train_acc")), _seed_delta(r, cells), str(r.get("trials", "")),
+                    str(r.get("diverged", "")), str(r.get("failed", "")), str(r.get("failures", "")), str(r.get("trial_epochs", ""))])
     return out
 
 

@@ -257,3 +257,36 @@ def test_smallest_detectable_delta_is_the_t_power_formula():
     # More seeds with the same spread detect a smaller difference; a higher power asks for a larger one.
     assert min_detectable_effect(0.02, 10) < min_detectable_effect(0.02, 5) < min_detectable_effect(0.02, 3)
     assert min_detectable_effect(0.02, 5, power=0.9) > min_detectable_effect(0.02, 5)
+
+
+def test_train_accuracy_gets_a_delta_paired_by_seed_in_results_json_and_md(tmp_path):
+    rows = make_rows({"scratch": [0.90, 0.92, 0.95], "spt": [0.93, 0.945, 0.99]})
+    for r, train in zip(rows, [0.95, 0.96, 0.99, 0.99, 0.97, 1.0], strict=True):
+        r.train_acc = train
+    out = write_study(tmp_path / "train", rows)
+    spt = json.loads((out / "results.json").read_text())["summary"]["spt"]
+    assert spt["train_delta_mean"] == pytest.approx(0.02, abs=1e-12)
+    assert spt["train_delta_ci95"] == pytest.approx(t_interval([0.04, 0.01, 0.01]), abs=1e-9)
+    assert spt["train_delta_paired"] and spt["train_delta_seeds"] == ["0", "1", "2"]
+    lo, hi = t_interval([0.04, 0.01, 0.01])
+    assert f"| 0.9867 | +0.0200 [{lo:+.4f}, {hi:+.4f}] |" in (out / "results.md").read_text()
+    assert "train_delta_mean" not in json.loads((out / "results.json").read_text())["summary"]["scratch"]
+    build_report(out)  # the report's per-seed table shows each checkpoint's train accuracy beside its test accuracy
+    seed_rows = [line for line in (out / "report.md").read_text().splitlines() if line.startswith("| digits | spt |")]
+    assert [line.split(" | ")[7:9] for line in seed_rows] == [["93.00", "99.00"], ["94.50", "97.00"],
+                                                                ["99.00", "100.00"]]
+
+
+def test_a_summary_stored_before_train_deltas_gets_them_from_its_rows_and_a_stored_one_is_kept():
+    rows = [{"variant": v, "seed": s, "train_acc": a} for v, accs in
+            {"scratch": [0.5, 0.6], "spt": [0.55, 0.7]}.items() for s, a in zip((1000, 1001), accs, strict=True)]
+    old = {"scratch": {"seeds": 2, "test_acc_mean": 0.5},
+           "spt": {"seeds": 2, "test_acc_mean": 0.6, "delta_vs": "scratch"}}
+    filled = results.with_train_deltas(old, rows)
+    assert filled["spt"]["train_delta_mean"] == pytest.approx(0.075) and "train_delta_mean" not in old["spt"]
+    kept = results.with_train_deltas({"spt": {**old["spt"], "train_delta_mean": 0.5}}, rows)
+    assert kept["spt"]["train_delta_mean"] == 0.5
+    # No train accuracy stored (studies before it was measured): no Δ train, shown as "-".
+    bare = results.with_train_deltas(old, [{**r, "train_acc": None} for r in rows])
+    assert bare["spt"]["train_delta_mean"] is None
+    assert results.summary_table(bare).splitlines()[3].endswith("| - |")
