@@ -41,7 +41,8 @@ def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) 
         out.append([r["task"], r["variant"], r["seed"], fmt_lr(as_float(r.get("lr"))), str(r.get("batch_size", "")),
                     str(r.get("best_epoch", "")), fmt_pct(r.get("val_acc")), fmt_pct(r.get("test_acc")),
                     fmt_pct(r.get("train_acc")), _seed_delta(r, cells), str(r.get("trials", "")),
-                    str(r.get("diverged", "")), str(r.get("failed", "")), str(r.get("failures", "")), str(r.get("trial_epochs", ""))])
+                    str(r.get("diverged", "")), str(r.get("failed", "")), str(r.get("failures", "")),
+                    str(r.get("trial_epochs", ""))])
     return out
 
 
