@@ -19,6 +19,7 @@ from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.results import summary_table, with_train_deltas
 from sptune.judging.stats import Summary
+from sptune.judging.trivial_check import trivial_lines
 from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
@@ -163,7 +164,7 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
              f"Wall time: {minutes(wall_seconds(results))}, first stage started to last stage selected "
              "(results.json timeline)." + (f" Report: [{REPORT_HTML}]({link}/{REPORT_HTML})."
                                             if (directory / REPORT_HTML).is_file() else ""), "",
-             stats_table(results), ""]
+             stats_table(results), *trivial_lines(results), ""]
     lines += [budget_table(results["budget"]), ""] if results.get("budget") else ["Budget: not recorded.", ""]
     lines += [spread_line(results), "", *power_table(results.get("summary") or {}), "",
               *selection_table(results, read_spec(directory)), ""]

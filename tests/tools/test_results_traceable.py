@@ -54,6 +54,19 @@ def test_every_number_on_the_committed_page_is_in_a_committed_file():
     assert len(results_trace.untraceable(page + "\nSPT gains 0.0123 here.\n", studies, DOCS)) == 1
 
 
+def test_the_page_shows_each_spt_checkpoint_against_the_trivial_predictors():
+    from sptune.judging.trivial_check import trivial_lines
+
+    page, shown = (DOCS / "results.md").read_text(), 0
+    for study in results_page.load_manifest(MANIFEST):
+        for _, _, results in results_page.members(DOCS / "results" / study["id"]):
+            for line in trivial_lines(results)[2:]:
+                assert line in page
+                shown += 1
+    assert shown >= 3  # the main job, its rotary run and the converged CIFAR-16 study at least
+    assert "neighbour_mean_loss 0.0710; beats the best of them" in page
+
+
 def test_each_claim_on_the_committed_page_quotes_its_study_and_the_papers():
     claims, studies = results_page.load_claims(MANIFEST), results_page.load_manifest(MANIFEST)
     page = (DOCS / "results.md").read_text()
