@@ -219,3 +219,8 @@ def test_merge_base_decides_ancestry_and_a_tarball_or_shallow_clone_is_said(tmp_
     assert "no git history" in results_trace.history_missing(tarball)
     _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", "shallow")
     assert "shallow clone" in results_trace.history_missing(tmp_path / "shallow")
+
+
+def test_a_study_missing_a_field_stops_the_page_naming_it(tmp_path):
+    with pytest.raises(SystemExit, match="studies entry 'example_tiny' lacks output"):
+        _page(tmp_path, {k: v for k, v in TINY.items() if k != "output"})
