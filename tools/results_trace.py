@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results_page import CLAIMS_HEADING, load_claims, load_manifest, render_file
+from results_page import CLAIMS_HEADING, claim_studies, load_claims, load_manifest, render_file
 from results_sections import DIRTY_TEXT, derived_values, fixed_texts, members, read_spec
 
 from sptune.output_files import RESULTS_JSON
@@ -120,16 +120,19 @@ def untraceable(page: str, studies: list[dict[str, Any]], docs: Path) -> list[st
 
 
 def claim_problems(claims: list[dict[str, Any]], studies: list[dict[str, Any]], docs: Path) -> list[str]:
-    """Each number of a claim row that its study does not hold: the claim's must be its study's `reference:`
-    quotes (the papers'), the evidence's its study's values or those quotes."""
+    """Each number of a claim row that its studies do not hold: the claim's must be their `reference:` quotes
+    (the papers'), the evidence's their values or those quotes."""
     by_id = {s["id"]: s for s in studies}
     problems = []
     for c in claims:
-        values, quoted = study_values(by_id[c["study"]], docs) if c["study"] in by_id else ([], [])
+        values, quoted = [], []
+        for study in (by_id[x] for x in claim_studies(c) if x in by_id):
+            mine, theirs = study_values(study, docs)
+            values, quoted = values + mine, quoted + theirs
         where = f"in the claim row '{str(c['claim'])[:50]}'"
         problems += [f"{n.text!r} {where} is not a number its study's reference: quotes"
                      for n in numbers(str(c["claim"])) if not _matches(n, [], quoted)]
-        problems += [f"{n.text!r} {where} is in no committed file of {c['study']}"
+        problems += [f"{n.text!r} {where} is in no committed file of {', '.join(claim_studies(c))}"
                      for n in numbers(str(c["evidence"])) if not _matches(n, values, quoted)]
     return problems
 

@@ -158,6 +158,31 @@ def test_a_claim_row_names_its_study_and_verdict_and_is_checked_against_that_stu
     assert len(problems) == 1 and problems[0].startswith("'0.99' in the claim row")
 
 
+def test_a_claim_citing_several_studies_is_checked_against_all_of_them(tmp_path):
+    other = tmp_path / "other"
+    shutil.copytree(TINY_RUN, other)
+    results = json.loads((other / "results.json").read_text())
+    results["summary"]["spt"]["test_acc_mean"] = 0.4321  # a number only the second study holds
+    (other / "results.json").write_text(json.dumps(results))
+    docs = tmp_path / "docs"
+    results_page.collect(TINY_RUN, "example_tiny", docs)
+    results_page.collect(other, "example_other", docs)
+    second = {**TINY, "id": "example_other", "title": "Another tiny study"}
+    manifest = tmp_path / "m.yaml"
+    both = {**CLAIM, "study": ["example_tiny", "example_other"], "evidence": "SPT 0.4321 there."}
+    for claims, problems in (([both], 0), ([{**both, "study": "example_tiny"}], 1)):
+        manifest.write_text(json.dumps({"studies": [TINY, second], "claims": claims}))
+        results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
+        page = (docs / "results.md").read_text()
+        found = results_trace.claim_problems(results_page.load_claims(manifest), [TINY, second], docs)
+        assert len(found) == problems
+    assert "| `example_tiny` | **inconclusive** |" in page
+    manifest.write_text(json.dumps({"studies": [TINY, second], "claims": [both]}))
+    results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
+    row = "| `example_tiny`, `example_other` | **inconclusive** | SPT 0.4321 there. |"
+    assert row in (docs / "results.md").read_text()
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"verdict": "partly"}, "has verdict 'partly': use one of reproduced, not reproduced, inconclusive"),
     ({"study": "elsewhere"}, "cites study 'elsewhere', which is not a collected study of the manifest"),
