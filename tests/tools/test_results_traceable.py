@@ -170,17 +170,13 @@ def test_a_claim_citing_several_studies_is_checked_against_all_of_them(tmp_path)
     second = {**TINY, "id": "example_other", "title": "Another tiny study"}
     manifest = tmp_path / "m.yaml"
     both = {**CLAIM, "study": ["example_tiny", "example_other"], "evidence": "SPT 0.4321 there."}
-    for claims, problems in (([both], 0), ([{**both, "study": "example_tiny"}], 1)):
-        manifest.write_text(json.dumps({"studies": [TINY, second], "claims": claims}))
+    cases = (({**both, "study": "example_tiny"}, 1, "| `example_tiny` | **inconclusive** |"),
+             (both, 0, "| `example_tiny`, `example_other` | **inconclusive** | SPT 0.4321 there. |"))
+    for claim, problems, row in cases:
+        manifest.write_text(json.dumps({"studies": [TINY, second], "claims": [claim]}))
         results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
-        page = (docs / "results.md").read_text()
-        found = results_trace.claim_problems(results_page.load_claims(manifest), [TINY, second], docs)
-        assert len(found) == problems
-    assert "| `example_tiny` | **inconclusive** |" in page
-    manifest.write_text(json.dumps({"studies": [TINY, second], "claims": [both]}))
-    results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
-    row = "| `example_tiny`, `example_other` | **inconclusive** | SPT 0.4321 there. |"
-    assert row in (docs / "results.md").read_text()
+        assert row in (docs / "results.md").read_text()
+        assert len(results_trace.claim_problems(results_page.load_claims(manifest), [TINY, second], docs)) == problems
 
 
 @pytest.mark.parametrize(("change", "message"), [
