@@ -11,7 +11,7 @@ pretraining attributed to the variants initialised from it).
 Modules, in the order the data flows: ``gather`` (with ``mlflow_runs``) reads a study into the ``records``;
 ``cells`` aggregates seeds with ``sptune.judging.stats`` (the statistics results.json uses too); ``lr_search`` and
 ``compute`` feed the ``flags``; ``figures`` draws with matplotlib (``plots/``), ``page`` computes the values its
-Jinja2 template (``dashboards/report/``) shows and renders it, ``tables`` writes report.md and results.csv;
+Jinja2 template (``template/``, package data) shows and renders it, ``tables`` writes report.md and results.csv;
 ``assemble`` runs it all and logs the files to the parent run; ``__main__`` is the command line.
 """
 

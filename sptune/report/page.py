@@ -2,9 +2,9 @@
 the per-seed rows, the hyperparameter importances and the footer), rendered by its Jinja2 template. No HTML is
 written in Python; the template writes it all.
 
-The template is ``dashboards/report/`` at the repository's top level (``report.html.j2`` and its stylesheet, inlined
-at render time so that the page stays one self-contained file). ``SPTUNE_DASHBOARDS_DIR`` points at another
-dashboards folder (a copy to restyle the page, or an installed package whose repository folder is elsewhere)."""
+The template is package data, ``sptune/report/template/`` (``report.html.j2`` and its stylesheet, inlined at render
+time so that the page stays one self-contained file), so an installed wheel renders the same page as a checkout.
+``SPTUNE_REPORT_TEMPLATE_DIR`` points at another folder holding both files (a copy, to restyle the page)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-import sptune
 from sptune.judging.pairing import PAIRING_RULE
 from sptune.judging.stats import INTERVAL_RULE, delta_rule
 from sptune.report.cells import Cell
@@ -29,7 +28,8 @@ from sptune.report.tables import detail_rows
 if TYPE_CHECKING:  # the figures' module imports matplotlib, which rendering a page does not need
     from sptune.report.figures import PageFigure, TaskFigures
 
-DASHBOARDS_ENV = "SPTUNE_DASHBOARDS_DIR"
+TEMPLATE_ENV = "SPTUNE_REPORT_TEMPLATE_DIR"
+PACKAGED_TEMPLATE = Path(__file__).with_name("template")
 TEMPLATE = "report.html.j2"
 STYLESHEET = "report.css"
 
@@ -105,20 +105,15 @@ def page_context(data: ReportData, cells: dict[tuple[str, str], Cell], flags: li
     }
 
 
-def dashboards_dir() -> Path:
-    """The dashboards folder: $SPTUNE_DASHBOARDS_DIR, else the one beside the sptune package."""
-    override = os.environ.get(DASHBOARDS_ENV)
-    return Path(override) if override else Path(sptune.__file__).resolve().parents[1] / "dashboards"
-
-
 def report_template_dir() -> Path:
-    """dashboards/report, checked: a missing template is named with the fix, not a Jinja2 traceback."""
-    folder = dashboards_dir() / "report"
+    """$SPTUNE_REPORT_TEMPLATE_DIR, else the packaged template, checked: a missing file is named with the fix."""
+    override = os.environ.get(TEMPLATE_ENV)
+    folder = Path(override) if override else PACKAGED_TEMPLATE
     for name in (TEMPLATE, STYLESHEET):
         if not (folder / name).is_file():
-            raise ReportError(str(folder / name), "the report template is missing",
-                              f"run from a checkout of sptune, or set {DASHBOARDS_ENV} to a folder holding "
-                              f"report/{TEMPLATE} and report/{STYLESHEET}")
+            fix = (f"point {TEMPLATE_ENV} at a folder holding {TEMPLATE} and {STYLESHEET} (copy {PACKAGED_TEMPLATE})"
+                   if override else "reinstall sptune: its package data is incomplete")
+            raise ReportError(str(folder / name), "the report template is missing", fix)
     return folder
 
 

@@ -36,6 +36,9 @@ def git_state(start: Path | None = None) -> dict[str, Any]:
     (``{"commit": sha, "dirty": bool}``); empty when sptune is installed from a wheel, not a git checkout."""
     folder = start or Path(__file__).resolve().parent
     try:
+        # Only files the checkout tracks are its code: a wheel installed into a .venv inside some other project's
+        # checkout is not that project's commit.
+        _git(folder, "ls-files", "--error-unmatch", ".")
         commit = _git(folder, "rev-parse", "HEAD")
         dirty = bool(_git(folder, "status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.CalledProcessError):

@@ -1,6 +1,6 @@
 """The fairness report on hand-made studies (no Ray): a real MLflow SQLite store written with MlflowClient,
 results.json and spec.yaml, then build_report, the flags, the tables, the matplotlib figures (SVG, PDF, PNG, and
-logged to the parent run), the page rendered from dashboards/report/, and the page as headless Chromium draws it
+logged to the parent run), the page rendered from its packaged template, and the page as headless Chromium draws it
 (its screenshot: dashboards/screenshots/report.png, shown by dashboards/README.md, rewritten with
 SPTUNE_UPDATE_SCREENSHOTS=1).
 
@@ -38,7 +38,7 @@ from sptune.report.__main__ import main
 from sptune.report.compute import variant_objectives
 from sptune.report.figures import halving_rungs
 from sptune.report.flags import edge_side
-from sptune.report.page import DASHBOARDS_ENV
+from sptune.report.page import PACKAGED_TEMPLATE, TEMPLATE_ENV
 from sptune.report.records import ReportError
 from tests.helpers_browser import CHROMIUM, headless, screenshot_path
 
@@ -380,26 +380,26 @@ def test_page_is_self_contained_no_scripts_no_network(reports):
 
 @pytest.fixture(scope="module")
 def restyled(reports, tmp_path_factory):
-    """The narrow study rendered from a modified copy of dashboards/, with Optuna importances given."""
-    copy = tmp_path_factory.mktemp("dash") / "dashboards"
-    shutil.copytree(REPO / "dashboards" / "report", copy / "report")
-    template = copy / "report" / "report.html.j2"
+    """The narrow study rendered from a modified copy of the packaged template, with Optuna importances given."""
+    copy = tmp_path_factory.mktemp("dash") / "template"
+    shutil.copytree(PACKAGED_TEMPLATE, copy)
+    template = copy / "report.html.j2"
     template.write_text(template.read_text().replace("<h2>Results</h2>", "<h2>Results</h2><p>MARKER-r12</p>"))
-    css = copy / "report" / "report.css"
+    css = copy / "report.css"
     css.write_text(css.read_text() + "\n.marker-css-r12{color:red}\n")
     out = tmp_path_factory.mktemp("restyled") / "report.html"
     importances = {"scratch": {"lr": 0.81, "batch_size": 0.19}, "spt": {}}
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv(DASHBOARDS_ENV, str(copy))
+        mp.setenv(TEMPLATE_ENV, str(copy))
         return build_report(reports["narrow"].parent, out=out, importances=importances)
 
 
-def test_page_is_rendered_from_the_dashboards_template(reports, restyled, tmp_path, monkeypatch):
+def test_page_is_rendered_from_the_template_folder_given(reports, restyled, tmp_path, monkeypatch):
     page = restyled.read_text()
     assert "<p>MARKER-r12</p>" in page and ".marker-css-r12{color:red}" in page  # template and inlined CSS
     assert "MARKER-r12" not in reports["narrow"].read_text()
-    monkeypatch.setenv(DASHBOARDS_ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(ReportError, match=re.escape(str(tmp_path / "nowhere" / "report" / "report.html.j2"))):
+    monkeypatch.setenv(TEMPLATE_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(ReportError, match=re.escape(str(tmp_path / "nowhere" / "report.html.j2"))):
         build_report(reports["narrow"].parent, out=tmp_path / "r.html")
 
 

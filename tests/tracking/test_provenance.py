@@ -45,6 +45,14 @@ def test_outside_a_git_checkout_nothing_is_claimed(tmp_path):
     assert git_state(tmp_path) == {} and git_commit(tmp_path) == {}
 
 
+def test_an_untracked_folder_inside_a_checkout_claims_no_commit(repo):
+    installed = repo / ".venv" / "site-packages" / "sptune"  # a wheel installed into a venv inside a checkout
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("")
+    assert git_state(installed) == {}
+    assert git_state(repo / "pkg")["commit"]
+
+
 def test_library_versions_are_the_installed_distributions():
     versions = library_versions()
     assert versions["python"] == platform.python_version()
