@@ -20,7 +20,7 @@ from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.results import summary_table, with_train_deltas
 from sptune.judging.stats import Summary
 from sptune.judging.trivial_check import trivial_lines
-from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
+from sptune.output_files import FIGURES, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
 from sptune.report.flags import EDGE_FACTOR, edge_side
 from sptune.report.formatting import fmt_lr
 from sptune.report.lr_search import describe_space, lr_space, searched_space
@@ -162,15 +162,15 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
     """Everything the page says of one study, below its heading."""
     lines = [*provenance_lines(results, link), "",
              f"Wall time: {minutes(wall_seconds(results))}, first stage started to last stage selected "
-             "(results.json timeline)." + (f" Report: [{REPORT_HTML}]({link}/{REPORT_HTML})."
-                                            if (directory / REPORT_HTML).is_file() else ""), "",
+             "(results.json timeline)." + (f" Report: [{REPORT_MD}]({link}/{REPORT_MD})."
+                                            if (directory / REPORT_MD).is_file() else ""), "",
              stats_table(results), *trivial_lines(results), ""]
     lines += [budget_table(results["budget"]), ""] if results.get("budget") else ["Budget: not recorded.", ""]
     lines += [spread_line(results), "", *power_table(results.get("summary") or {}), "",
               *selection_table(results, read_spec(directory)), ""]
     flags = flag_headlines(directory)
     if flags:
-        lines += [f"Fairness flags ([the report]({link}/report.html) has their details):", "", *flags, ""]
+        lines += [f"Fairness flags ([the report]({link}/{REPORT_MD}) has their details):", "", *flags, ""]
     figure = directory / FIGURES / f"{results.get('task')}-lr.png"
     if figure.is_file():
         lines += [f"![accuracy vs learning rate, {results.get('study')}]({link}/figures/{figure.name})", ""]

@@ -72,10 +72,12 @@ def test_campaign_page_pairs_spt_only_studies_with_the_baseline_member(campaign)
     assert "- **WARN: Ranking flips**\n" in text and "— text" not in text and "not a flag" not in text
     assert (docs / "results/budget/lo-epochs5/figures/listops-lr.png").read_bytes() == b"\x89PNG small"
     assert not (docs / "results/budget/lo-epochs5/figures/listops-lr.svg").exists()
-    for name in ("spec.yaml", "results.json", "results.md", "report.md", "report.html"):
+    for name in ("spec.yaml", "results.json", "results.md", "report.md"):
         assert (docs / "results/budget/lo-epochs0" / name).is_file(), name
+    assert not (docs / "results/budget/lo-epochs0/report.html").exists()  # stays in the run (tools/device's 64 MiB)
     assert (docs / "results/budget/results.json").is_file()
-    assert "](results/budget/lo-epochs5/report.html)" in text
+    assert "Report: [report.md](results/budget/lo-epochs5/report.md)." in text
+    assert "([the report](results/budget/lo-epochs5/report.md) has their details)" in text
     assert "![accuracy vs learning rate, lo](results/budget/lo-epochs5/figures/listops-lr.png)" in text
     assert results_page.PLACEHOLDER in text and "*Pending: no results collected in `docs/results/later/` yet.*" in text
 
@@ -131,7 +133,7 @@ def test_collect_needs_a_finished_study_and_keeps_large_files_out(campaign, monk
     run = campaign / "runs" / "budget" / "lo-epochs0"
     monkeypatch.setattr(results_page, "MAX_COPY_BYTES", 12)
     results_page.collect(run, "small", docs)
-    assert not (docs / "results/small/report.html").exists()  # 19 bytes: over the limit
+    assert not (docs / "results/small/report.md").exists()  # over the limit
     assert (docs / "results/small/results.json").is_file()  # required files are always copied
     assert "left out" in capsys.readouterr().out
     (run / "spec.yaml").unlink()
