@@ -3,9 +3,12 @@
 The device machine (Python 3.12, torch 2.11, no registry reachable) has no Ray, MLflow, Optuna, SQLAlchemy or
 pydantic. This resolves sptune's run-time dependencies (pyproject.toml, with the substitutions and exclusions
 below) through the requirements of the versions installed HERE, drops what the image holds
-(image_packages.txt), downloads the rest pinned to the local versions as manylinux wheels for the target Python,
-repacks Ray's wheel without the parts sptune never imports, and checks the bundle fits a call beside the checkout
-(carry.py). The same pins for another Python (`--python-version 3.11`) give the CPU rehearsal's bundle.
+(image_packages.txt) unless the image's version is known to miss a requirement, downloads the rest pinned to the
+local versions as manylinux wheels for the target Python, repacks Ray's wheel without the parts sptune never
+imports and every compiled wheel without its binaries' symbol tables, checks the bundle fits a call beside the
+checkout (carry.py) and records its size in bundle_size.json, which CI checks the checkout against
+(tests/tools/test_device_bundle.py). The same pins for another Python (`--python-version 3.11`) give the CPU
+rehearsal's bundle.
 
     python tools/device/bundle.py                                   # .device/bundle (cp312), size-checked
     python tools/device/bundle.py --python-version 3.11 --out .device/bundle311 --no-size-check
@@ -32,10 +35,12 @@ import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 IMAGE_LIST = HERE / "image_packages.txt"
+SIZE_RECORD = HERE / "bundle_size.json"  # the carried bundle's bytes, committed: CI adds the checkout to them
 
 # mlflow's own wheel adds the tracking server and its web UI (25 MiB of JavaScript) to mlflow-skinny, which holds the
 # whole `mlflow` package sptune imports (MlflowClient, the SQLite store and its migrations).
@@ -56,6 +61,8 @@ SKIPPED = {
 # Ray's parts sptune never imports: Java jars, the dashboard's web client (no dashboard without ray[default]),
 # RLlib, Serve, Ray LLM, workflows. (Ray Data stays: ray.tune imports it.)
 RAY_STRIPPED = ("ray/jars/", "ray/dashboard/client/build/", "ray/rllib/", "ray/serve/", "ray/llm/", "ray/workflow/")
+# Bumped when the way wheels are repacked changes, so that a bundle built the old way is rebuilt.
+RECIPE = "compiled wheels stripped"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64", "manylinux1_x86_64")
 
@@ -65,11 +72,28 @@ class Node:
     name: str  # canonical
     version: str
     needed_by: list[str] = field(default_factory=list)
+    wanted: list[Requirement] = field(default_factory=list)  # what the closure asks of it (its specifiers)
+
+
+def _image_lines(path: Path) -> list[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line]
 
 
 def image_packages(path: Path = IMAGE_LIST) -> set[str]:
-    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
-    return {canonicalize_name(line) for line in lines if line}
+    return {canonicalize_name(line.split("==")[0]) for line in _image_lines(path)}
+
+
+def image_versions(path: Path = IMAGE_LIST) -> dict[str, str]:
+    """The image's versions where they are known (`name==version` lines, read on a device machine)."""
+    pairs = (line.split("==", 1) for line in _image_lines(path) if "==" in line)
+    return {canonicalize_name(name): version.strip() for name, version in pairs}
+
+
+def too_old_on_image(node: Node, versions: dict[str, str]) -> bool:
+    """The image holds the package at a known version that some requirement of the closure excludes."""
+    have = versions.get(node.name)
+    return have is not None and any(not r.specifier.contains(Version(have), prereleases=True) for r in node.wanted)
 
 
 def roots(pyproject: Path = REPO / "pyproject.toml") -> list[Requirement]:
@@ -121,15 +145,21 @@ def closure(python_version: str, start: list[Requirement] | None = None) -> dict
                 if dep.marker and any(dep.marker.evaluate({**env, "extra": e}) for e in req.extras):
                     stack.append((dep, name))
         node.needed_by.append(parent)
+        node.wanted.append(req)
     return found
 
 
-def partition(nodes: dict[str, Node], image: set[str]) -> tuple[list[Node], list[Node], list[Node]]:
-    """(bundled, on the image, skipped), each sorted by name."""
+def partition(nodes: dict[str, Node], image: set[str], versions: dict[str, str] | None = None
+              ) -> tuple[list[Node], list[Node], list[Node]]:
+    """(bundled, on the image, skipped), each sorted by name. A package the image holds at a version the closure
+    excludes (`versions`: the image's known ones) is bundled at the local version, which shadows the image's."""
+    versions = {} if versions is None else versions
+    used = {name for name, n in nodes.items() if name in image and not too_old_on_image(n, versions)}
+
     def pick(keep):
         return sorted((n for n in nodes.values() if keep(n.name)), key=lambda n: n.name)
 
-    return (pick(lambda n: n not in image and n not in SKIPPED), pick(lambda n: n in image),
+    return (pick(lambda n: n not in used and n not in SKIPPED), pick(lambda n: n in used),
             pick(lambda n: n not in image and n in SKIPPED))
 
 
@@ -196,18 +226,25 @@ def strip_wheel(src: Path, dst: Path, prefixes: tuple[str, ...]) -> list[str]:
     return removed
 
 
+def compiled(wheel: Path) -> bool:
+    """A wheel for one platform (ELF files inside), not a pure-Python `*-none-any` one."""
+    _, _, _, tags = parse_wheel_filename(wheel.name)
+    return any(tag.platform != "any" for tag in tags)
+
+
 def up_to_date(out: Path, pins: list[str]) -> dict | None:
     """The bundle already in `out`, if it was built from these pins and this recipe and all its wheels are there."""
     try:
         manifest = json.loads((out / "bundle.json").read_text())
     except (OSError, ValueError):
         return None
-    same = manifest.get("pins") == pins and manifest.get("ray_stripped") == list(RAY_STRIPPED)
+    same = (manifest.get("pins") == pins and manifest.get("ray_stripped") == list(RAY_STRIPPED)
+            and manifest.get("recipe") == RECIPE)
     return manifest if same and all((out / p["wheel"]).is_file() for p in manifest["packages"]) else None
 
 
 def build(out: Path, python_version: str, cache: Path) -> dict:
-    bundled, linked, skipped = partition(closure(python_version), image_packages())
+    bundled, linked, skipped = partition(closure(python_version), image_packages(), image_versions())
     pins = [f"{n.name}=={n.version}" for n in bundled]
     built = up_to_date(out, pins)
     if built is not None:
@@ -219,13 +256,15 @@ def build(out: Path, python_version: str, cache: Path) -> dict:
     packages = []
     for node in bundled:
         src = wheels[node.name]
-        stripped = strip_wheel(src, out / src.name, RAY_STRIPPED) if node.name == "ray" else []
-        if not stripped:
+        stripped = []
+        if compiled(src):  # symbol tables are a quarter to half of a compiled wheel (sqlalchemy: 4.5 -> 2.4 MiB)
+            stripped = strip_wheel(src, out / src.name, RAY_STRIPPED if node.name == "ray" else ())
+        else:
             shutil.copy2(src, out / src.name)
         packages.append({"name": node.name, "version": node.version, "wheel": src.name,
                          "bytes": (out / src.name).stat().st_size, "original_bytes": src.stat().st_size,
                          "stripped": stripped, "needed_by": sorted(set(node.needed_by))})
-    manifest = {"python_version": python_version, "pins": pins, "ray_stripped": list(RAY_STRIPPED),
+    manifest = {"python_version": python_version, "pins": pins, "ray_stripped": list(RAY_STRIPPED), "recipe": RECIPE,
                 "packages": packages,
                 "on_image": {n.name: sorted(set(n.needed_by)) for n in linked},
                 "skipped": {n.name: SKIPPED[n.name] for n in skipped},
@@ -236,7 +275,8 @@ def build(out: Path, python_version: str, cache: Path) -> dict:
 
 def describe(manifest: dict) -> str:
     def row(p: dict) -> str:
-        cut = f" (from {p['original_bytes'] / 2**20:.1f}; without {', '.join(p['stripped'])})" if p["stripped"] else ""
+        without = f"; without {', '.join(p['stripped'])}" if p["stripped"] else ""
+        cut = f" (from {p['original_bytes'] / 2**20:.2f}{without})" if p["bytes"] != p["original_bytes"] else ""
         return f"  {p['name']:28} {p['version']:12} {p['bytes'] / 2**20:6.2f} MiB{cut}"
 
     rows = [row(p) for p in manifest["packages"]]
@@ -255,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the resolution and stop")
     args = ap.parse_args(argv)
     if args.list:
-        bundled, linked, skipped = partition(closure(args.python_version), image_packages())
+        bundled, linked, skipped = partition(closure(args.python_version), image_packages(), image_versions())
         print("bundle:", " ".join(f"{n.name}=={n.version}" for n in bundled))
         print("on the image:", " ".join(n.name for n in linked))
         print("skipped:", " ".join(n.name for n in skipped))
@@ -265,9 +305,18 @@ def main(argv: list[str] | None = None) -> int:
     print(describe(manifest))
     if args.no_size_check:
         return 0
+    record_size(manifest, args.out)
     total, line = carry.report([args.out])
-    print(f"call A carries {line}")
-    return 0 if total <= carry.LIMIT else 1
+    print(f"call A carries {line}\nrecorded in {SIZE_RECORD.relative_to(REPO)}: commit it")
+    return 0 if total <= carry.TARGET else 1
+
+
+def record_size(manifest: dict, out: Path, path: Path = SIZE_RECORD) -> None:
+    """The carried bundle's bytes (the folder as carry.py counts it) and its wheels', committed beside this script:
+    CI checks the checkout against it."""
+    record = {"python_version": manifest["python_version"], "bytes": carry.folder_bytes(out),
+              "wheels": {p["wheel"]: p["bytes"] for p in manifest["packages"]}}
+    path.write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What a device call carries, against its 64 MiB: the checkout that travels plus the folders named in `carry`.
+"""What a device call carries (the checkout plus the folders named in `carry`) against 64 MiB; the kit keeps to 60.
 
 The device tool sends the working tree (tracked files and untracked files git does not ignore, a `shared/` folder
 inside the checkout included) and each `carry` path, 64 MiB together (/work/.library/device/README.md, Limits).
@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 
 LIMIT = 64 * 2**20  # bytes a call may carry: the working tree and its carry paths together
+# What the kit's calls keep to: 4 MiB under the limit, so that the checkout can grow between two bundle builds
+# (tests/tools/test_device_bundle.py checks the checkout plus the recorded bundle against it in CI).
+TARGET = 60 * 2**20
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -38,7 +41,12 @@ def report(carried: list[Path], repo: Path = REPO) -> tuple[int, str]:
     tree = checkout_bytes(repo)
     parts = [f"checkout {tree / 2**20:.1f} MiB"] + [f"{p} {folder_bytes(p) / 2**20:.1f} MiB" for p in carried]
     total = tree + sum(folder_bytes(p) for p in carried)
-    verdict = "fits" if total <= LIMIT else f"OVER by {(total - LIMIT) / 2**20:.1f} MiB"
+    if total <= TARGET:
+        verdict = f"fits, {(TARGET - total) / 2**20:.1f} MiB under the {TARGET / 2**20:.0f} MiB target"
+    elif total <= LIMIT:
+        verdict = f"over the {TARGET / 2**20:.0f} MiB target by {(total - TARGET) / 2**20:.1f} MiB: shrink it"
+    else:
+        verdict = f"OVER by {(total - LIMIT) / 2**20:.1f} MiB"
     return total, f"{' + '.join(parts)} = {total / 2**20:.1f} MiB of {LIMIT / 2**20:.0f} MiB: {verdict}"
 
 
@@ -52,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     total, line = report(args.carried)
     print(line)
-    return 0 if total <= LIMIT else 1
+    return 0 if total <= TARGET else 1
 
 
 if __name__ == "__main__":

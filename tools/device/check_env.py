@@ -15,6 +15,7 @@ import json
 import pkgutil
 import platform
 import sys
+from collections.abc import Callable, Collection
 from importlib import metadata
 from pathlib import Path
 
@@ -52,24 +53,42 @@ def check_imports() -> list[str]:
     return failed
 
 
-def unmet_requirements(bundle_json: Path) -> list[str]:
-    """'package: requirement (installed: version)' for each bundled wheel's requirement this environment misses,
-    but for those the bundle leaves out on purpose (its "skipped": never imported on sptune's path)."""
-    env = {"python_version": ".".join(platform.python_version_tuple()[:2]), "extra": ""}
-    manifest = json.loads(bundle_json.read_text())
-    unmet = []
-    for package in manifest["packages"]:
-        for text in metadata.requires(package["name"]) or []:
+# A version `unmet` takes as meeting any specifier: a package known to be installed at an unknown version.
+ANY_VERSION = "any"
+
+
+def unmet(requires: dict[str, list[str]], have: Callable[[str], str | None], skipped: Collection[str],
+          python_version: str) -> list[str]:
+    """'package: requirement (installed: version)' for each requirement of each package (`requires`: name → its
+    metadata's Requires-Dist lines) that `have` (name → installed version, None: absent) misses, but for those
+    the bundle leaves out on purpose (`skipped`: never imported on sptune's path)."""
+    env = {"python_version": python_version, "extra": ""}
+    found = []
+    for package, texts in requires.items():
+        for text in texts:
             req = Requirement(text)
-            if (req.marker and not req.marker.evaluate(env)) or canonicalize_name(req.name) in manifest["skipped"]:
+            if (req.marker and not req.marker.evaluate(env)) or canonicalize_name(req.name) in skipped:
                 continue
-            try:
-                have = metadata.version(req.name)
-            except metadata.PackageNotFoundError:
-                have = None
-            if have is None or (req.specifier and not req.specifier.contains(Version(have), prereleases=True)):
-                unmet.append(f"{package['name']}: {req} (installed: {have or 'none'})")
-    return unmet
+            version = have(canonicalize_name(req.name))
+            met = version is not None and (version == ANY_VERSION or not req.specifier
+                                           or req.specifier.contains(Version(version), prereleases=True))
+            if not met:
+                found.append(f"{package}: {req} (installed: {version or 'none'})")
+    return found
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def unmet_requirements(bundle_json: Path) -> list[str]:
+    """`unmet` for each bundled wheel's requirements against this environment's installed packages."""
+    manifest = json.loads(bundle_json.read_text())
+    requires = {p["name"]: metadata.requires(p["name"]) or [] for p in manifest["packages"]}
+    return unmet(requires, installed_version, manifest["skipped"], ".".join(platform.python_version_tuple()[:2]))
 
 
 def main(argv: list[str] | None = None) -> int:
