@@ -210,7 +210,7 @@ class EpochLoop:
         same step eagerly, so every row of an epoch is trained on exactly as without capture."""
         idx = self.batches.next()
         inputs = self.batch_inputs(idx)
-        if self.captured is not None and self.captured.replays(inputs):
+        if self.captured is not None and len(idx) == self.cfg.batch_size:
             batch, grad_norm = self.captured(inputs)
         else:
             batch, grad_norm = self.train_step_on(inputs)

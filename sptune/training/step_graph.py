@@ -29,8 +29,8 @@ class CapturedStep:
     """``step(inputs) -> outputs`` (any nesting of tensors and numbers), run eagerly on a side stream for its
     first `WARMUP_STEPS` calls, then captured once and replayed. Every call is one real training step.
 
-    Only calls whose inputs match the captured shapes may replay (`replays`); the caller runs the others
-    eagerly with the same ``step``."""
+    The caller passes only inputs of one shape (full batches) and runs the others eagerly with the same ``step``:
+    a graph replays the shapes it was captured with, and nothing else."""
 
     def __init__(self, step: Step) -> None:
         self.step = step
@@ -40,12 +40,6 @@ class CapturedStep:
         self.warm_steps = 0
         self.replay_count = 0
 
-    def replays(self, inputs: Sequence[torch.Tensor]) -> bool:
-        """Whether these inputs take the graph (once captured: the captured shapes and dtypes)."""
-        if self.graph is None:
-            return True
-        return all(s.shape == t.shape and s.dtype == t.dtype for s, t in zip(self.static_inputs, inputs, strict=True))
-
     def __call__(self, inputs: Sequence[torch.Tensor]) -> Any:
         if self.graph is None and self.warm_steps < WARMUP_STEPS:
             self.warm_steps += 1
@@ -53,6 +47,11 @@ class CapturedStep:
         if self.graph is None:
             self._capture(inputs)
         for static, new in zip(self.static_inputs, inputs, strict=True):
+            if static.shape != new.shape or static.dtype != new.dtype:
+                raise ValueError(
+                    f"a captured step replays {tuple(static.shape)} {static.dtype} inputs only, "
+                    f"not {tuple(new.shape)} {new.dtype}: run other shapes eagerly"
+                )
             static.copy_(new, non_blocking=True)
         self.graph.replay()
         self.replay_count += 1
