@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -37,6 +36,7 @@ from sptune.training.device import (
     set_fp32_matmul,
 )
 from sptune.training.device_data import on_device
+from sptune.training.epoch_sums import BatchResult, EpochSums
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.optim_config import OptimConfig
@@ -49,7 +49,7 @@ from sptune.training.optimizer import (
     plain_schedule_state,
     scheduled_lr,
 )
-from sptune.training.rng_stream import TorchRngStream
+from sptune.training.rng_stream import TorchRngStream, mask_generator
 from sptune.training.scoring import EVAL_BATCH, score
 from sptune.training.step_graph import CapturedStep
 from sptune.training.trivial_scores import TrivialScores, most_frequent_token
@@ -63,34 +63,7 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-class BatchResult(NamedTuple):
-    loss: torch.Tensor  # mean over the batch, differentiable
-    hits: torch.Tensor  # correct predictions (0-d, on the device)
-    scored: torch.Tensor | int  # predictions the hits are out of
-
-
-class _EpochSums:
-    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros((), device=device) for _ in range(4))
-        self.examples = self.steps = 0
-
-    def add(self, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
-        self.loss += batch.loss.detach().float() * examples
-        self.grad_norm += grad_norm.detach().float()
-        self.hits += batch.hits
-        self.scored += batch.scored
-        self.examples, self.steps = self.examples + examples, self.steps + 1
-
-    def means(self, accuracy_key: str) -> dict[str, float]:
-        # One host sync for all four sums.
-        loss, grad_norm, hits, scored = torch.stack([self.loss, self.grad_norm, self.hits, self.scored]).tolist()
-        return {
-            "loss": loss / max(self.examples, 1),
-            "grad_norm": grad_norm / max(self.steps, 1),
-            accuracy_key: hits / max(scored, 1),
-        }
+_EpochSums = EpochSums  # the name the CUDA tests and the pack trainer import from here
 
 
 class EpochLoop:
@@ -188,7 +161,7 @@ class EpochLoop:
         """
         self.model.train()
         start = time.perf_counter()
-        sums = _EpochSums(self.device)
+        sums = EpochSums(self.device)
         with self.rng.own():
             for step in range(1, n_steps + 1):
                 self.train_step(sums)
@@ -202,7 +175,7 @@ class EpochLoop:
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
-    def train_step(self, sums: _EpochSums) -> None:
+    def train_step(self, sums: EpochSums) -> None:
         """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
         the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU.
 
@@ -414,20 +387,6 @@ class FinetuneLoop(EpochLoop):
     def validate(self) -> dict[str, float]:
         loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
-
-
-# The masks' generator on a GPU starts here past the seed: a stream of its own, apart from the shuffles'.
-MASK_SEED_OFFSET = 20_000
-
-
-def mask_generator(device: torch.device, seed: int, cpu_generator: torch.Generator) -> torch.Generator:
-    """Where a pretraining trial draws its masks: on a GPU a generator of its own there (no draw on the host
-    and copy per step; a CUDA graph's inputs stay on the device); on a CPU ``cpu_generator``, the loop's
-    generator, which also shuffles (the CPU is then the device: nothing to move, and the masks, so every
-    CPU result, stay what they were)."""
-    if device.type == "cpu":
-        return cpu_generator
-    return torch.Generator(device=device).manual_seed(seed + MASK_SEED_OFFSET)
 
 
 def _unpair(split: ArraySplit) -> ArraySplit:
