@@ -487,6 +487,7 @@ def test_a_checkpoints_learning_rates_are_plain_floats_and_reload_as_the_devices
     assert all(type(v) is float for v in state["schedule"]["_last_lr"])
     # A GPU's rates are tensors in the optimizer, floats in its checkpoint, floats again on a CPU.
     loop.optimizer.param_groups[0]["lr"] = torch.tensor(0.25)
-    assert plain_lr_state(loop.optimizer.state_dict())["param_groups"][0]["lr"] == 0.25
+    plain = plain_lr_state(loop.optimizer.state_dict())["param_groups"][0]["lr"]
+    assert plain == 0.25 and type(plain) is float
     place_lr(loop.optimizer, torch.device("cpu"))
     assert loop.optimizer.param_groups[0]["lr"] == 0.25 and type(loop.optimizer.param_groups[0]["lr"]) is float
