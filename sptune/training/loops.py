@@ -1,18 +1,14 @@
 """Pure-PyTorch epoch loops for the two stages (no Ray here).
 
-Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call,
-evaluates on the validation split, and round-trips its full state through a plain
-dict of tensors and numbers (loadable with ``torch.load(weights_only=True)``).
+Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call, evaluates on the validation
+split, and round-trips its full state through a plain dict of tensors and numbers (``weights_only`` loadable).
 
-Randomness in training comes from these sources, all in that state: the loop's
-generator (shuffles; on a CPU also the pretraining masks), on a GPU the pretraining
-masks' own generator on the GPU (`mask_generator`), and the torch RNG that dropout draws
-from (CPU, and CUDA when training there), which the loop keeps as its own stream (see
-`TorchRngStream`). NumPy and Python's `random` are not used while training.
+Randomness in training, all in that state: the loop's generator (shuffles; on a CPU also the pretraining masks),
+on a GPU the masks' own generator there (`mask_generator`), and the torch RNG dropout draws from (CPU, and CUDA
+when training there), kept as the loop's own stream (`TorchRngStream`). NumPy and `random` are not used.
 
-One step is `batch_inputs` (the rows, and everything random about them but dropout) then
-`train_step_on` (forward, backward, clipping, AdamW): the second is what `training.compile:
-cuda_graphs` captures as one CUDA graph (`sptune.training.step_graph`).
+One step is `batch_inputs` (the rows, and everything random about them but dropout) then `train_step_on`
+(forward, backward, clipping, AdamW), which `training.compile: cuda_graphs` captures (`step_graph`).
 """
 
 from __future__ import annotations
@@ -130,6 +126,11 @@ class EpochLoop:
         A captured step keeps its gradient tensors (the graph holds their addresses): zeroed, never dropped."""
         self.optimizer.zero_grad(set_to_none=not self.graphed)
         loss.backward()
+        return self.apply_gradients()
+
+    def apply_gradients(self) -> torch.Tensor:
+        """The step after the backward: clipping (or just the norm) and AdamW on the gradients the parameters
+        hold; the pre-clip norm (on the device). A pack runs it per member after one fused backward."""
         if self.cfg.grad_clip > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
         else:
