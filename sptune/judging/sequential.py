@@ -63,12 +63,6 @@ def spent(t: float, alpha: float, spending: str = OBRIEN_FLEMING) -> float:
     return float(2 * norm.sf(norm.isf(alpha / 2) / math.sqrt(t)))
 
 
-def look_sizes(low: int, high: int, step: int) -> tuple[int, ...]:
-    """Seeds at each look: low, low + step, ... and always ``high`` last."""
-    sizes = list(range(low, high + 1, step))
-    return tuple(sizes if sizes[-1] == high else [*sizes, high])
-
-
 @dataclass(frozen=True)
 class SequentialDesign:
     """Looks after ``looks[k]`` seeds (increasing), two-sided error ``alpha``, the equivalence margin ``effect``."""

@@ -125,6 +125,8 @@ def pick(stage: Stage, outcomes: list[TrialOutcome], continued: list[Selection])
     trial, an extension round the best so far and its own trials' best (both ranking `top_k` for candidates),
     candidates the pick among them, re-runs each seed's best epoch. Raises RuntimeFailure when nothing is usable."""
     if stage.kind is StageKind.RERUN:
+        if not outcomes:  # a look of sequential re-runs that was not needed
+            return Pick([])
         picked = select_each(outcomes, stage.trial_plan)
         _check_seeds(stage, picked)
         return Pick(picked)

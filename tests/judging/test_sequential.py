@@ -11,6 +11,7 @@ import pytest
 
 from sptune.judging import sequential as sq
 from sptune.judging.stats import min_detectable_effect
+from sptune.rules.seeds import sequential_looks
 
 # The main job's per-seed Δ (SPT − scratch test accuracy, docs/results/digits_quick/results.json): std 0.0391 over
 # seeds 1000–1002.
@@ -21,7 +22,7 @@ STUDIES = 2000
 
 
 def _design(spending: str = sq.OBRIEN_FLEMING) -> sq.SequentialDesign:
-    return sq.SequentialDesign(sq.look_sizes(3, 15, 3), ALPHA, EFFECT, spending)
+    return sq.SequentialDesign(sequential_looks(3, 15, 3), ALPHA, EFFECT, spending)
 
 
 def _mc_error(p: float, n: int) -> float:
@@ -29,9 +30,9 @@ def _mc_error(p: float, n: int) -> float:
 
 
 def test_looks_end_at_max():
-    assert sq.look_sizes(3, 15, 3) == (3, 6, 9, 12, 15)
-    assert sq.look_sizes(3, 10, 3) == (3, 6, 9, 10)
-    assert sq.look_sizes(4, 4, 1) == (4,)
+    assert sequential_looks(3, 15, 3) == (3, 6, 9, 12, 15)
+    assert sequential_looks(3, 10, 3) == (3, 6, 9, 10)
+    assert sequential_looks(4, 4, 1) == (4,)
 
 
 @pytest.mark.parametrize("spending", sq.SPENDING)
