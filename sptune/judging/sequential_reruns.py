@@ -12,11 +12,21 @@ test split is never read before the final evaluation.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sptune.judging.pairing import pairings
 from sptune.judging.selection import Selection
-from sptune.judging.sequential import Look, SequentialDesign, comparison
+from sptune.judging.sequential import (
+    FIXED_N_RULE,
+    SEQUENTIAL_RULE,
+    Look,
+    SequentialDesign,
+    comparison,
+    fixed_n,
+    look_at,
+    verdict,
+)
 from sptune.plan.study_plan import StudyPlan
 
 
@@ -65,3 +75,36 @@ def look_rule(plan: StudyPlan) -> LookRule | None:
     labels = tuple((s.variant, tuple(plan.rerun_labels(s))) for s in plan.variant_searches())
     design = SequentialDesign(plan.rerun_looks(), q.alpha, q.effect, q.spending)
     return LookRule(design, tuple(map(str, plan.rerun_seeds())), pairs, labels)
+
+
+def _test_look(rule: LookRule, stop: Look, test: Mapping[str, float], base: Mapping[str, float]) -> Look:
+    """The test Δ at the look the comparison ended (on validation), over the seeds of that look both have: its
+    repeated interval holds whatever look the validation Δ stopped at, and its verdict is final (no more looks)."""
+    k = stop.look - 1
+    paired = [s for s in rule.seeds[: rule.design.looks[k]] if s in test and s in base]
+    found = look_at([test[s] - base[s] for s in paired], rule.design, k, paired)
+    return replace(found, verdict=verdict(found.interval, rule.design.effect, last=True))
+
+
+def design_document(design: SequentialDesign) -> dict[str, Any]:
+    """results.json's `sequential.design`: the looks, the z-boundaries and the error spent by each look."""
+    spent = [design.spent_by(k) for k in range(len(design.looks))]
+    return {"looks": list(design.looks), "alpha": design.alpha, "effect": design.effect, "spending": design.spending,
+            "z_boundaries": list(design.z_bounds), "alpha_spent": spent, "rule": SEQUENTIAL_RULE,
+            "fixed_n_rule": FIXED_N_RULE}
+
+
+def sequential_document(rule: LookRule, selected: Mapping[str, Sequence[Selection]],
+                        test: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+    """results.json's `sequential`: the design and, per compared variant, where its comparison stopped on validation
+    (`stopped`), the test Δ at that look (`test`: both intervals and the boundary), its verdict, the seeds it used
+    and the fixed-N design's seeds for the same effect at the test Δs' spread. `test`: variant -> seed -> test acc."""
+    comparisons = {}
+    for variant, baseline in rule.comparisons:
+        stop = rule.status(variant, baseline, selected)
+        at_test = _test_look(rule, stop, test.get(variant, {}), test.get(baseline, {}))
+        comparisons[variant] = {
+            "vs": baseline, "verdict": at_test.verdict, "seeds_used": len(rule.scores(variant, selected)),
+            "max_seeds": rule.design.max_seeds, "stopped": stop.to_json(), "test": at_test.to_json(),
+            "fixed_n": fixed_n(at_test.sd, rule.design.effect, rule.design.alpha)}
+    return {"design": design_document(rule.design), "comparisons": comparisons}
