@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from sptune.sweep import main
 from tests.helpers_tiny import PLAIN
+from tests.tools.test_results_traceable import results_page, results_trace
 
 
 def _variant(lr: str, kind: str = "") -> str:
@@ -74,3 +75,21 @@ def test_results_md_mlflow_and_the_report_say_the_verdicts(study):
     page = (out / "report.html").read_text()
     assert "equivalent: 2 of 3 seeds (stopped equivalent at look 1 (2 seeds) on validation)" in page
     assert "Sequential re-runs: seeds are added in groups" in page
+
+
+def test_the_results_page_says_each_comparisons_verdict_and_seeds(study, tmp_path):
+    """tools/results_page.py: the study's section has the sequential table, and a claim row citing it says each
+    comparison's verdict and seeds used; every number on the page is in the committed files."""
+    out, _ = study
+    docs, manifest = tmp_path / "docs", tmp_path / "m.yaml"
+    results_page.collect(out, "sequential", docs)
+    entry = {"id": "sequential", "title": "Sequential", "output": str(out), "command": "python -m sptune.sweep x",
+             "papers": "No paper."}
+    claim = {"claim": "A clone is no better.", "study": "sequential", "verdict": "inconclusive", "evidence": "See."}
+    manifest.write_text(json.dumps({"studies": [entry], "claims": [claim]}))
+    results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
+    page = (docs / "results.md").read_text()
+    assert ("| See. Sequential re-runs: clone vs scratch equivalent, 2 of 3 seeds (stopped equivalent at look 1 (2 "
+            "seeds)); twin vs scratch undecided, 3 of 3 seeds (stopped undecided at look 2 (3 seeds)). |") in page
+    assert "| clone | scratch | equivalent | 2 / 3 | equivalent at look 1 (2 seeds) |" in page
+    assert results_trace.untraceable(page, results_page.load_manifest(manifest), docs) == []

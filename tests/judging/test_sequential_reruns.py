@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from sptune.judging.ledger import Ledger, StageReleased, StageSelected
-from sptune.judging.sequential import BETTER, UNDECIDED, WORSE
-from sptune.judging.sequential_reruns import look_rule
+from sptune.judging.sequential import BETTER, UNDECIDED, WORSE, fixed_n
+from sptune.judging.sequential_reruns import look_rule, sequential_document
+from sptune.judging.sequential_results import mlflow_fields, sequential_lines
 from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from tests.judging.test_ledger import DIGITS, _stages, drive
@@ -98,3 +99,27 @@ def test_a_clear_gain_is_decided_better(plan):
     drive(ledger, spt_far_better, order=0)
     assert look_rule(plan).status("spt", "scratch", ledger.selected).verdict == BETTER
     assert not [e for e in ledger.take_events() if isinstance(e, StageReleased)]
+
+
+def test_results_say_where_each_comparison_stopped_and_what_the_test_delta_decides(plan):
+    """results.json's `sequential` from the looks' selections (validation) and per-seed test scores; results.md's
+    table and the MLflow parent run's fields carry the same verdicts and seeds."""
+    ledger = drive_fresh(plan, 0)
+    rule = look_rule(plan)
+    test = {v: rule.scores(v, ledger.selected) for v in ("scratch", "spt", "twin")}  # test Δ = validation Δ here
+    test["twin"] = {s: x + 0.5 for s, x in test["twin"].items()}  # ... but twin far better on test
+    doc = sequential_document(rule, ledger.selected, test)
+    spt, twin = doc["comparisons"]["spt"], doc["comparisons"]["twin"]
+    assert (spt["verdict"], spt["seeds_used"], spt["stopped"]["verdict"], spt["test"]["n"]) == (WORSE, 3, WORSE, 3)
+    assert (twin["verdict"], twin["seeds_used"], twin["stopped"]["verdict"]) == (BETTER, 9, UNDECIDED)
+    assert twin["test"]["interval"][0] < twin["test"]["t_interval"][0]
+    assert twin["fixed_n"] == fixed_n(twin["test"]["sd"], 0.001, 0.05) > 9  # the effect 0.001 is far below the noise
+    assert doc["design"]["looks"] == [3, 6, 9] and len(doc["design"]["z_boundaries"]) == 3
+    md = "\n".join(sequential_lines(doc))
+    assert "| spt | scratch | worse | 3 / 9 | worse at look 1 (3 seeds) |" in md
+    assert "| twin | scratch | better | 9 / 9 | undecided at look 3 (9 seeds) |" in md
+    params, metrics, tags = mlflow_fields(doc)
+    assert params["rerun_sequential.looks"] == "3,6,9" and params["rerun_sequential.spending"] == "pocock"
+    assert metrics["sequential.spt.seeds_used"] == 3 and metrics["sequential.twin.ci_low"] > 0
+    assert tags == {"sequential.spt.verdict": WORSE, "sequential.spt.stopped": "worse at look 1 (3 seeds)",
+                    "sequential.twin.verdict": BETTER, "sequential.twin.stopped": "undecided at look 3 (9 seeds)"}
