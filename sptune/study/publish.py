@@ -75,11 +75,14 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
 
 
 def _attempted_seeds(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, list[int]]:
-    """variant -> the seeds it was tested with: every re-run seed of the looks that trained (a diverged or failed
-    re-run has no row), or without re-runs the one its search picked."""
+    """variant -> the seeds it was tested with: every re-run seed (a diverged or failed re-run has no row; with
+    sequential re-runs, the seeds of the looks that trained), or without re-runs the one its search picked."""
     picked: dict[str, list[int]] = {}
     for r in rows:
         picked.setdefault(r.variant, []).append(r.seed)
+    if plan.spec.rerun_sequential is None:
+        reruns = plan.rerun_seeds()
+        return {variant: list(reruns) if reruns else seeds for variant, seeds in picked.items()}
     trained = {}
     for search in plan.variant_searches():
         records = [state.searches.get(label) for label in plan.rerun_labels(search)]
