@@ -49,14 +49,19 @@ class LookRule:
 
     def scores(self, variant: str, selected: Mapping[str, Sequence[Selection]]) -> dict[str, float]:
         """seed -> the validation score of the variant's re-run with that seed, over its looks selected so far."""
-        return {str(s.config["seed"]): float(s.score) for label in self.look_labels(variant)
-                for s in selected.get(label, ())}
+        return {
+            str(s.config["seed"]): float(s.score)
+            for label in self.look_labels(variant)
+            for s in selected.get(label, ())
+        }
 
-    def status(self, variant: str, baseline: str, selected: Mapping[str, Sequence[Selection]],
-               upto: int | None = None) -> Look:
+    def status(
+        self, variant: str, baseline: str, selected: Mapping[str, Sequence[Selection]], upto: int | None = None
+    ) -> Look:
         """The comparison on validation scores after look ``upto`` (from 0; None: the last)."""
-        return comparison(self.scores(variant, selected), self.scores(baseline, selected), self.seeds, self.design,
-                          upto)
+        return comparison(
+            self.scores(variant, selected), self.scores(baseline, selected), self.seeds, self.design, upto
+        )
 
     def wants(self, variant: str, look: int, selected: Mapping[str, Sequence[Selection]]) -> bool:
         """Look ``look`` (from 1) of ``variant`` trains its seeds: the first always; a later one while a comparison
@@ -89,13 +94,21 @@ def _test_look(rule: LookRule, stop: Look, test: Mapping[str, float], base: Mapp
 def design_document(design: SequentialDesign) -> dict[str, Any]:
     """results.json's `sequential.design`: the looks, the z-boundaries and the error spent by each look."""
     spent = [design.spent_by(k) for k in range(len(design.looks))]
-    return {"looks": list(design.looks), "alpha": design.alpha, "effect": design.effect, "spending": design.spending,
-            "z_boundaries": list(design.z_bounds), "alpha_spent": spent, "rule": SEQUENTIAL_RULE,
-            "fixed_n_rule": FIXED_N_RULE}
+    return {
+        "looks": list(design.looks),
+        "alpha": design.alpha,
+        "effect": design.effect,
+        "spending": design.spending,
+        "z_boundaries": list(design.z_bounds),
+        "alpha_spent": spent,
+        "rule": SEQUENTIAL_RULE,
+        "fixed_n_rule": FIXED_N_RULE,
+    }
 
 
-def sequential_document(rule: LookRule, selected: Mapping[str, Sequence[Selection]],
-                        test: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
+def sequential_document(
+    rule: LookRule, selected: Mapping[str, Sequence[Selection]], test: Mapping[str, Mapping[str, float]]
+) -> dict[str, Any]:
     """results.json's `sequential`: the design and, per compared variant, where its comparison stopped on validation
     (`stopped`), the test Δ at that look (`test`: both intervals and the boundary), its verdict, the seeds it used
     and the fixed-N design's seeds for the same effect at the test Δs' spread. `test`: variant -> seed -> test acc."""
@@ -104,7 +117,12 @@ def sequential_document(rule: LookRule, selected: Mapping[str, Sequence[Selectio
         stop = rule.status(variant, baseline, selected)
         at_test = _test_look(rule, stop, test.get(variant, {}), test.get(baseline, {}))
         comparisons[variant] = {
-            "vs": baseline, "verdict": at_test.verdict, "seeds_used": len(rule.scores(variant, selected)),
-            "max_seeds": rule.design.max_seeds, "stopped": stop.to_json(), "test": at_test.to_json(),
-            "fixed_n": fixed_n(at_test.sd, rule.design.effect, rule.design.alpha)}
+            "vs": baseline,
+            "verdict": at_test.verdict,
+            "seeds_used": len(rule.scores(variant, selected)),
+            "max_seeds": rule.design.max_seeds,
+            "stopped": stop.to_json(),
+            "test": at_test.to_json(),
+            "fixed_n": fixed_n(at_test.sd, rule.design.effect, rule.design.alpha),
+        }
     return {"design": design_document(rule.design), "comparisons": comparisons}

@@ -28,15 +28,25 @@ def sequential_lines(doc: dict[str, Any] | None) -> list[str]:
     if not doc:
         return []
     d = doc["design"]
-    head = (f"Sequential re-runs (looks after {', '.join(map(str, d['looks']))} seeds; two-sided alpha {d['alpha']:g} "
-            f"across the looks, {SPENDING_TEXT.get(d['spending'], d['spending'])} spending; effect ±{d['effect']:g}):")
-    lines = ["", head, "", "| variant | vs | verdict (test Δ) | seeds used / max | stopped (validation Δ) | test Δ | "
-             "sequential interval | plain 95 % t-interval | boundary c | fixed-N seeds |", "|---|" * 1 + "---|" * 9]
+    head = (
+        f"Sequential re-runs (looks after {', '.join(map(str, d['looks']))} seeds; two-sided alpha {d['alpha']:g} "
+        f"across the looks, {SPENDING_TEXT.get(d['spending'], d['spending'])} spending; effect ±{d['effect']:g}):"
+    )
+    lines = [
+        "",
+        head,
+        "",
+        "| variant | vs | verdict (test Δ) | seeds used / max | stopped (validation Δ) | test Δ | "
+        "sequential interval | plain 95 % t-interval | boundary c | fixed-N seeds |",
+        "|---|" * 1 + "---|" * 9,
+    ]
     for variant, c in doc["comparisons"].items():
         t = c["test"]
-        lines.append(f"| {variant} | {c['vs']} | {c['verdict']} | {c['seeds_used']} / {c['max_seeds']} | "
-                     f"{stopped_text(c)} | {_number(t['mean'])} | {_interval(t['interval'])} | "
-                     f"{_interval(t['t_interval'])} | {_number(t['boundary'], '.2f')} | {_fixed(c['fixed_n'])} |")
+        lines.append(
+            f"| {variant} | {c['vs']} | {c['verdict']} | {c['seeds_used']} / {c['max_seeds']} | "
+            f"{stopped_text(c)} | {_number(t['mean'])} | {_interval(t['interval'])} | "
+            f"{_interval(t['t_interval'])} | {_number(t['boundary'], '.2f')} | {_fixed(c['fixed_n'])} |"
+        )
     return [*lines, "", d["rule"], d["fixed_n_rule"]]
 
 
@@ -50,13 +60,16 @@ def mlflow_fields(doc: dict[str, Any] | None) -> tuple[dict[str, str], dict[str,
     if not doc:
         return {}, {}, {}
     d = doc["design"]
-    params = {"rerun_sequential.looks": ",".join(map(str, d["looks"])), "rerun_sequential.alpha": str(d["alpha"]),
-              "rerun_sequential.effect": str(d["effect"]), "rerun_sequential.spending": d["spending"]}
+    params = {
+        "rerun_sequential.looks": ",".join(map(str, d["looks"])),
+        "rerun_sequential.alpha": str(d["alpha"]),
+        "rerun_sequential.effect": str(d["effect"]),
+        "rerun_sequential.spending": d["spending"],
+    }
     metrics, tags = {}, {}
     for variant, c in doc["comparisons"].items():
         t, at = c["test"], f"sequential.{variant}"
-        found = {"seeds_used": c["seeds_used"], "delta": t["mean"], "boundary": t["boundary"],
-                 "fixed_n": c["fixed_n"]}
+        found = {"seeds_used": c["seeds_used"], "delta": t["mean"], "boundary": t["boundary"], "fixed_n": c["fixed_n"]}
         if t["interval"]:
             found.update(ci_low=t["interval"][0], ci_high=t["interval"][1])
         metrics.update({f"{at}.{k}": float(v) for k, v in found.items() if v is not None})

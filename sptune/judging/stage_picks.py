@@ -127,7 +127,12 @@ def pick(stage: Stage, outcomes: list[TrialOutcome], continued: list[Selection])
     if stage.kind is StageKind.RERUN:
         if not outcomes:  # a look of sequential re-runs that was not needed
             return Pick([])
-        picked = select_each(outcomes, stage.trial_plan)
+        try:
+            picked = select_each(outcomes, stage.trial_plan)
+        except RuntimeFailure:
+            if stage.look < 2:
+                raise
+            return Pick([])  # a later look's seeds all diverged: its comparisons go on with the seeds they have
         _check_seeds(stage, picked)
         return Pick(picked)
     if stage.kind is StageKind.CANDIDATES:

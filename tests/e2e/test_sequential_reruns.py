@@ -24,12 +24,28 @@ def _variant(lr: str, kind: str = "") -> str:
     return f"{{{kind}search: {{lr: {{type: grid, values: [{lr}]}}, batch_size: {{type: grid, values: [32]}}}}}}"
 
 
-VARIANTS = (f"{{scratch: {_variant('3.0e-3')}, clone: {_variant('3.0e-3', 'kind: scratch, ')}, "
-            f"twin: {_variant('2.9e-3', 'kind: scratch, ')}}}")
+VARIANTS = (
+    f"{{scratch: {_variant('3.0e-3')}, clone: {_variant('3.0e-3', 'kind: scratch, ')}, "
+    f"twin: {_variant('2.9e-3', 'kind: scratch, ')}}}"
+)
 SEQUENTIAL = "{min: 2, max: 3, step: 1, effect: 0.0001, alpha: 0.01, spending: pocock}"
-TINY = ["--set", "pretrain=null", "--set", "finetune.epochs=2", "--set", "model.n_layers=1",
-        "--set", "scheduler.type=fifo", "--set", "rerun_seeds=1", "--set", f"variants={VARIANTS}",
-        "--set", f"rerun_sequential={SEQUENTIAL}", *PLAIN]
+TINY = [
+    "--set",
+    "pretrain=null",
+    "--set",
+    "finetune.epochs=2",
+    "--set",
+    "model.n_layers=1",
+    "--set",
+    "scheduler.type=fifo",
+    "--set",
+    "rerun_seeds=1",
+    "--set",
+    f"variants={VARIANTS}",
+    "--set",
+    f"rerun_sequential={SEQUENTIAL}",
+    *PLAIN,
+]
 pytestmark = pytest.mark.slow
 
 
@@ -83,13 +99,20 @@ def test_the_results_page_says_each_comparisons_verdict_and_seeds(study, tmp_pat
     out, _ = study
     docs, manifest = tmp_path / "docs", tmp_path / "m.yaml"
     results_page.collect(out, "sequential", docs)
-    entry = {"id": "sequential", "title": "Sequential", "output": str(out), "command": "python -m sptune.sweep x",
-             "papers": "No paper."}
+    entry = {
+        "id": "sequential",
+        "title": "Sequential",
+        "output": str(out),
+        "command": "python -m sptune.sweep x",
+        "papers": "No paper.",
+    }
     claim = {"claim": "A clone is no better.", "study": "sequential", "verdict": "inconclusive", "evidence": "See."}
     manifest.write_text(json.dumps({"studies": [entry], "claims": [claim]}))
     results_page.main(["--manifest", str(manifest), "--docs", str(docs)])
     page = (docs / "results.md").read_text()
-    assert ("| See. Sequential re-runs: clone vs scratch equivalent, 2 of 3 seeds (stopped equivalent at look 1 (2 "
-            "seeds)); twin vs scratch undecided, 3 of 3 seeds (stopped undecided at look 2 (3 seeds)). |") in page
+    assert (
+        "| See. Sequential re-runs: clone vs scratch equivalent, 2 of 3 seeds (stopped equivalent at look 1 (2 "
+        "seeds)); twin vs scratch undecided, 3 of 3 seeds (stopped undecided at look 2 (3 seeds)). |"
+    ) in page
     assert "| clone | scratch | equivalent | 2 / 3 | equivalent at look 1 (2 seeds) |" in page
     assert results_trace.untraceable(page, results_page.load_manifest(manifest), docs) == []

@@ -17,16 +17,23 @@ from sptune.plan.study_plan import build_plan
 from sptune.spec import load_spec
 from tests.judging.test_ledger import DIGITS, _stages, drive
 
-TWIN = ("{kind: scratch, num_samples: 2, search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "
-        "batch_size: {type: choice, values: [32]}}}")
-SPEC = ["pretrain.num_samples=2", "variants.scratch.num_samples=2", "variants.spt.num_samples=2", "rerun_seeds=9",
-        f"variants.twin={TWIN}", "rerun_sequential={min: 3, max: 9, step: 3, effect: 0.001, spending: pocock}"]
+TWIN = (
+    "{kind: scratch, num_samples: 2, search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "
+    "batch_size: {type: choice, values: [32]}}}"
+)
+SPEC = [
+    "pretrain.num_samples=2",
+    "variants.scratch.num_samples=2",
+    "variants.spt.num_samples=2",
+    "rerun_seeds=9",
+    f"variants.twin={TWIN}",
+    "rerun_sequential={min: 3, max: 9, step: 3, effect: 0.001, spending: pocock}",
+]
 
 
 @pytest.fixture(scope="module")
 def plan(repo_root):
-    return build_plan(load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", SPEC), DIGITS,
-                      cluster_cpus=2)
+    return build_plan(load_spec(Path(repo_root) / "search_spaces" / "digits_quick.yaml", SPEC), DIGITS, cluster_cpus=2)
 
 
 def scores(config: dict) -> tuple[float, bool]:
@@ -41,8 +48,11 @@ def scores(config: dict) -> tuple[float, bool]:
 
 def _trained(ledger: Ledger) -> dict[str, list[int]]:
     """label -> the seeds each re-run stage trained."""
-    return {label: [int(c["seed"]) for c in r.release.configs or []] for label, r in ledger.released.items()
-            if label.startswith("rerun-")}
+    return {
+        label: [int(c["seed"]) for c in r.release.configs or []]
+        for label, r in ledger.released.items()
+        if label.startswith("rerun-")
+    }
 
 
 def test_a_decided_variant_stops_while_the_baseline_goes_on_for_an_undecided_one(plan):
@@ -51,9 +61,16 @@ def test_a_decided_variant_stops_while_the_baseline_goes_on_for_an_undecided_one
     seeds = plan.rerun_seeds()
     assert plan.rerun_looks() == (3, 6, 9)
     assert _trained(ledger) == {
-        "rerun-scratch": seeds[:3], "rerun-spt": seeds[:3], "rerun-twin": seeds[:3],
-        "rerun-scratch-look2": seeds[3:6], "rerun-spt-look2": [], "rerun-twin-look2": seeds[3:6],
-        "rerun-scratch-look3": seeds[6:], "rerun-spt-look3": [], "rerun-twin-look3": seeds[6:]}
+        "rerun-scratch": seeds[:3],
+        "rerun-spt": seeds[:3],
+        "rerun-twin": seeds[:3],
+        "rerun-scratch-look2": seeds[3:6],
+        "rerun-spt-look2": [],
+        "rerun-twin-look2": seeds[3:6],
+        "rerun-scratch-look3": seeds[6:],
+        "rerun-spt-look3": [],
+        "rerun-twin-look3": seeds[6:],
+    }
     assert not ledger.failed and not ledger.open()
     skipped = [e for e in events if isinstance(e, StageSelected) and e.label == "rerun-spt-look2"]
     assert skipped and skipped[0].pick.picked == [] and skipped[0].trial_scores == []
@@ -121,5 +138,21 @@ def test_results_say_where_each_comparison_stopped_and_what_the_test_delta_decid
     params, metrics, tags = mlflow_fields(doc)
     assert params["rerun_sequential.looks"] == "3,6,9" and params["rerun_sequential.spending"] == "pocock"
     assert metrics["sequential.spt.seeds_used"] == 3 and metrics["sequential.twin.ci_low"] > 0
-    assert tags == {"sequential.spt.verdict": WORSE, "sequential.spt.stopped": "worse at look 1 (3 seeds)",
-                    "sequential.twin.verdict": BETTER, "sequential.twin.stopped": "undecided at look 3 (9 seeds)"}
+    assert tags == {
+        "sequential.spt.verdict": WORSE,
+        "sequential.spt.stopped": "worse at look 1 (3 seeds)",
+        "sequential.twin.verdict": BETTER,
+        "sequential.twin.stopped": "undecided at look 3 (9 seeds)",
+    }
+
+
+def test_a_later_look_whose_seeds_all_diverge_fails_nothing_and_the_comparison_goes_on(plan):
+    def twin_diverges_at_look_2(config: dict) -> tuple[float, bool]:
+        return scores(config)[0], config["stage"] == "rerun-twin-look2"
+
+    ledger = Ledger(_stages(plan), {}, {})
+    drive(ledger, twin_diverges_at_look_2, order=0)
+    assert not ledger.failed and ledger.selected["rerun-twin-look2"] == []
+    assert _trained(ledger)["rerun-twin-look3"] == plan.rerun_seeds()[6:]
+    twin = look_rule(plan).status("twin", "scratch", ledger.selected)
+    assert (twin.verdict, twin.n) == (UNDECIDED, 6)  # the 3 diverged seeds are left out of the pairs
