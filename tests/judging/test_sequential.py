@@ -148,3 +148,11 @@ def test_fixed_n_is_where_the_smallest_detectable_delta_reaches_the_effect():
     n = sq.fixed_n(SEED_SD, EFFECT, ALPHA)
     assert min_detectable_effect(SEED_SD, n) <= EFFECT < min_detectable_effect(SEED_SD, n - 1)
     assert sq.fixed_n(0.0, EFFECT, ALPHA) == 2 and sq.fixed_n(None, EFFECT, ALPHA) is None
+
+
+def test_the_spec_offers_exactly_the_spending_functions_there_are():
+    from typing import get_args
+
+    from sptune.spec.sections import SequentialRerunSpec
+
+    assert set(get_args(SequentialRerunSpec.model_fields["spending"].annotation)) == set(sq.SPENDING)
