@@ -20,11 +20,10 @@ from markupsafe import Markup
 import sptune
 from sptune.judging.pairing import PAIRING_RULE
 from sptune.judging.sequential import SEQUENTIAL_RULE
-from sptune.judging.sequential_results import stopped_text
 from sptune.judging.stats import INTERVAL_RULE, delta_rule
 from sptune.report.cells import Cell
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
-from sptune.report.formatting import interval_pct, mean_std, signed_pts, spread_sentence
+from sptune.report.formatting import interval_pct, mean_std, sequential_text, spread_sentence
 from sptune.report.records import ReportData, ReportError, seed_key
 from sptune.report.tables import detail_rows
 
@@ -44,20 +43,6 @@ def _delta(cell: Cell, sequential: dict[str, Any] | None) -> dict[str, str]:
     return {"tone": "pos" if d.mean > 0 else "neg" if d.mean < 0 else "", "against": cell.baseline or "",
             "value": mean_std(d, signed=True), "interval": interval_pct(d, signed=True),
             "pairing": cell.pairing.note if cell.pairing else "", "sequential": sequential_text(sequential)}
-
-
-def sequential_text(c: dict[str, Any] | None) -> str:
-    """A comparison of sequential re-runs beside its Δ: the verdict, the seeds, where validation stopped them, the
-    sequential interval and boundary, and the fixed-N design's seeds; "" with fixed re-runs."""
-    if not c:
-        return ""
-    t = c["test"]
-    interval = "no interval" if not t["interval"] else (
-        f"sequential interval [{signed_pts(t['interval'][0])}, {signed_pts(t['interval'][1])}] pts "
-        f"(boundary c = {t['boundary']:.2f})")
-    fixed = "" if c["fixed_n"] is None else f"; a fixed-N design needs {c['fixed_n']} seeds"
-    return (f"{c['verdict']}: {c['seeds_used']} of {c['max_seeds']} seeds (stopped {stopped_text(c)} on "
-            f"validation); {interval}{fixed}")
 
 
 def result_cell(cell: Cell | None, baseline: str, sequential: dict[str, Any] | None = None) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ end-to-end test affords this transformer learns digits to 0.1–0.7 depending on
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -91,6 +92,12 @@ def test_results_md_mlflow_and_the_report_say_the_verdicts(study):
     page = (out / "report.html").read_text()
     assert "equivalent: 2 of 3 seeds (stopped equivalent at look 1 (2 seeds) on validation)" in page
     assert "Sequential re-runs: seeds are added in groups" in page
+    assert "equivalent: 2 of 3 seeds (stopped equivalent at look 1 (2 seeds) on validation)" in (
+        out / "report.md").read_text()
+    table = {r["variant"]: r for r in csv.DictReader((out / "results.csv").open())}
+    assert (table["clone"]["delta_verdict"], table["clone"]["delta_seeds_used"]) == ("equivalent", "2")
+    twin = results["sequential"]["comparisons"]["twin"]
+    assert (table["twin"]["delta_verdict"], table["scratch"]["delta_verdict"]) == (twin["verdict"], "")
 
 
 def test_the_results_page_says_each_comparisons_verdict_and_seeds(study, tmp_path):
