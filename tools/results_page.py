@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from results_sections import cross_study_lines, member_lines, members, minutes, wall_seconds
+from results_sections import cross_study_lines, member_lines, members, minutes, sequential_verdicts, wall_seconds
 
 from sptune.output_files import FIGURES, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
 
@@ -162,6 +162,10 @@ def claims_section(claims: list[dict[str, Any]], studies: list[dict[str, Any]], 
                 raise SystemExit(f"claim '{str(c['claim'])[:60]}' cites study {study!r}, which is not a collected "
                                  "study of the manifest: collect it, or cite one that is")
         cells = [" ".join(str(c[k]).split()) for k in ("claim", "verdict", "evidence")]
+        # A study run with sequential re-runs says, from its own results, whether each comparison was decided.
+        found = [sequential_verdicts(json.loads((docs / "results" / study / RESULTS_JSON).read_text()))
+                 for study in claim_studies(c)]
+        cells[2] = " ".join([cells[2], *filter(None, found)])
         tested_by = ", ".join(f"`{study}`" for study in claim_studies(c))
         lines.append(f"| {cells[0]} | {tested_by} | **{cells[1]}** | {cells[2]} |")
     return lines + [""]

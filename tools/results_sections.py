@@ -18,6 +18,7 @@ from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
 from sptune.judging.results import summary_table, with_train_deltas
+from sptune.judging.sequential_results import sequential_lines, stopped_text
 from sptune.judging.stats import Summary
 from sptune.judging.trivial_check import trivial_lines
 from sptune.output_files import FIGURES, REPORT_MD, RESULTS_JSON, RESULTS_MD, SPEC
@@ -164,7 +165,7 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
              f"Wall time: {minutes(wall_seconds(results))}, first stage started to last stage selected "
              "(results.json timeline)." + (f" Report: [{REPORT_MD}]({link}/{REPORT_MD})."
                                             if (directory / REPORT_MD).is_file() else ""), "",
-             stats_table(results), *trivial_lines(results), ""]
+             stats_table(results), *sequential_lines(results.get("sequential")), *trivial_lines(results), ""]
     lines += [budget_table(results["budget"]), ""] if results.get("budget") else ["Budget: not recorded.", ""]
     lines += [spread_line(results), "", *power_table(results.get("summary") or {}), "",
               *selection_table(results, read_spec(directory)), ""]
@@ -175,6 +176,16 @@ def member_lines(results: dict[str, Any], directory: Path, link: str) -> list[st
     if figure.is_file():
         lines += [f"![accuracy vs learning rate, {results.get('study')}]({link}/figures/{figure.name})", ""]
     return lines
+
+
+def sequential_verdicts(results: dict[str, Any]) -> str:
+    """A claim row's account of a study run with sequential re-runs: each comparison's verdict and seeds used, e.g.
+    'Sequential re-runs: spt vs scratch undecided, 15 of 15 seeds (stopped undecided at look 5 (15 seeds)).';
+    "" for fixed re-runs."""
+    comparisons = (results.get("sequential") or {}).get("comparisons") or {}
+    said = [f"{v} vs {c['vs']} {c['verdict']}, {c['seeds_used']} of {c['max_seeds']} seeds (stopped {stopped_text(c)})"
+            for v, c in comparisons.items()]
+    return f"Sequential re-runs: {'; '.join(said)}." if said else ""
 
 
 def summary_of(results: dict[str, Any]) -> dict[str, dict[str, Any]]:

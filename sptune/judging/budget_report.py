@@ -78,9 +78,11 @@ def _convergence(budget: Budget, tested: list[Selection]) -> dict[str, Any]:
             "may_be_unconverged": any(may_be_unconverged(e, budget) for e in epochs)}
 
 
-def _tested(selected: dict[str, list[Selection]], labels: list[str], rerun_label: str) -> list[Selection]:
-    """The re-runs, else the last pick made of `labels` (a search's, then what makes its variant's pick)."""
-    return selected.get(rerun_label) or next((selected[x][:1] for x in reversed(labels) if x in selected), [])
+def _tested(selected: dict[str, list[Selection]], labels: list[str], rerun_labels: list[str]) -> list[Selection]:
+    """The re-runs (over every look of sequential ones), else the last pick made of `labels` (a search's, then
+    what makes its variant's pick)."""
+    reruns = [s for label in rerun_labels for s in selected.get(label, [])]
+    return reruns or next((selected[x][:1] for x in reversed(labels) if x in selected), [])
 
 
 def budget_document(plan: StudyPlan, selected: dict[str, list[Selection]]) -> dict[str, Any]:
@@ -89,13 +91,13 @@ def budget_document(plan: StudyPlan, selected: dict[str, list[Selection]]) -> di
     pretrainings = {p.label: p for p in plan.pretrainings()}
     variants = {}
     for search in plan.variant_searches():
-        tested = _tested(selected, plan.selection_labels(search), search.rerun_label)
+        tested = _tested(selected, plan.selection_labels(search), plan.rerun_labels(search))
         finetune = stage_budget(search.budget, tested, _rows_of(plan, search))
         pre = pretrainings.get(search.init_from)
         pretraining = None
         if pre is not None:
             pretraining = {"stage": pre.label, **stage_budget(pre.budget, _tested(selected, [pre.label],
-                                                                                  pre.rerun_label),
+                                                                                  [pre.rerun_label]),
                                                               _rows_of(plan, pre))}
         variants[search.variant] = {"finetune": finetune, "pretraining": pretraining,
                                     "in_all": _in_all([finetune] + ([pretraining] if pretraining else [])),

@@ -147,7 +147,8 @@ class Ledger:
             event = StageReleased(stage.label, None, {} if spt is None else {"spt_checkpoint": spt[None]})
             budget = stage.budget
         else:
-            configs = given_configs(stage, self._continued(stage), spt)
+            # A later look of sequential re-runs whose comparisons are all decided trains nothing.
+            configs = given_configs(stage, self._continued(stage), spt) if stage.wanted(self.selected) else []
             event, budget = StageReleased(stage.label, configs, {}), len(configs)
         self.released[stage.label] = _Released(event, time.time(), budget)
         self.unread.append(event)

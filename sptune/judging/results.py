@@ -16,6 +16,7 @@ from sptune.judging.expected_max import table_budgets
 from sptune.judging.extension_results import extension_lines
 from sptune.judging.pairing import PAIRING_RULE, Pairing, pairing_label, pairings
 from sptune.judging.robust_selection import candidate_lines
+from sptune.judging.sequential_results import sequential_lines
 from sptune.judging.stats import DEFAULT_BASELINE, Summary
 from sptune.judging.trivial_check import trivial_lines
 from sptune.output_files import RESULTS_JSON, RESULTS_MD
@@ -269,6 +270,7 @@ def write_results(output_dir: Path, study: dict[str, Any], rows: list[ResultRow]
         markdown_table(rows),
         "",
         summary_table(study["summary"], baseline),
+        *sequential_lines(study.get("sequential")),
         "",
         *([budget_table(study["budget"]), ""] if "budget" in study else []),
         *([SPREAD_TEXT[study["spread"]], ""] if study.get("spread") in SPREAD_TEXT else []),

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from functools import cached_property
 
+from sptune.judging.sequential_reruns import LookRule, look_rule
 from sptune.plan.phases import Phase
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.rules import seeds
@@ -48,10 +49,16 @@ class Stage:
     top_k: int = 1  # a search or extension: how many best configs it ranks; candidates: how many it re-trains
     final: bool = True  # its pick is the one its variant (or pretraining) goes on with: marked selected in MLflow
     extend_round: int = 0  # an extension's round, from 1
+    # Sequential re-runs (rerun_sequential): the look it is (from 1), the looks before it waits for, and the rule
+    # that says, once it is released, whether it trains its seeds (sptune.judging.sequential_reruns).
+    look: int = 0
+    waits: tuple[str, ...] = ()
+    rule: LookRule | None = None
 
     def __post_init__(self) -> None:
         fits = {StageKind.SEARCH: not self.seeds and self.after is None, StageKind.EXTEND: True,
                 StageKind.CANDIDATES: bool(self.seeds), StageKind.RERUN: bool(self.seeds)}[self.kind]
+        fits = fits and (self.kind is StageKind.RERUN or not (self.look or self.waits or self.rule))
         if not fits or (self.kind is StageKind.EXTEND) != (self.extend_round >= 1):
             raise ValueError(f"a {self.kind.value} stage of {self.search.label} with fields it does not take: {self}")
 
@@ -74,7 +81,13 @@ class Stage:
 
     @property
     def label(self) -> str:
-        return self.search.extend_label(self.extend_round) if self.kind is StageKind.EXTEND else self.trial_plan.label
+        if self.kind is StageKind.EXTEND:
+            return self.search.extend_label(self.extend_round)
+        return self.search.look_label(self.look) if self.look > 1 else self.trial_plan.label
+
+    def wanted(self, selected: dict) -> bool:
+        """Whether it trains what it was given once released (a later look of sequential re-runs may not)."""
+        return self.rule is None or self.rule.wants(self.search.variant, self.look, selected)
 
     @property
     def budget(self) -> int:
@@ -91,7 +104,7 @@ class Stage:
     def needs(self) -> tuple[str, ...]:
         """The labels whose selections (or given checkpoints) it waits for."""
         continued = (self.continues_from,) if self.kind is not StageKind.SEARCH else ()
-        return continued + ((self.spt_from,) if self.spt_from else ())
+        return continued + ((self.spt_from,) if self.spt_from else ()) + self.waits
 
 
 def variant_stages(plan: StudyPlan, search: SearchPlan, rerun_seeds: tuple[int, ...],
@@ -107,6 +120,21 @@ def variant_stages(plan: StudyPlan, search: SearchPlan, rerun_seeds: tuple[int, 
                            final=r == rounds and not candidate_seeds))
     if candidate_seeds:
         chain.append(Stage(search, StageKind.CANDIDATES, candidate_seeds, **after, after=chain[-1].label))
-    if rerun_seeds:
+    rule = look_rule(plan)
+    if rerun_seeds and rule is None:
         chain.append(Stage.rerun(search, rerun_seeds, rerun_spt, after=chain[-1].label))
+    elif rerun_seeds:
+        chain += _looks(plan, search, rule, rerun_spt, chain[-1].label)
     return chain
+
+
+def _looks(plan: StudyPlan, search: SearchPlan, rule: LookRule, spt: str | None, pick: str) -> list[Stage]:
+    """Sequential re-runs: one stage per look, each continuing from the pick; a later look waits for the look
+    before of the variant and of every variant it is compared with."""
+    looks = []
+    for k in range(1, len(plan.rerun_looks()) + 1):
+        others = {v for pair in rule.partners(search.variant) for v in pair}
+        waits = tuple(sorted(dict(rule.labels)[v][k - 2] for v in others | {search.variant})) if k > 1 else ()
+        looks.append(Stage(search, StageKind.RERUN, tuple(plan.look_seeds(k)), spt, pick, look=k, waits=waits,
+                           rule=rule))
+    return looks

@@ -125,7 +125,14 @@ def pick(stage: Stage, outcomes: list[TrialOutcome], continued: list[Selection])
     trial, an extension round the best so far and its own trials' best (both ranking `top_k` for candidates),
     candidates the pick among them, re-runs each seed's best epoch. Raises RuntimeFailure when nothing is usable."""
     if stage.kind is StageKind.RERUN:
-        picked = select_each(outcomes, stage.trial_plan)
+        if not outcomes:  # a look of sequential re-runs that was not needed
+            return Pick([])
+        try:
+            picked = select_each(outcomes, stage.trial_plan)
+        except RuntimeFailure:
+            if stage.look < 2:
+                raise
+            return Pick([])  # a later look's seeds all diverged: its comparisons go on with the seeds they have
         _check_seeds(stage, picked)
         return Pick(picked)
     if stage.kind is StageKind.CANDIDATES:

@@ -70,9 +70,25 @@ def _describe_reruns(plan: StudyPlan) -> tuple[list[str], int, int]:
         trials, epochs = trials + n, epochs + n * pretraining.epochs
     variants = plan.variant_searches()
     n = s.rerun_seeds * len(variants)
+    most = "up to " if s.rerun_sequential else ""
     lines.append(f"  rerun: each variant's pick re-trained with seeds {used} (none used by the search: "
-                 f"seeds {searched}): {n} trials, no early stopping, each tested once")
+                 f"seeds {searched}): {most}{n} trials, no early stopping, each tested once")
+    lines += _sequential_lines(plan, len(variants))
     return lines, trials + n, epochs + sum(s.rerun_seeds * search.epochs for search in variants)
+
+
+def _sequential_lines(plan: StudyPlan, n_variants: int) -> list[str]:
+    """rerun_sequential: the looks, the stopping rule, and the best and worst case (what Total counts)."""
+    q = plan.spec.rerun_sequential
+    if q is None:
+        return []
+    looks = seeds.sequential_looks(q.min, q.max, q.step)
+    spending = {"obrien_fleming": "O'Brien-Fleming-type", "pocock": "Pocock-type"}[q.spending]
+    return [f"  sequential: looks after {', '.join(map(str, looks))} seeds; a variant gets the next seeds while a "
+            f"comparison it is in (its Δ vs its baseline, or another's Δ vs it) is undecided on validation "
+            f"accuracy: two-sided alpha {q.alpha:g} across the looks ({spending} Lan-DeMets spending), "
+            f"equivalent within ±{q.effect:g}; at least {looks[0] * n_variants} trials (all decided at the first "
+            f"look), at most {q.max * n_variants}: Total and the cost count the most (the worst case)"]
 
 
 def _warmup_rounds(plan: StudyPlan, search: SearchPlan) -> float | None:

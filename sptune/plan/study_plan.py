@@ -90,6 +90,10 @@ class SearchPlan:
         """The label of its re-runs per seed: rerun-spt, ...; a pretraining's: pretrain-rerun, pretrain-causal-rerun."""
         return f"{self.pretrain_source.stage_name}-rerun" if self.is_pretraining else f"rerun-{self.variant}"
 
+    def look_label(self, look: int) -> str:
+        """The label of look `look` (from 1) of its sequential re-runs: rerun-spt, rerun-spt-look2, ..."""
+        return self.rerun_label if look == 1 else f"{self.rerun_label}-look{look}"
+
     def extend_label(self, round_: int) -> str:
         """The label of round `round_` of its LR extension (a variant's search only): extend-spt-1, ..."""
         return f"extend-{self.variant}-{round_}"
@@ -125,6 +129,23 @@ class StudyPlan:
     def rerun_seeds(self) -> list[int]:
         """The re-runs' seeds (none used by a search); [] without re-runs."""
         return seeds.rerun_seeds(self.spec.seed, self.spec.rerun_seeds) if self.spec.rerun_seeds > 1 else []
+
+    def rerun_looks(self) -> tuple[int, ...]:
+        """The re-run seeds each variant has after each look (rerun_sequential: min, min+step, ..., max); fixed
+        re-runs: one look of all of them; () without re-runs."""
+        q = self.spec.rerun_sequential
+        if q is not None:
+            return seeds.sequential_looks(q.min, q.max, q.step)
+        return (self.spec.rerun_seeds,) if self.spec.rerun_seeds > 1 else ()
+
+    def look_seeds(self, look: int) -> list[int]:
+        """The seeds look `look` (from 1) adds."""
+        looks = (0, *self.rerun_looks())
+        return self.rerun_seeds()[looks[look - 1] : looks[look]]
+
+    def rerun_labels(self, search: SearchPlan) -> list[str]:
+        """The labels of a variant's re-run stages, one per look (fixed re-runs: its one rerun label)."""
+        return [search.look_label(k) for k in range(1, len(self.rerun_looks()) + 1)]
 
     def candidate_seeds(self) -> list[int]:
         """The seeds seed-robust selection re-trains each candidate with (none a search's or a re-run's); []: off."""

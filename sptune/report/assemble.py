@@ -62,7 +62,7 @@ def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | Non
     context = page_context(data, cells, flags, tasks, variants, kinds, figures, (importances, importance_figures))
     out.write_text(render(context), encoding="utf-8")
     (out.parent / REPORT_MD).write_text(markdown(data, cells, flags, tasks, variants), encoding="utf-8")
-    write_csv(out.parent / RESULTS_CSV, csv_rows(cells))
+    write_csv(out.parent / RESULTS_CSV, csv_rows(cells, data.sequential))
     failed = log_report(data, out, [out.parent / REPORT_MD, out.parent / RESULTS_CSV], out.parent / FIGURES)
     if failed:
         print(f"sptune.report: warning: figures not logged to MLflow run {data.parent_run_id} ({failed}); "

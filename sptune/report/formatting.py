@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sptune.judging.sequential_results import stopped_text
 from sptune.judging.stats import Summary, interval_text
 from sptune.report.records import as_float
 from sptune.rules.seeds import SPREAD_TEXT
@@ -49,3 +50,17 @@ def mean_std(s: Summary, signed: bool = False) -> str:
     """'mean ± std' in percent (std left out with one seed)."""
     mean = signed_pts(s.mean) if signed else pct(s.mean)
     return mean + (f" ± {100 * s.std:.2f}" if s.std is not None else "")
+
+
+def sequential_text(c: dict[str, Any] | None) -> str:
+    """A comparison of sequential re-runs beside its Δ: the verdict, the seeds, where validation stopped them, the
+    sequential interval and boundary, and the fixed-N design's seeds; "" with fixed re-runs."""
+    if not c:
+        return ""
+    t = c["test"]
+    interval = "no interval" if not t["interval"] else (
+        f"sequential interval [{signed_pts(t['interval'][0])}, {signed_pts(t['interval'][1])}] pts "
+        f"(boundary c = {t['boundary']:.2f})")
+    fixed = "" if c["fixed_n"] is None else f"; a fixed-N design needs {c['fixed_n']} seeds"
+    return (f"{c['verdict']}: {c['seeds_used']} of {c['max_seeds']} seeds (stopped {stopped_text(c)} on "
+            f"validation); {interval}{fixed}")

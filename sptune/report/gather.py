@@ -165,4 +165,4 @@ def load_data(run_dir: Path, tracking_uri: str | None = None, parent_run_id: str
                       spread=results.get("spread"), tracking_uri=None if notes else uri,
                       parent_run_id=None if notes else parent, budget=dict(results.get("budget") or {}),
                       lr_extension=dict(results.get("lr_extension") or {}),
-                      versus_trivial=trivial_checks(results))
+                      versus_trivial=trivial_checks(results), sequential=dict(results.get("sequential") or {}))

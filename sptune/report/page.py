@@ -18,10 +18,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from sptune.judging.pairing import PAIRING_RULE
+from sptune.judging.sequential import SEQUENTIAL_RULE
 from sptune.judging.stats import INTERVAL_RULE, delta_rule
 from sptune.report.cells import Cell
 from sptune.report.flags import EDGE_FACTOR, FLIP_TOL, Flag
-from sptune.report.formatting import interval_pct, mean_std, spread_sentence
+from sptune.report.formatting import interval_pct, mean_std, sequential_text, spread_sentence
 from sptune.report.records import ReportData, ReportError, seed_key
 from sptune.report.tables import detail_rows
 
@@ -36,15 +37,15 @@ STYLESHEET = "report.css"
 FLAG_LABELS = {"warn": "FLAG", "ok": "OK", "info": "INFO"}
 
 
-def _delta(cell: Cell) -> dict[str, str]:
+def _delta(cell: Cell, sequential: dict[str, Any] | None) -> dict[str, str]:
     d = cell.delta
     # Whether the Δ is like-for-like is part of the number: said next to it, not only in the rule below.
     return {"tone": "pos" if d.mean > 0 else "neg" if d.mean < 0 else "", "against": cell.baseline or "",
             "value": mean_std(d, signed=True), "interval": interval_pct(d, signed=True),
-            "pairing": cell.pairing.note if cell.pairing else ""}
+            "pairing": cell.pairing.note if cell.pairing else "", "sequential": sequential_text(sequential)}
 
 
-def result_cell(cell: Cell | None, baseline: str) -> dict[str, Any] | None:
+def result_cell(cell: Cell | None, baseline: str, sequential: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """One results-table cell: accuracy, its sub-line, and its Δ (or that it is the baseline); None: no result."""
     if cell is None or cell.test_summary is None:
         return None
@@ -53,7 +54,8 @@ def result_cell(cell: Cell | None, baseline: str) -> dict[str, Any] | None:
     if cell.val_summary:
         sub.append(f"val {mean_std(cell.val_summary)}")
     sub.append(interval_pct(s))
-    return {"acc": mean_std(s), "sub": " · ".join(sub), "delta": _delta(cell) if cell.delta is not None else None,
+    delta = _delta(cell, sequential) if cell.delta is not None else None
+    return {"acc": mean_std(s), "sub": " · ".join(sub), "delta": delta,
             "is_baseline": cell.delta is None and cell.variant == baseline}
 
 
@@ -89,14 +91,17 @@ def page_context(data: ReportData, cells: dict[tuple[str, str], Cell], flags: li
                  variants: list[str], kinds: dict[str, str], figures: list[TaskFigures],
                  importances: tuple[dict[str, dict[str, float]], dict[str, PageFigure]]) -> dict[str, Any]:
     """Everything the template shows, as plain values (strings, lists, dicts) and the figures' SVG."""
+    compared = data.sequential.get("comparisons") or {}
     return {
         "name": data.name, "tasks": tasks, "variants": variants, "source": str(data.read_from),
         "seeds": sorted({r["seed"] for r in data.rows}, key=seed_key), "run_dir": str(data.run_dir),
         "notes": data.notes, "flags": [_flag(f) for f in flags], "n_warn": sum(f.level == "warn" for f in flags),
         "rules": {"spread": spread_sentence(data.spread), "interval": INTERVAL_RULE,
-                  "delta": delta_rule(variants, data.baseline), "pairing": PAIRING_RULE},
-        "results": [{"variant": v, "kind": kinds[v], "cells": [result_cell(cells.get((t, v)), data.baseline)
-                                                              for t in tasks]} for v in variants],
+                  "delta": delta_rule(variants, data.baseline), "pairing": PAIRING_RULE,
+                  "sequential": SEQUENTIAL_RULE if data.sequential else ""},
+        "results": [{"variant": v, "kind": kinds[v],
+                     "cells": [result_cell(cells.get((t, v)), data.baseline, compared.get(v)) for t in tasks]}
+                    for v in variants],
         "figures": [{"task": tf.task, "figures": [_figure(f) for f in tf.figures]} for tf in figures],
         "detail": table(detail_rows(data.rows, cells)),
         "importances": _importances(*importances),

@@ -75,6 +75,9 @@ class ReportData:
     # Each pretraining's selected checkpoint against the trivial predictors (results.json's `versus_trivial`
     # of each pretraining entry, sptune.judging.trivial_check), by the pretraining's label.
     versus_trivial: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # results.json's `sequential` (sptune.judging.sequential_reruns): the design and each comparison's verdict; {}:
+    # fixed re-runs (or a campaign, whose studies each have their own).
+    sequential: dict[str, Any] = field(default_factory=dict)
 
     def phase_trials(self, phases: tuple[str, ...], task: str, variant: str) -> list[Trial]:
         """One variant's trials on one task in the given phases."""

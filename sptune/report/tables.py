@@ -9,10 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from sptune.judging.pairing import PAIRING_RULE
+from sptune.judging.sequential import SEQUENTIAL_RULE
 from sptune.judging.stats import INTERVAL_RULE, Summary, delta_rule
 from sptune.report.cells import Cell
 from sptune.report.flags import Flag
-from sptune.report.formatting import fmt_lr, fmt_pct, interval_pct, mean_std, signed_pts, spread_sentence
+from sptune.report.formatting import (
+    fmt_lr,
+    fmt_pct,
+    interval_pct,
+    mean_std,
+    sequential_text,
+    signed_pts,
+    spread_sentence,
+)
 from sptune.report.records import ReportData, as_float, seed_key
 
 DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val acc %", "test acc %",
@@ -22,7 +31,9 @@ DETAIL_HEADER = ("task", "variant", "seed", "lr", "batch", "best epoch", "val ac
 CSV_COLUMNS = ("task", "variant", "kind", "n_seeds", "seeds", "test_acc_mean", "test_acc_std", "test_acc_ci_low",
                "test_acc_ci_high", "test_acc_ci_method", "val_acc_mean", "val_acc_std", "delta_vs", "delta_pairing",
                "delta_test_mean", "delta_test_std", "delta_test_ci_low", "delta_test_ci_high", "delta_test_ci_method",
-               "delta_paired", "best_lrs")
+               "delta_paired", "best_lrs", "delta_verdict", "delta_seeds_used", "delta_seq_ci_low", "delta_seq_ci_high",
+               "delta_seq_boundary", "delta_fixed_n")
+# delta_verdict ... delta_fixed_n: sequential re-runs' comparison (results.json `sequential`); empty with fixed re-runs.
 
 
 def _seed_delta(row: dict[str, Any], cells: dict[tuple[str, str], Cell]) -> str:
@@ -46,13 +57,14 @@ def detail_rows(rows: list[dict[str, Any]], cells: dict[tuple[str, str], Cell]) 
     return out
 
 
-def _md_cell(cell: Cell | None) -> str:
+def _md_cell(cell: Cell | None, sequential: dict[str, Any] | None = None) -> str:
     if cell is None or cell.test_summary is None:
         return "—"
     out = f"{mean_std(cell.test_summary)} {interval_pct(cell.test_summary)}"
     if cell.delta is not None:
         against = cell.pairing.label if cell.pairing else cell.baseline
         out += f"<br>Δ {mean_std(cell.delta, signed=True)} {interval_pct(cell.delta, signed=True)} vs {against}"
+        out += f"<br>{sequential_text(sequential)}" if sequential else ""
     return out
 
 
@@ -62,9 +74,12 @@ def markdown(data: ReportData, cells: dict[tuple[str, str], Cell], flags: list[F
     lines = [f"# {data.name} — results", "",
              "Test accuracy (%) at each variant's validation-selected trial and epoch, mean ± std over seeds "
              "[95 % interval]; Δ in points.", "", *([spread_sentence(data.spread)] if data.spread else []),
-             INTERVAL_RULE, delta_rule(variants, data.baseline), PAIRING_RULE, "",
+             INTERVAL_RULE, delta_rule(variants, data.baseline), PAIRING_RULE,
+             *([SEQUENTIAL_RULE] if data.sequential else []), "",
              "| variant | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
-    lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v))) for t in tasks) + " |" for v in variants]
+    compared = data.sequential.get("comparisons") or {}
+    lines += [f"| {v} | " + " | ".join(_md_cell(cells.get((t, v)), compared.get(v)) for t in tasks) + " |"
+              for v in variants]
     detail = detail_rows(data.rows, cells)
     lines += ["", "## Per seed", "", "| " + " | ".join(detail[0]) + " |", "|" + "---|" * len(detail[0])]
     lines += ["| " + " | ".join(r) + " |" for r in detail[1:]]
@@ -86,8 +101,19 @@ def _summary_columns(prefix: str, s: Summary | None, with_ci: bool = True) -> di
     return out
 
 
-def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
-    """One results.csv row per (task, variant) cell."""
+def _sequential_columns(c: dict[str, Any] | None) -> dict[str, Any]:
+    if not c:
+        return {}
+    interval = c["test"]["interval"] or ["", ""]
+    return {"delta_verdict": c["verdict"], "delta_seeds_used": c["seeds_used"], "delta_seq_ci_low": interval[0],
+            "delta_seq_ci_high": interval[1], "delta_seq_boundary": c["test"]["boundary"] or "",
+            "delta_fixed_n": c["fixed_n"] if c["fixed_n"] is not None else ""}
+
+
+def csv_rows(cells: dict[tuple[str, str], Cell], sequential: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One results.csv row per (task, variant) cell (`sequential`: results.json's, whose comparisons fill the
+    delta_verdict ... delta_fixed_n columns)."""
+    compared = (sequential or {}).get("comparisons") or {}
     out = []
     for (task, variant), c in cells.items():
         out.append({
@@ -98,6 +124,7 @@ def csv_rows(cells: dict[tuple[str, str], Cell]) -> list[dict[str, Any]]:
             **_summary_columns("delta_test", c.delta),
             "delta_paired": "" if c.delta is None else str(bool(c.delta.paired)).lower(),
             "best_lrs": ";".join(f"{c.lrs[s]:.6g}" for s in sorted(c.lrs, key=seed_key)),
+            **_sequential_columns(compared.get(variant)),
         })
     return out
 

@@ -44,6 +44,13 @@ def rerun_seeds(seed: int, n: int) -> list[int]:
     return [seed + RERUN_SEED_OFFSET + i for i in range(n)]
 
 
+def sequential_looks(low: int, high: int, step: int) -> tuple[int, ...]:
+    """Sequential re-runs: the seeds each variant has at each look, low, low + step, ... and always ``high`` last;
+    look k re-trains ``rerun_seeds(seed, high)[looks[k - 1]:looks[k]]``."""
+    sizes = list(range(low, high + 1, step))
+    return tuple(sizes if sizes[-1] == high else [*sizes, high])
+
+
 def extension_seeds(seed: int, first: int, n: int) -> list[int]:
     """The seeds of an LR extension's trials `first` .. `first + n - 1` (counted over its rounds): in the
     search's range, above every grid repeat."""

@@ -25,6 +25,7 @@ from sptune.spec.sections import (
     SchedulerSpec,
     SearcherSpec,
     SelectionSpec,
+    SequentialRerunSpec,
     TaskSpec,
     TrackingSpec,
     TrainingSpec,
@@ -45,6 +46,9 @@ class SweepSpec(Strict):
     # true: before the re-runs, the selected pretraining config is re-pretrained with each re-run seed, and
     # each SPT variant's re-run starts from the checkpoint of its own seed: the spread includes pretraining.
     rerun_pretrain: bool = False
+    # Re-runs until decided (off by default): seeds added per look while a variant's Δ is undecided, at an error
+    # rate that holds across the looks (sptune.judging.sequential). Sets rerun_seeds to its max: the worst case.
+    rerun_sequential: SequentialRerunSpec | None = None
     task: TaskSpec
     model: ModelSpec = Field(default_factory=ModelSpec)
     pretrain: PretrainSpec | None = None
@@ -91,6 +95,13 @@ class SweepSpec(Strict):
         if self.resources.gpu == "auto":
             self.resources.gpu = auto_gpu_share(self.task.name, self.model.d_model, self.model.n_layers,
                                                machine.local_gpus())
+        return self
+
+    @model_validator(mode="after")
+    def _sequential_resolved(self) -> SweepSpec:
+        # Before the cross checks: every reader of rerun_seeds (plan, cost, dry run) sees the most seeds.
+        if self.rerun_sequential is not None:
+            resolve_sequential_reruns(self)
         return self
 
     @model_validator(mode="after")
@@ -312,6 +323,23 @@ def check_rerun_pretrain(spec: SweepSpec) -> None:
     if spec.pretrain.checkpoint is not None:
         message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
         raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
+
+
+def resolve_sequential_reruns(spec: SweepSpec) -> None:
+    """Refuses what sequential re-runs cannot do; then sets rerun_seeds to their most seeds."""
+    s = spec.rerun_sequential
+    if "rerun_seeds" in spec.model_fields_set and spec.rerun_seeds not in (1, s.max):
+        message = f"rerun_seeds {spec.rerun_seeds} and rerun_sequential (up to {s.max} seeds) both set the re-runs"
+        raise problem(message, "drop rerun_seeds: rerun_sequential.max is the most seeds", "rerun_seeds")
+    if spec.rerun_pretrain:
+        message = "re-pretraining per seed (rerun_pretrain) is not supported with sequential re-runs yet"
+        raise problem(message, "drop rerun_pretrain, or use a fixed rerun_seeds: N", "rerun_pretrain")
+    if spec.baseline not in spec.variants or len(spec.variants) < 2:
+        message = (f"sequential re-runs test each variant's Δ against the baseline '{spec.baseline}', and this spec "
+                   f"has {'no such variant' if spec.baseline not in spec.variants else 'nothing to compare with it'}")
+        fix = "name one of the variants in baseline: and compare at least two variants, or drop rerun_sequential"
+        raise problem(message, fix, "rerun_sequential")
+    spec.rerun_seeds = s.max
 
 
 def check_budget_mode(spec: SweepSpec) -> None:

@@ -22,6 +22,9 @@ from sptune.judging.results import (
     write_results,
 )
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
+from sptune.judging.sequential_reruns import look_rule, sequential_document
+from sptune.judging.sequential_results import mlflow_fields, sequential_lines
+from sptune.judging.stats import values_by_seed
 from sptune.judging.trivial_check import versus_trivial
 from sptune.output_files import RESULTS_JSON, TEST_READS
 from sptune.plan.study_plan import SearchPlan, StudyPlan
@@ -71,14 +74,39 @@ def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[di
     return found
 
 
-def _attempted_seeds(plan: StudyPlan, rows: list[ResultRow]) -> dict[str, list[int]]:
-    """variant -> the seeds it was tested with: every re-run seed (a diverged or failed re-run has no row),
-    or without re-runs the one its search picked."""
-    reruns = plan.rerun_seeds()
+def _attempted_seeds(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, list[int]]:
+    """variant -> the seeds it was tested with: every re-run seed (a diverged or failed re-run has no row; with
+    sequential re-runs, the seeds of the looks that trained), or without re-runs the one its search picked."""
     picked: dict[str, list[int]] = {}
     for r in rows:
         picked.setdefault(r.variant, []).append(r.seed)
-    return {variant: list(reruns) if reruns else seeds for variant, seeds in picked.items()}
+    if plan.spec.rerun_sequential is None:
+        reruns = plan.rerun_seeds()
+        return {variant: list(reruns) if reruns else seeds for variant, seeds in picked.items()}
+    trained = {}
+    for search in plan.variant_searches():
+        records = [state.searches.get(label) for label in plan.rerun_labels(search)]
+        trained[search.variant] = [seed for k, record in enumerate(records, 1)
+                                   if record is not None and record.trial_scores for seed in plan.look_seeds(k)]
+    return {variant: trained.get(variant) or seeds for variant, seeds in picked.items()}
+
+
+def _sequential(plan: StudyPlan, state: StudyState, rows: list[ResultRow],
+                summary: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """results.json's `sequential` (None without rerun_sequential); each compared variant's summary entry gets its
+    comparison as `sequential` too."""
+    rule = look_rule(plan)
+    if rule is None:
+        return None
+    selected = {label: [p.selection for p in record.selected] for label, record in state.searches.items()}
+    by_variant: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_variant.setdefault(r.variant, []).append(asdict(r))
+    doc = sequential_document(rule, selected, {v: values_by_seed(mine, "test_acc") for v, mine in by_variant.items()})
+    for variant, comparison in doc["comparisons"].items():
+        if variant in summary:
+            summary[variant]["sequential"] = comparison
+    return doc
 
 
 def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) -> dict[str, Any]:
@@ -99,7 +127,10 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
     study["seeds"] = {"search": plan.search_seeds(), "rerun": plan.rerun_seeds()}
     study["spread"] = plan.spread()
     study["summary"] = summarize(rows, plan.spec.baseline, plan.spec.pretrain_objective,
-                                 _attempted_seeds(plan, rows))
+                                 _attempted_seeds(plan, state, rows))
+    sequential = _sequential(plan, state, rows, study["summary"])
+    if sequential is not None:
+        study["sequential"] = sequential
     study["budget"] = _budget(plan, state)
     study.update(_selection_steps(plan, state))
     return study
@@ -165,12 +196,26 @@ def publish(plan: StudyPlan, state: StudyState, output_dir: Path, tracker: Track
     parent = tracker.parent_run_id
     for variant, stats in study["summary"].items():
         tracker.client.log_metric(parent, f"test_acc.{variant}", stats["test_acc_mean"])
+    _log_sequential(tracker, study.get("sequential"))
     tracker.client.log_artifact(parent, str(json_path))
     tracker.client.log_artifact(parent, str(md_path))
-    budget = "\n".join(expected_max_lines(study["expected_max"]) + extension_lines(study.get("lr_extension"))
-                       + candidate_lines(study.get("candidates")))
+    budget = "\n".join(sequential_lines(study.get("sequential")) + expected_max_lines(study["expected_max"])
+                       + extension_lines(study.get("lr_extension")) + candidate_lines(study.get("candidates")))
     print("\n" + markdown_table(rows) + "\n\n" + summary_table(study["summary"], plan.spec.baseline) + "\n" + budget
           + "\n", flush=True)
+
+
+def _log_sequential(tracker: Tracker, doc: dict[str, Any] | None) -> None:
+    """The parent run's account of sequential re-runs: the design as params, per variant its numbers as metrics and
+    its verdict as tags (`sptune.judging.sequential_results.mlflow_fields`)."""
+    params, metrics, tags = mlflow_fields(doc)
+    parent = tracker.parent_run_id
+    for key, value in params.items():
+        tracker.client.log_param(parent, key, value)
+    for key, value in metrics.items():
+        tracker.client.log_metric(parent, key, value)
+    for key, value in tags.items():
+        tracker.client.set_tag(parent, key, value)
 
 
 def merge_results(output_dir: Path, studies: list[CampaignStudy], campaign: str) -> Path:

@@ -81,9 +81,10 @@ class Study:
             self.pretrained.cache(pretraining)
         searches, state = self.plan.variant_searches(), self.state_file.state
         found = {s.label: state.searches[s.label] for s in searches}
-        rerun = self.plan.spec.rerun_seeds > 1
-        tested = {s.label: state.searches[s.rerun_label if rerun else self.plan.pick_label(s)] for s in searches}
-        return [Candidate(s, found[s.label], picked) for s in searches for picked in tested[s.label].selected]
+        # Each seed's re-run over every look (sequential re-runs: the looks it trained), else the pick.
+        labels = {s.label: self.plan.rerun_labels(s) or [self.plan.pick_label(s)] for s in searches}
+        return [Candidate(s, found[s.label], picked) for s in searches for label in labels[s.label]
+                for picked in state.searches[label].selected]
 
     def _stages(self) -> tuple[list[Stage], StartingCheckpoints]:
         """Every search still to select, as a stage with what it waits for; the SPT checkpoints known

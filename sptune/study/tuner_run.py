@@ -122,6 +122,9 @@ class StageRecorder(tune.Callback):
         elif event.kind is StageKind.EXTEND and not trials:
             print(f"[sptune] {event.label}: nothing to add (no config the pick may come from is at the edge)",
                   flush=True)
+        elif event.kind is StageKind.RERUN and not trials:
+            print(f"[sptune] {event.label}: no more seeds (every comparison {event.variant} is in is decided)",
+                  flush=True)
         else:
             _print_selected(event.label, record, event.released_at)
 
