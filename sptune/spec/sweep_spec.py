@@ -9,10 +9,12 @@ from pydantic import Field, field_validator, model_validator
 from sptune import machine
 from sptune.rules.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, section_budget, until_converged, variant_budget
 from sptune.rules.rungs import hyperband_brackets
-from sptune.rules.seeds import MAX_RERUN_SEEDS
+from sptune.rules.seeds import MAX_RERUN_SEEDS, MAX_SEED
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
+from sptune.spec.names import FIX as NAME_FIX
+from sptune.spec.names import folder_name_problem
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -36,7 +38,8 @@ from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_buil
 
 class SweepSpec(Strict):
     name: str
-    seed: int = 0
+    # Every seed of the study is this plus an offset (sptune.rules.seeds): all must stay numpy's and torch's.
+    seed: int = ranged(0, f"use a seed in [0, {MAX_SEED}], e.g. 0", ge=0, le=MAX_SEED)
     # Retries per trial that raises (Ray Tune FailureConfig).
     max_failures: int = ranged(0, "use 0 for no retries", ge=0)
     # > 1: each variant's selected config is re-trained with this many seeds (seed+1000, seed+1001, ...:
@@ -70,6 +73,14 @@ class SweepSpec(Strict):
     # ------------------------------------------------------------ rules
 
     _task_defaults = model_validator(mode="before")(under_task_defaults)
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, name: str) -> str:
+        found = folder_name_problem(name)
+        if found:
+            raise problem(found, NAME_FIX)
+        return name
 
     @field_validator("variants")
     @classmethod
@@ -293,6 +304,19 @@ def check_baseline(spec: SweepSpec) -> None:
         raise problem(f"'{spec.baseline}' is not a variant of this spec", fix, "baseline")
 
 
+def check_selection_top_k(spec: SweepSpec) -> None:
+    # A search with fewer trials than top_k compares all of them (a one-point grid beside wider searches); a top_k
+    # above every search's trials can never be met and was meant for another spec.
+    s = spec.selection
+    if not s.enabled:
+        return
+    trials = [n for at, n, _ in _searches_for_budget(spec) if at.startswith("variants.")]
+    if s.top_k > max(trials):
+        message = f"{s.top_k} candidates per variant, but no variant searches more than {max(trials)} trials"
+        raise problem(message, f"use top_k <= {max(trials)}, or give the variants more trials (num_samples)",
+                      "selection.top_k")
+
+
 def check_variant_budgets(spec: SweepSpec) -> None:
     # Here, not on VariantSpec: a variant's num_samples may be finetune's default.
     for name, variant in spec.variants.items():
@@ -369,4 +393,5 @@ CROSS_CHECKS = (
     check_baseline,
     check_variant_budgets,
     check_rerun_pretrain,
+    check_selection_top_k,
 )

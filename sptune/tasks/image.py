@@ -18,12 +18,14 @@ import numpy as np
 
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
+from sptune.tasks.options import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 NPZ_NAMES = ("cifar10_gray.npz", "cifar10.npz")
 HF_DATASET = "uoft-cs/cifar10"
 SPLIT_SEED = 4321
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
+SIDE = 32  # CIFAR-10's images: 32 x 32 pixels
 BATCHES_DIR = "cifar-10-batches-py"
 BATCH_FILES = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)}
 
@@ -190,4 +192,5 @@ def load(request: TaskRequest) -> TaskSplits:
 register(TaskDef(
     name="image", description="CIFAR-10 grayscale (LRA Image), 1,024 pixels, 45k/5k/10k",
     defaults={"resolution": 32, "n_val": 5000, "max_train": None}, load=load, check_available=check_available,
+    rules={"resolution": Option(int, low=1, divides=SIDE)},
 ))
