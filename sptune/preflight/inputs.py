@@ -27,6 +27,7 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
     spec = load_spec(spec_path, list(overrides))
     _absolute_paths(spec)
     data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
+    _check_batch_sizes(spec, len(data.train))
     _check_given_models(spec, data.info)
     summary = (
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
@@ -53,6 +54,21 @@ def _load_checked(spec: SweepSpec, task: str, options: dict, data_dir: str | Non
     _check_spec_against_task(spec, data.info)
     _check_attention_kernel(spec, data)
     return data
+
+
+def _check_batch_sizes(spec: SweepSpec, rows: int) -> None:
+    """No batch larger than the training rows: such a trial would take one short batch per epoch, whatever its
+    batch size says (a typo or a spec meant for the full data on a max_train / train_fraction subset)."""
+    searches = [(f"variants.{name}.search.batch_size", v.search) for name, v in spec.variants.items()]
+    own_pretraining = any(s.task is None for s in spec.pretraining_sources())
+    if spec.pretrain is not None and own_pretraining and spec.pretrain.checkpoint is None:
+        searches.insert(0, ("pretrain.search.batch_size", spec.pretrain.search))
+    for where, search in searches:
+        largest = max(search.batch_size.candidates())
+        if largest > rows:
+            raise SpecError(where, f"a batch of {largest:g} exceeds the {rows} training rows of task "
+                            f"'{spec.task.name}' (after max_train and train_fraction)",
+                            f"use batch sizes <= {rows}, or train on more rows")
 
 
 def _check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:

@@ -31,6 +31,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: its keys may be overridden here, as YAML's merge defines
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, (str, int, float, bool)):
                 continue  # an unhashable key: the base class refuses it

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sptune.errors import SpecError
+from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
+from sptune.tasks.contract import checked_splits
 from sptune.tasks.options import FRACTION, ROW_LIMIT, SEED, Option, check_options, implied_rule
 from sptune.tasks.value_stats import with_value_stats
 
@@ -87,9 +88,16 @@ def get_task(name: str) -> TaskDef:
 
 
 def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
-    """--data-dir wins, then SPTUNE_DATA_DIR, else None (embedded/generated data only)."""
+    """--data-dir wins, then SPTUNE_DATA_DIR, else None (embedded/generated data only). One that does not exist
+    is refused at once: a reader would otherwise fall back to the hub or to generated data."""
     value = explicit or os.environ.get("SPTUNE_DATA_DIR")
-    return Path(value).expanduser() if value else None
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.exists():
+        where = f"--data-dir {value}" if explicit else f"SPTUNE_DATA_DIR={value}"
+        raise DataError(where, "no such folder", "check the path, or leave it unset for embedded or generated data")
+    return path
 
 
 # Options every task accepts, handled here rather than by each task.
@@ -105,7 +113,7 @@ def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
 
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
-    splits = compact_splits(task.load(_full_request(task, request)))
+    splits = compact_splits(checked_splits(task.load(_full_request(task, request))))
     return with_value_stats(nested_subset(splits, float(request.options.get("train_fraction", 1.0))))
 
 
