@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from sptune import machine
 from sptune.rules.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, section_budget, until_converged, variant_budget
@@ -32,7 +32,7 @@ from sptune.spec.sections import (
     TrainingSpec,
     VariantSpec,
 )
-from sptune.spec.task_defaults import under_task_defaults
+from sptune.spec.task_defaults import inherited_fields, under_task_defaults
 from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_built
 
 
@@ -69,10 +69,24 @@ class SweepSpec(Strict):
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     language_model: LanguageModelSpec | None = None
+    # The fields (section.field) the task's defaults filled in: a check may treat a value the spec did not ask for
+    # differently from one it wrote (sptune.plan.warmups).
+    _inherited: frozenset[str] = PrivateAttr(default=frozenset())
 
     # ------------------------------------------------------------ rules
 
-    _task_defaults = model_validator(mode="before")(under_task_defaults)
+    @model_validator(mode="wrap")
+    @classmethod
+    def _task_defaults(cls, data: Any, handler: Any) -> SweepSpec:
+        spec = handler(under_task_defaults(data))
+        if isinstance(data, dict):
+            spec._inherited = inherited_fields(data)
+        return spec
+
+    @property
+    def inherited_defaults(self) -> frozenset[str]:
+        """The fields (section.field) taken from the task's defaults, not written by the spec."""
+        return self._inherited
 
     @field_validator("name")
     @classmethod

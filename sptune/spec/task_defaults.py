@@ -74,3 +74,13 @@ def under_task_defaults(data: Any) -> Any:
             values = {k: v for k, v in values.items() if k != "warmup_steps"}
         merged[section] = {**values, **written}
     return merged
+
+
+def inherited_fields(data: Any) -> frozenset[str]:
+    """The fields (``section.field``) `under_task_defaults` fills in from the task for this raw mapping: the ones
+    the spec did not write itself."""
+    merged = under_task_defaults(data)
+    if merged is data:
+        return frozenset()
+    return frozenset(f"{section}.{key}" for section in SECTIONS if isinstance(merged.get(section), dict)
+                     for key in merged[section] if key not in (data.get(section) or {}))
