@@ -5,13 +5,13 @@ tracking server, then the Ray cluster."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from sptune import storage as stored
 from sptune.errors import SpecError, SptuneError
+from sptune.machine import local_cpus
 from sptune.output_files import MLFLOW_DB, SPT_CACHE, STATE
 from sptune.plan.capacity import concurrency, local_gpus
 from sptune.plan.study_plan import StudyPlan
@@ -126,7 +126,7 @@ def _checked_studies(options: RunOptions, planned: PlannedRun, root: Path,
     address = ray_address(options.address)
     if not address and not ray_session.is_connected():  # Ray starts on this machine later, with what it finds
         _check_gpus(planned.studies, local_gpus(), "this machine")
-        _check_cpus(planned.studies, float(os.cpu_count() or 1), "this machine")
+        _check_cpus(planned.studies, float(local_cpus()), "this machine")
     elif dry and ray_session.is_connected():  # a Ray driver this process already runs: asking it starts nothing
         _check_gpus(planned.studies, ray_session.largest_node_gpus(), "the Ray cluster's largest node")
         _check_cpus(planned.studies, ray_session.cluster_cpus() or 0.0, "the Ray cluster")

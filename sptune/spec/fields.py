@@ -19,20 +19,20 @@ SPEC_PROBLEM = "spec_problem"
 POSITIVE = "use a positive number"
 
 
+def no_booleans_for_numbers(cls: type[BaseModel], data: Any) -> Any:
+    """Pydantic's lax mode reads true as 1: `epochs: true` would train one epoch (and blame another field)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            info = cls.model_fields.get(key) if isinstance(key, str) else None
+            if isinstance(value, bool) and info is not None and numeric(info.annotation):
+                raise problem(f"must be a number, not the boolean {str(value).lower()}",
+                              "write a number (e.g. 10), or drop the field for its default", key)
+    return data
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=False, validate_default=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_booleans_for_numbers(cls, data: Any) -> Any:
-        # Pydantic's lax mode reads true as 1: `epochs: true` would train one epoch (and blame another field).
-        if isinstance(data, dict):
-            for key, value in data.items():
-                info = cls.model_fields.get(key) if isinstance(key, str) else None
-                if isinstance(value, bool) and info is not None and numeric(info.annotation):
-                    raise problem(f"must be a number, not the boolean {str(value).lower()}",
-                                  "write a number (e.g. 10), or drop the field for its default", key)
-        return data
+    _no_booleans = model_validator(mode="before")(no_booleans_for_numbers)
 
 
 def numeric(annotation: Any) -> bool:

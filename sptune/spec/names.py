@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from sptune.spec.fields import problem
+
 MAX_NAME_LENGTH = 100
 _SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 FIX = "use letters, digits, '.', '_' and '-' only, starting with a letter or digit, e.g. digits_quick"
@@ -22,3 +24,11 @@ def folder_name_problem(name: object) -> str | None:
         return (f"'{name}' is not a plain folder name (a separator, a space or a leading '.' would put the output "
                 "elsewhere)")
     return None
+
+
+def checked_folder_name(cls: type, name: str) -> str:
+    """A spec's name field, refused unless it is a folder name of its own (a pydantic field validator)."""
+    found = folder_name_problem(name)
+    if found:
+        raise problem(found, FIX)
+    return name

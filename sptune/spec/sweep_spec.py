@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
@@ -13,8 +13,7 @@ from sptune.rules.seeds import MAX_RERUN_SEEDS, MAX_SEED
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
-from sptune.spec.names import FIX as NAME_FIX
-from sptune.spec.names import folder_name_problem
+from sptune.spec.names import checked_folder_name
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -32,7 +31,7 @@ from sptune.spec.sections import (
     TrainingSpec,
     VariantSpec,
 )
-from sptune.spec.task_defaults import inherited_fields, under_task_defaults
+from sptune.spec.task_defaults import validated_under_task_defaults
 from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_built
 
 
@@ -75,26 +74,13 @@ class SweepSpec(Strict):
 
     # ------------------------------------------------------------ rules
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def _task_defaults(cls, data: Any, handler: Any) -> SweepSpec:
-        spec = handler(under_task_defaults(data))
-        if isinstance(data, dict):
-            spec._inherited = inherited_fields(data)
-        return spec
+    _task_defaults = model_validator(mode="wrap")(validated_under_task_defaults)
+    _folder_name = field_validator("name")(checked_folder_name)
 
     @property
     def inherited_defaults(self) -> frozenset[str]:
         """The fields (section.field) taken from the task's defaults, not written by the spec."""
         return self._inherited
-
-    @field_validator("name")
-    @classmethod
-    def _folder_name(cls, name: str) -> str:
-        found = folder_name_problem(name)
-        if found:
-            raise problem(found, NAME_FIX)
-        return name
 
     @field_validator("variants")
     @classmethod

@@ -8,6 +8,7 @@ always win; a task without an entry keeps the sections' generic defaults.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -84,3 +85,12 @@ def inherited_fields(data: Any) -> frozenset[str]:
         return frozenset()
     return frozenset(f"{section}.{key}" for section in SECTIONS if isinstance(merged.get(section), dict)
                      for key in merged[section] if key not in (data.get(section) or {}))
+
+
+def validated_under_task_defaults(cls: type, data: Any, handler: Callable[[Any], Any]) -> Any:
+    """A pydantic wrap validator: the spec validated with its task's defaults filled in, remembering which fields
+    came from them (`SweepSpec.inherited_defaults`)."""
+    spec = handler(under_task_defaults(data))
+    if isinstance(data, dict):
+        spec._inherited = inherited_fields(data)
+    return spec

@@ -143,7 +143,7 @@ def seeded_permutation(n: int, seed: int) -> np.ndarray:
 
 
 # The fewest training rows carve_validation leaves: fewer is not a training set.
-MIN_TRAIN_ROWS = 10
+MIN_TRAIN_ROWS = 1
 
 
 def carve_validation(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[ArraySplit, ArraySplit]:

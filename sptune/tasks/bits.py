@@ -25,7 +25,7 @@ import numpy as np
 
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
-from sptune.tasks.options import Option
+from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 SPECIALS = ("<pad>", "<mask>", "<cls>", "<eos>")

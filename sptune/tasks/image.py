@@ -19,7 +19,7 @@ import numpy as np
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
 from sptune.tasks.contract import check_arrays
-from sptune.tasks.options import Option
+from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 NPZ_NAMES = ("cifar10_gray.npz", "cifar10.npz")

@@ -27,7 +27,7 @@ from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import limit_train
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutation
 from sptune.tasks.cache import ensure_generated, file_fingerprint
-from sptune.tasks.options import Option
+from sptune.tasks.option_rules import Option
 from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, generate_pathfinder
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.progress_bar import bar

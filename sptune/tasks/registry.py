@@ -13,7 +13,7 @@ from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.contract import checked_splits
-from sptune.tasks.options import FRACTION, ROW_LIMIT, SEED, Option, check_options, implied_rule
+from sptune.tasks.option_rules import FRACTION, ROW_LIMIT, SEED, Option, check_options, check_order, implied_rule
 from sptune.tasks.value_stats import with_value_stats
 
 
@@ -39,7 +39,7 @@ class TaskDef:
     load: Callable[[TaskRequest], TaskSplits]
     # Raises sptune.errors.DataError naming the missing file and the fix; must be cheap.
     check_available: Callable[[TaskRequest], None]
-    # Each option's type and range where its default does not imply them (sptune.tasks.options.implied_rule).
+    # Each option's type and range where its default does not imply them (sptune.tasks.option_rules.implied_rule).
     rules: dict[str, Option] = field(default_factory=dict)
 
     def rule(self, key: str) -> Option:
@@ -88,16 +88,9 @@ def get_task(name: str) -> TaskDef:
 
 
 def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
-    """--data-dir wins, then SPTUNE_DATA_DIR, else None (embedded/generated data only). One that does not exist
-    is refused at once: a reader would otherwise fall back to the hub or to generated data."""
+    """--data-dir wins, then SPTUNE_DATA_DIR, else None (embedded/generated data only)."""
     value = explicit or os.environ.get("SPTUNE_DATA_DIR")
-    if not value:
-        return None
-    path = Path(value).expanduser()
-    if not path.exists():
-        where = f"--data-dir {value}" if explicit else f"SPTUNE_DATA_DIR={value}"
-        raise DataError(where, "no such folder", "check the path, or leave it unset for embedded or generated data")
-    return path
+    return Path(value).expanduser() if value else None
 
 
 # Options every task accepts, handled here rather than by each task.
@@ -128,4 +121,10 @@ def check_task(request: TaskRequest) -> None:
             f"allowed options: {', '.join(sorted(allowed))}",
         )
     check_options(request.name, request.options, {key: task.rule(key) for key in request.options})
+    check_order({**task.defaults, **request.options})
+    if request.data_dir is not None and not request.data_dir.exists():
+        # Refused at once: a reader would fall back to the Hugging Face hub (minutes of retries) or generated data.
+        raise DataError(f"--data-dir {request.data_dir}", f"no such folder (task '{request.name}' reads its data "
+                        "there)", "check the path (--data-dir, or SPTUNE_DATA_DIR), or leave both unset for "
+                        "embedded or generated data")
     task.check_available(_full_request(task, request))

@@ -91,3 +91,16 @@ def check_options(task: str, options: Mapping[str, Any], rules: Mapping[str, Opt
         if found:
             raise SpecError(f"task.{key}", f"{found} (got {value!r}); task '{task}' accepts {rule.allowed()}",
                             f"set task.{key} to {rule.allowed()}, or drop it for its default")
+
+
+# Pairs of options (low, high) a generator needs in that order: ListOps' lengths lie strictly between its bounds.
+ORDERED = (("gen_min_len", "gen_max_len"), ("gen_min_chars", "gen_max_chars"))
+
+
+def check_order(options: Mapping[str, Any], prefix: str = "task.") -> None:
+    """Refuse a lower bound at or above its upper bound (the generator would search for rows that cannot exist)."""
+    for low, high in ORDERED:
+        if low in options and high in options and options[low] >= options[high]:
+            where = f"{prefix}{low}" if prefix else f"--{low.removeprefix('gen_').replace('_', '-')}"
+            raise SpecError(where, f"{options[low]} is not below {high.removeprefix('gen_')} {options[high]}",
+                            f"use a {low.removeprefix('gen_')} below {options[high]}")
