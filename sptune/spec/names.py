@@ -8,8 +8,9 @@ import re
 from sptune.spec.fields import problem
 
 MAX_NAME_LENGTH = 100
-_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-FIX = "use letters, digits, '.', '_' and '-' only, starting with a letter or digit, e.g. digits_quick"
+# No separator (the name would become a path), no control character, not only dots ('.', '..'), no space at an end.
+_UNSAFE = re.compile(r"[/\\\x00-\x1f\x7f]")
+FIX = "use one folder name without '/' or '\\', e.g. digits_quick"
 
 
 def folder_name_problem(name: object) -> str | None:
@@ -20,9 +21,9 @@ def folder_name_problem(name: object) -> str | None:
         return "is empty"
     if len(name) > MAX_NAME_LENGTH:
         return f"is {len(name)} characters long (at most {MAX_NAME_LENGTH})"
-    if not _SAFE.fullmatch(name):
-        return (f"'{name}' is not a plain folder name (a separator, a space or a leading '.' would put the output "
-                "elsewhere)")
+    if _UNSAFE.search(name) or not name.strip(".") or name != name.strip():
+        return (f"{name!r} is not one folder name (a separator, a control character, only dots or a space at an "
+                "end would put the output elsewhere or hide it)")
     return None
 
 
