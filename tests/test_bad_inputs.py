@@ -105,6 +105,7 @@ SPLITS = [
     image_set("npz-labels-beyond-classes", "labels run 0..49", data="{cifar_labels}"),
     image_set("npz-float-labels", "whole-number label", data="{cifar_float_labels}"),
     image_set("npz-missing-arrays", "missing arrays", data="{cifar_missing}"),
+    image_set("npz-float-pixels", "whole levels 0..255", data="{cifar_float_pixels}"),
     digits_set("train_fraction-leaves-no-batch", "batch_size", "task.train_fraction=0.01"),
 ]
 VALUES = [
@@ -265,13 +266,13 @@ CASES = TRACEBACKS + SPLITS + VALUES + WARMUPS + DRY_RUN_FLAGS + MISLEADING + OW
 
 # ------------------------------------------------------------------ data files the cases name
 def _cifar(path: Path, n: int = 600, side: int = 1024, y: np.ndarray | None = None, x_rows: int | None = None,
-           drop: str | None = None) -> Path:
+           drop: str | None = None, pixels: type = np.uint8) -> Path:
     """A CIFAR-shaped npz in its own folder: ``n`` rows of ``side`` pixels (x_rows to break x's length), labels
     ``y`` (default 0..9), without array ``drop``."""
     path.mkdir(parents=True)
     rng = np.random.default_rng(0)
     labels = y if y is not None else np.arange(n) % 10
-    arrays = {"x_train": rng.integers(0, 256, (x_rows or n, side), dtype=np.uint8), "y_train": labels,
+    arrays = {"x_train": rng.integers(0, 256, (x_rows or n, side), dtype=np.uint8).astype(pixels), "y_train": labels,
               "x_test": rng.integers(0, 256, (50, side), dtype=np.uint8), "y_test": np.arange(50) % 10}
     np.savez(path / "cifar10_gray.npz", **{k: v for k, v in arrays.items() if k != drop})
     return path
@@ -296,6 +297,7 @@ def places(tmp_path_factory) -> dict[str, str]:
         "cifar_labels": str(_cifar(root / "labels", y=np.arange(600) % 50)),
         "cifar_float_labels": str(_cifar(root / "float_labels", y=np.arange(600) % 10 + 0.5)),
         "cifar_missing": str(_cifar(root / "missing", drop="y_test")),
+        "cifar_float_pixels": str(_cifar(root / "float_pixels", pixels=np.float32)),
         "cifar_corrupt": str(corrupt), "cifar_truncated": str(truncated),
     }
 

@@ -199,6 +199,9 @@ def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarra
 def _gray_images(where: str, x: np.ndarray) -> np.ndarray:
     """The images as (N, 1024) gray rows, or a DataError naming the shape that is not CIFAR's."""
     shapes = f"(N, {SIDE * SIDE}) gray, (N, {SIDE}, {SIDE}) gray or (N, {SIDE}, {SIDE}, 3) RGB uint8 images"
+    # Pixels are whole levels 0..255: a float or wider array would be cut to uint8 silently.
+    if x.dtype.kind not in "iu" or (x.size and (int(x.min()) < 0 or int(x.max()) > 255)):
+        raise DataError(where, f"pixels of dtype {x.dtype} are not whole levels 0..255", _NPZ_FIX)
     try:
         gray = to_gray(x)
     except ValueError:
