@@ -362,11 +362,12 @@ def test_a_warmup_the_spec_writes_is_stated_in_the_plan_not_refused(places, caps
     assert "Note: pretrain.warmup_steps 2500 (as the spec writes it)" in out
 
 
-def test_the_dry_run_says_which_checks_it_could_not_make(tmp_path, capsys):
+def test_the_dry_run_says_which_checks_it_could_not_make(tmp_path, capsys, monkeypatch):
     """With --address the cluster's GPUs and CPUs are known only once joined: the dry run says so (the head
     itself is probed, so a head that does not answer is refused: the case ray-head-down)."""
     import socket
 
+    monkeypatch.setattr("sptune.study.ray_session.is_connected", lambda: False)  # not the suite's shared Ray
     with socket.socket() as head:  # something answers TCP at this address, as a Ray head's GCS would
         head.bind(("127.0.0.1", 0))
         head.listen()

@@ -114,6 +114,7 @@ def test_spec_dry_runs(path, offline, synthetic_text, capsys, tmp_path, monkeypa
         extra = ["--set", f"language_model.path={make_tiny_gpt2(tmp_path / 'gpt2')}"]
     if spec.resources.gpu:  # planned for the GPU machine it names, from this one
         monkeypatch.setattr("sptune.preflight.ready.local_gpus", lambda: 1)
+        monkeypatch.setattr("sptune.study.ray_session.is_connected", lambda: False)  # not the suite's shared Ray
     if path.stem.endswith("_lr") and spec.task.name != "image":
         extra += SMALL_SET_WARMUP
     assert main([str(path), "--dry-run", *data_args(spec.task.name, synthetic_text), *extra]) == 0
