@@ -27,6 +27,7 @@ from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.bits import generate_bits_files
 from sptune.tasks.listops import generate_listops
+from sptune.tasks.option_rules import SEED, Option, check_order
 from sptune.tasks.pathfinder_generator import generate_pathfinder
 from sptune.tasks.prepared import preparing
 from sptune.tasks.registry import TaskRequest, check_task, load_task, resolve_data_dir
@@ -41,7 +42,7 @@ def _request(task: str, data_dir: str | None, sets: list[str]) -> TaskRequest:
     options = {}
     for item in sets:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise DataError(f"--set {item}", "expected KEY=VALUE", "write e.g. --set max_len=512")
         options[key] = _parse_value(value)
     return TaskRequest(task, options, 0, resolve_data_dir(data_dir))
@@ -112,8 +113,32 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+# Each generate flag's rule (as its task option's: sptune.tasks.option_rules); the seed any numpy accepts.
+_GENERATE_RULES = {"seed": SEED, **{flag: Option(int, low=1) for flag in (
+    "n_train", "n_val", "n_test", "n", "min_len", "max_len", "max_depth", "max_args", "resolution", "contour_length",
+    "n_bits")}}
+
+
+def _check_generate_args(args: argparse.Namespace) -> Path:
+    """The --out folder, once every flag is in range (a count of 0 would write empty files, a resolution of 0 divide
+    by it) and --out is not a file."""
+    for name, rule in _GENERATE_RULES.items():
+        value = getattr(args, name)
+        found = rule.problem(value) if value is not None else None
+        if found:
+            flag = f"--{name.replace('_', '-')}"
+            raise DataError(f"{flag} {value}", f"{found}; {flag} takes {rule.allowed()}",
+                            f"pass {flag} with {rule.allowed()}, or leave it out for its default")
+    check_order({f"gen_{k}": getattr(args, k) for k in ("min_len", "max_len") if getattr(args, k) is not None},
+                prefix="")
     out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise DataError(f"--out {args.out}", "is a file, not a folder", "pass a folder (it is created if missing)")
+    return out
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    out = _check_generate_args(args)
     counts = {"n_train": args.n_train, "n_val": args.n_val, "n_test": args.n_test}
     counts = {k: v for k, v in counts.items() if v is not None}
     if args.kind == "listops":

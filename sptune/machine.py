@@ -41,3 +41,8 @@ def visible_gpus(detected: int, cuda_visible_devices: str | None) -> int:
 
 def local_gpus() -> int:
     return visible_gpus(_detected_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def local_cpus() -> int:
+    """CPUs a local Ray instance offers (sptune.study.ray_session starts it with os.cpu_count())."""
+    return os.cpu_count() or 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from sptune.errors import cli_exit_code
 from sptune.plan.cost import describe_cost, describe_total
 from sptune.plan.dry_run_text import describe
-from sptune.preflight import RunOptions, prepare, prepare_inputs
+from sptune.preflight import RunOptions, dry_run, prepare
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,13 +50,18 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     if args.dry_run:
-        planned = prepare_inputs(options)
+        checked = dry_run(options)
+        planned = checked.planned
         for study in planned.studies:
             title = f"=== study {study.member.name} ===\n" if study.member else ""
             plan = study.inputs.plan
             print(title + describe(plan) + "\n" + describe_cost(plan) + ("\n" if study.member else ""))
         if len(planned.studies) > 1:
             print(describe_total([study.inputs.plan for study in planned.studies]))
+        print("Preflight: every check a real run makes before it starts passed (output folder, resume, services, "
+              "storage, GPUs, CPUs)" + ("; not checked:" if checked.unchecked else "."))
+        for line in checked.unchecked:
+            print(f"  - {line}")
         return 0
     ready = prepare(options)
     # Here: the launcher imports torch, Ray and MLflow, which a dry run and every refusal never wait for.

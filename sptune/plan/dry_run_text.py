@@ -7,7 +7,8 @@ from sptune.plan.budget_text import describe_budgets
 from sptune.plan.phases import Phase
 from sptune.plan.selection_steps import describe_selection
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
-from sptune.rules import budgets, rungs, seeds
+from sptune.plan.warmups import long_warmups, warmup_rounds
+from sptune.rules import rungs, seeds
 from sptune.rules.ranking import TIE_RULE
 from sptune.spec import ParamSpace, SweepSpec
 
@@ -91,28 +92,12 @@ def _sequential_lines(plan: StudyPlan, n_variants: int) -> list[str]:
             f"look), at most {q.max * n_variants}: Total and the cost count the most (the worst case)"]
 
 
-def _warmup_rounds(plan: StudyPlan, search: SearchPlan) -> float | None:
-    """The round a search's LR warm-up ends at: its warm-up in steps (the stage's own, else training's) over the
-    steps of a round at its largest batch, else warmup_fraction of its rounds; None when steps are given but the
-    training rows are not known."""
-    s = plan.spec
-    own = s.pretrain.warmup_steps if search.is_pretraining and s.pretrain is not None else None
-    steps = None if search.space.warmup_fraction is not None else own or s.training.warmup_steps
-    if steps is None:
-        return s.training.warmup_fraction * search.epochs
-    if search.budget is not None and search.budget.unit == "steps":
-        return steps / search.budget.eval_every
-    if not plan.train_rows:
-        return None
-    return steps / budgets.steps_per_epoch(plan.train_rows, max(search.space.batch_size.candidates()))
-
-
 def _warmup_note(plan: StudyPlan) -> list[str]:
     """Early stopping that decides during the LR warm-up ranks trials before their LR peaks."""
     s = plan.spec
     if s.scheduler.type == "fifo":
         return []
-    ends = {x.label: _warmup_rounds(plan, x) for x in plan.searches if x.n_trials}
+    ends = {x.label: warmup_rounds(plan, x) for x in plan.searches if x.n_trials}
     late = [x for x in plan.searches if (ends.get(x.label) or 0) > s.scheduler.grace_period]
     if not late:
         return []
@@ -122,6 +107,25 @@ def _warmup_note(plan: StudyPlan) -> list[str]:
             f"({unit} {ends[worst.label]:.3g} of {worst.epochs} in {worst.label}); raise scheduler.grace_period, "
             "or shorten the warm-up (training.warmup_fraction, or warmup_steps where given), to rank trials after "
             "their LR peaks."]
+
+
+def _batch_note(plan: StudyPlan) -> list[str]:
+    """Batch sizes above the training rows (the preflight refuses a search where none fits)."""
+    lines = []
+    for search in plan.searches:
+        cross_task = search.pretrain_source is not None and search.pretrain_source.task is not None
+        over = [b for b in search.space.batch_size.candidates() if plan.train_rows and b > plan.train_rows]
+        if search.n_trials and over and not cross_task:
+            lines.append(f"Note: batch size {', '.join(f'{b:g}' for b in over)} of {search.label} exceeds the "
+                         f"{plan.train_rows} training rows: such a trial takes the whole set as one batch per epoch.")
+    return lines
+
+
+def _long_warmup_note(plan: StudyPlan) -> list[str]:
+    """A warm-up the spec wrote that lasts a whole budget (one it inherited from its task is refused)."""
+    return [f"Note: {w.field} {w.steps} (as the spec writes it) is at least the {w.budget_steps} optimizer steps "
+            f"{w.search.label} trains at its largest batch: its LR rises the whole budget and never reaches the peak "
+            "its search asks for." for w in long_warmups(plan) if not w.inherited]
 
 
 def round_unit(spec: SweepSpec) -> str:
@@ -199,7 +203,7 @@ def describe(plan: StudyPlan) -> str:
         f"Total: {total_trials} trials = {total_trials} distinct trainings (no config trained twice with one seed), "
         f"at most {total_epochs} trial-{round_unit(s)}s{early}"
     )
-    lines += _warmup_note(plan)
+    lines += _warmup_note(plan) + _long_warmup_note(plan) + _batch_note(plan)
     lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "
                  f"ties: {TIE_RULE}.")
     lines.append("Then: validation-best trial and epoch per variant; test split read once per selected checkpoint.")

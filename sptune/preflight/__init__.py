@@ -8,6 +8,6 @@ MLflow run exists and before the output directory is written.
 """
 
 from sptune.preflight.options import RunOptions
-from sptune.preflight.ready import StudyInputs, prepare, prepare_inputs
+from sptune.preflight.ready import DryRun, StudyInputs, dry_run, prepare, prepare_inputs
 
-__all__ = ["RunOptions", "StudyInputs", "prepare", "prepare_inputs"]
+__all__ = ["DryRun", "RunOptions", "StudyInputs", "dry_run", "prepare", "prepare_inputs"]

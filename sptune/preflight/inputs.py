@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, build_plan
+from sptune.plan.warmups import long_warmups
 from sptune.spec import SweepSpec, load_spec
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
@@ -27,14 +28,30 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
     spec = load_spec(spec_path, list(overrides))
     _absolute_paths(spec)
     data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
+    _check_batch_sizes(spec, len(data.train))
     _check_given_models(spec, data.info)
     summary = (
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
         "test split sealed until the final evaluation"
     )
     sources = _load_source_tasks(spec, data_dir)
-    return StudyInputs(spec, data, build_plan(spec, data.info, data_summary=summary, source_data=sources,
-                                                  train_rows=len(data.train)))
+    plan = build_plan(spec, data.info, data_summary=summary, source_data=sources, train_rows=len(data.train))
+    _check_inherited_warmups(plan)
+    return StudyInputs(spec, data, plan)
+
+
+def _check_inherited_warmups(plan: StudyPlan) -> None:
+    """A warm-up taken from the task's defaults (sized for the reference's full budgets) that lasts a whole stage
+    of this spec's smaller budget: the LR would never reach the peak the search asks for. One the spec wrote
+    itself is stated in the plan instead."""
+    for found in long_warmups(plan):
+        if found.inherited:
+            raise SpecError(
+                found.field, f"task '{plan.spec.task.name}' defaults to a warm-up of {found.steps} optimizer steps "
+                f"(the reference's), but {found.search.label} trains {found.budget_steps} steps at its largest "
+                "batch: its LR would never reach the peak the search asks for",
+                f"write {found.field}: N below {found.budget_steps} (e.g. {max(1, found.budget_steps // 10)}), or "
+                "training.warmup_fraction: 0.1 (a share of each budget instead of the task's steps)")
 
 
 def _absolute_paths(spec: SweepSpec) -> None:
@@ -53,6 +70,22 @@ def _load_checked(spec: SweepSpec, task: str, options: dict, data_dir: str | Non
     _check_spec_against_task(spec, data.info)
     _check_attention_kernel(spec, data)
     return data
+
+
+def _check_batch_sizes(spec: SweepSpec, rows: int) -> None:
+    """A batch search with a batch size that fits the training rows: where none does, every trial would take the
+    whole set as one batch, whatever its batch size says (a typo, or a spec meant for the full data on a
+    max_train / train_fraction subset). Where some do, the plan names the ones that do not."""
+    searches = [(f"variants.{name}.search.batch_size", v.search) for name, v in spec.variants.items()]
+    own_pretraining = any(s.task is None for s in spec.pretraining_sources())
+    if spec.pretrain is not None and own_pretraining and spec.pretrain.checkpoint is None:
+        searches.insert(0, ("pretrain.search.batch_size", spec.pretrain.search))
+    for where, search in searches:
+        smallest = min(search.batch_size.candidates())
+        if smallest > rows:
+            raise SpecError(where, f"a batch of {smallest:g} exceeds the {rows} training rows of task "
+                            f"'{spec.task.name}' (after max_train and train_fraction)",
+                            f"use batch sizes <= {rows}, or train on more rows")
 
 
 def _check_spec_against_task(spec: SweepSpec, info: TaskInfo) -> None:

@@ -22,6 +22,9 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
     """None for a new study; the saved study state when resuming (a new study needs a fresh
     directory, --resume needs the same study's directory and the same spec)."""
     state = None
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"--output {out}", "is a file, not a folder", "choose a new --output folder (or drop it for "
+                        "runs/<name>-<time>)")
     if out.exists():
         state = read_state(out)
     if not resume:
@@ -31,7 +34,10 @@ def check_output_dir(out: Path, spec: SweepSpec, resume: bool, explicit: bool) -
                 "pass --resume to continue it, or choose a new --output",
             )
         return None
-    if not explicit or state is None:
+    if not explicit:
+        raise SpecError("--resume", "continues a study in its output folder, and none was given",
+                        "add --output DIR of the interrupted study")
+    if state is None:
         raise SpecError(
             f"--output {out}", "no interrupted study to resume here (no study_state.json)",
             "pass --output DIR of the study to continue",

@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from sptune import storage as stored
 from sptune.errors import SpecError, SptuneError
+from sptune.machine import local_cpus
 from sptune.output_files import MLFLOW_DB, SPT_CACHE, STATE
 from sptune.plan.capacity import concurrency, local_gpus
 from sptune.plan.study_plan import StudyPlan
+from sptune.preflight.cpus import check_cpu_request
 from sptune.preflight.gpus import check_gpu_request
 from sptune.preflight.inputs import StudyInputs, load_inputs
 from sptune.preflight.options import RunOptions
@@ -74,32 +77,30 @@ def prepare_inputs(options: RunOptions) -> PlannedRun:
     return PlannedRun(tuple(planned), campaign=raw["campaign"])
 
 
+@dataclass(frozen=True)
+class DryRun:
+    """What --dry-run prints: every study's plan, and the checks of a real run it could not make, each with why."""
+
+    planned: PlannedRun
+    unchecked: tuple[str, ...]
+
+
+def dry_run(options: RunOptions) -> DryRun:
+    """Every check `prepare` makes before it starts anything, with nothing started, fetched or written."""
+    planned = prepare_inputs(options)
+    _, unchecked = _checked_studies(options, planned, output_root(options, planned), dry=True)
+    return DryRun(planned, tuple(unchecked))
+
+
 def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     planned = prepare_inputs(options)
-    address = ray_address(options.address)
-    if not address and not ray_session.is_connected():  # Ray starts on this machine later, with the GPUs it finds
-        _check_gpus(planned.studies, local_gpus(), "this machine")
-    if address:
-        check_ray_head(address)
-    check_storage(options.storage)
-    name = planned.campaign or planned.studies[0].inputs.spec.name
-    # Absolute: trials run in their own working directories and open files the driver writes here.
-    root = (options.output or default_output_dir(name)).expanduser().resolve()
-    studies = [_ready_study(options, p, root, planned.campaign is not None) for p in planned.studies]
-    if planned.campaign is not None and options.resume and all(s.resume_state is None for s in studies):
-        raise SpecError(
-            f"--output {root}", "no interrupted campaign to resume here (none of its studies has a study_state.json)",
-            "pass --output DIR of the campaign to continue",
-        )
-    for uri in dict.fromkeys(s.tracking.uri for s in studies):
-        check_tracking_server(uri)
-    for study in studies:
-        if study.optuna_storage is not None:
-            check_optuna_storage(study.optuna_storage, study.run_name, study.resume_state is not None)
-    cluster = _connect_cluster(address, options.storage)
+    root = output_root(options, planned)
+    studies, _ = _checked_studies(options, planned, root, dry=False)
+    cluster = _connect_cluster(ray_address(options.address), options.storage)
     if cluster is not None:
         try:
             _check_gpus(planned.studies, cluster.largest_node_gpus, "the Ray cluster's largest node")
+            _check_cpus(planned.studies, cluster.cpus, "the Ray cluster")
         except SptuneError:
             ray_session.release()
             raise
@@ -110,17 +111,64 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     return ReadyCampaign(planned.campaign, root, tuple(studies), members)
 
 
-def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_campaign: bool) -> ReadyStudy:
+def output_root(options: RunOptions, planned: PlannedRun) -> Path:
+    """The study's (or campaign's) output folder; absolute: trials run in their own working directories and open
+    files the driver writes here."""
+    name = planned.campaign or planned.studies[0].inputs.spec.name
+    return (options.output or default_output_dir(name)).expanduser().resolve()
+
+
+def _checked_studies(options: RunOptions, planned: PlannedRun, root: Path,
+                     dry: bool) -> tuple[list[ReadyStudy], list[str]]:
+    """Every check short of joining a Ray cluster, in order from cheap to slow; a dry run fetches nothing from
+    --storage and returns what it could not check instead."""
+    unchecked = []
+    address = ray_address(options.address)
+    if not address and not ray_session.is_connected():  # Ray starts on this machine later, with what it finds
+        _check_gpus(planned.studies, local_gpus(), "this machine")
+        _check_cpus(planned.studies, float(local_cpus()), "this machine")
+    elif dry and ray_session.is_connected():  # a Ray driver this process already runs: asking it starts nothing
+        _check_gpus(planned.studies, ray_session.largest_node_gpus(), "the Ray cluster's largest node")
+        _check_cpus(planned.studies, ray_session.cluster_cpus() or 0.0, "the Ray cluster")
+    elif dry:
+        unchecked.append(f"resources.gpu and resources.cpu against the Ray cluster at {address}: its nodes are known "
+                         "only once joined, which starts a Ray driver")
+    if address:
+        check_ray_head(address)
+    check_storage(options.storage)
+    in_campaign = planned.campaign is not None
+    fetched = dry and options.resume and options.output is not None and stored.is_remote(options.storage)
+    if fetched:
+        unchecked.append("the resumed study's folder: a real run first fetches its files from --storage into "
+                         "--output, which a dry run does not write")
+    studies = [_ready_study(options, p, root, in_campaign, fetch=not dry) for p in planned.studies]
+    if in_campaign and options.resume and not fetched and all(s.resume_state is None for s in studies):
+        raise SpecError(
+            f"--output {root}", "no interrupted campaign to resume here (none of its studies has a study_state.json)",
+            "pass --output DIR of the campaign to continue",
+        )
+    for uri in dict.fromkeys(s.tracking.uri for s in studies):
+        check_tracking_server(uri)
+    for study in studies:
+        if study.optuna_storage is not None:
+            check_optuna_storage(study.optuna_storage, study.run_name, study.resume_state is not None)
+    return studies, unchecked
+
+
+def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_campaign: bool,
+                 fetch: bool = True) -> ReadyStudy:
     spec, member = planned.inputs.spec, planned.member
     out = root / member.name if in_campaign else root
     storage = options.storage
     if storage is not None and in_campaign:
         storage = join(storage, member.name)
-    if options.output is not None:  # --resume from a remote --storage alone: its files come first
+    if options.output is not None and fetch:  # --resume from a remote --storage alone: its files come first
         fetch_from_storage(out, storage, options.resume)
     # A campaign resumed: the studies it had not reached yet start new (prepare checks one had started).
     resume = options.resume and (not in_campaign or (out / STATE).exists())
-    state = check_output_dir(out, spec, resume, explicit=options.output is not None)
+    unfetched = not fetch and resume and stored.is_remote(storage) and not (out / STATE).exists()
+    # A dry run's resume from --storage alone: the folder's files are not fetched, so not checked (it says so).
+    state = None if unfetched else check_output_dir(out, spec, resume, explicit=options.output is not None)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
         check_optuna_record(out, optuna_storage)
@@ -163,6 +211,17 @@ def _connect_cluster(address: str | None, storage: str | None) -> ClusterShape |
         ray_session.release()
         raise
     return ClusterShape(ray_session.cluster_cpus() or 0.0, ray_session.cluster_gpus(), ray_session.largest_node_gpus())
+
+
+def _check_cpus(studies: tuple[PlannedStudy, ...], cpus: float, where: str) -> None:
+    for study in studies:
+        try:
+            check_cpu_request(study.inputs.spec, cpus, where)
+        except SpecError as err:
+            if study.member is None:
+                raise
+            member = f"campaign study '{study.member.name}' ({study.member.spec_path.name})"
+            raise SpecError(f"{member}: {err.where}", err.problem, err.fix) from None
 
 
 def _check_gpus(studies: tuple[PlannedStudy, ...], node_gpus: float, where: str) -> None:

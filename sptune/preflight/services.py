@@ -21,13 +21,19 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from sptune import storage as stored
 from sptune.errors import RuntimeFailure, SpecError
+from sptune.spec.tracking_uri import FIX as TRACKING_FIX
+from sptune.spec.tracking_uri import tracking_uri_problem
 from sptune.tracking.optuna_studies import redact
 
 TIMEOUT_S = 5.0
 
 
 def check_tracking_server(uri: str | None) -> None:
-    """An HTTP tracking server must answer its health check (file and SQLite stores need none)."""
+    """A scheme MLflow knows, and an HTTP tracking server must answer its health check (file and SQLite stores
+    need none)."""
+    found = tracking_uri_problem(uri) if uri else None
+    if found:
+        raise SpecError(f"--tracking-uri {uri}", found, TRACKING_FIX)
     if not uri or not uri.startswith(("http://", "https://")):
         return
     try:

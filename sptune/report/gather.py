@@ -19,6 +19,7 @@ from sptune.output_files import MLFLOW_DB, RESULTS_JSON, SPEC
 from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
+from sptune.report.results_shape import check_results
 
 MISSING = "figures and trial-level flags are missing."
 
@@ -51,9 +52,10 @@ def unreachable(uri: str, timeout: float = 5.0) -> str | None:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise ReportError(str(path), f"cannot read results ({err})", "point at a study output directory") from err
+    return check_results(path, data)
 
 
 def _read_spec(run_dir: Path) -> dict[str, Any]:

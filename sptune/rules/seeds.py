@@ -22,6 +22,9 @@ MAX_EXTENSION_TRIALS = RERUN_SEED_OFFSET - EXTENSION_SEED_OFFSET
 CANDIDATE_SEED_OFFSET = 2000
 MAX_RERUN_SEEDS = CANDIDATE_SEED_OFFSET - RERUN_SEED_OFFSET
 MAX_CANDIDATE_SEEDS = 1000
+# The largest spec seed: every seed derived from it (the candidates' are the highest) stays a seed numpy's
+# legacy generator and torch both accept, [0, 2**32).
+MAX_SEED = 2**32 - 1 - CANDIDATE_SEED_OFFSET - MAX_CANDIDATE_SEEDS
 
 # results.json's "spread": which sources of variance the reported mean ± std covers.
 NO_SPREAD, FINETUNE_SPREAD, PRETRAIN_SPREAD = "none", "finetune", "pretrain+finetune"

@@ -19,6 +19,8 @@ import yaml
 
 from sptune.errors import SpecError
 from sptune.rules.budgets import TOTAL_MATCHED
+from sptune.spec.names import FIX as NAME_FIX
+from sptune.spec.names import folder_name_problem
 
 STUDY_KEYS = {"spec", "name", "set", "axes", "compute_matched"}
 
@@ -80,10 +82,18 @@ def _expand_combo(combo: dict[str, Any]) -> dict[str, Any]:
     return combo
 
 
+def _check_name(where: str, name: object) -> None:
+    # Both become output folders: the campaign's, and each study's inside it.
+    found = folder_name_problem(name)
+    if found:
+        raise SpecError(where, found, NAME_FIX)
+
+
 def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
     unknown = set(data) - {"campaign", "studies"}
     if unknown:
         raise SpecError(sorted(unknown)[0], "unknown key in a campaign file", "use only campaign: and studies:")
+    _check_name("campaign", data.get("campaign"))
     studies = data.get("studies")
     if not isinstance(studies, list) or not studies:
         raise SpecError("studies", "a campaign needs a non-empty list of studies", "add - spec: path/to/spec.yaml")
@@ -101,6 +111,7 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
         if not isinstance(axes, dict) or any(not isinstance(v, list) or not v for v in axes.values()):
             raise SpecError(f"{where}.axes", "axes map a field path to a non-empty list", "e.g. model.n_layers: [1, 2]")
         name = entry.get("name") or spec_path.stem
+        _check_name(f"{where}.name", name)
         for values in itertools.product(*axes.values()) if axes else [()]:
             combo = dict(zip(axes, values, strict=True))
             suffix = _axis_suffix(combo)

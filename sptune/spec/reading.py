@@ -20,6 +20,34 @@ RENAMED_KEYS = {"seeds": "rerun_seeds"}
 _EXAMPLE = "specs live in search_spaces/ (e.g. search_spaces/digits_quick.yaml)"
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping writes the same key twice."""
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load's loader (no tags beyond the safe ones) that refuses a key written twice in one mapping,
+    where PyYAML keeps the last silently: `seed: 1` ... `seed: 2` would run seed 2."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor`: its keys may be overridden here, as YAML's merge defines
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # an unhashable key: the base class refuses it
+            if key in seen:
+                raise DuplicateKeyError(None, None, f"the key '{key}' appears twice in one mapping",
+                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load_unique(text: str) -> Any:
+    """yaml.safe_load, refusing duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_text(path: Path) -> str:
     """A spec file's text; refuses a directory, a missing file and a file that is not UTF-8."""
     if path.is_dir():
@@ -40,7 +68,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """The top-level mapping of a spec or campaign file."""
     path = Path(path)
     try:
-        data = yaml.safe_load(read_text(path))
+        data = safe_load_unique(read_text(path))
+    except DuplicateKeyError as err:
+        mark = err.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise SpecError(where, err.problem, "keep one of the two (PyYAML would silently keep the last)") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -59,6 +91,9 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise SpecError(f"--set {assignment}", "expected KEY.PATH=VALUE", "e.g. --set finetune.epochs=5")
     path, raw = assignment.split("=", 1)
     keys = path.strip().split(".")
+    if not all(key.strip() for key in keys):
+        raise SpecError(f"--set {assignment}", f"'{path}' is not a field path (an empty name before '=' or "
+                        "between dots)", "e.g. --set finetune.epochs=5")
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as err:

@@ -13,6 +13,8 @@ from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS, MAX_RERUN_
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
+from sptune.spec.tracking_uri import FIX as TRACKING_FIX
+from sptune.spec.tracking_uri import tracking_uri_problem
 
 RESOURCES = "e.g. cpu: 1, gpu: 0.25"
 STEPS = "use a positive number of optimizer steps, e.g. 2000"
@@ -124,7 +126,8 @@ class PretrainSpec(Strict):
     mask_ratio: float = ranged(0.5, "use 0.5 for images, 0.15 for text, 0.1 for ListOps", gt=0, lt=1)
     loss: Literal["ce", "l1", "l2"] = "l2"
     # 0 is the budget axis' origin: SPT variants start from an untrained encoder.
-    epochs: int = ranged(10, "use 0 for no pretraining", ge=0)
+    epochs: int = ranged(10, "use a number of pretraining epochs, e.g. 10 (0: SPT variants start from an "
+                         "untrained encoder, a budget axis' origin)", ge=0)
     # The budget in optimizer steps instead of epochs, evaluated every eval_every steps (default: 10 rounds);
     # every trial then does the same steps whatever its batch size (sptune.rules.budgets).
     steps: int | None = ranged(None, STEPS, ge=1)
@@ -372,3 +375,11 @@ class LanguageModelSpec(Strict):
 class TrackingSpec(Strict):
     experiment: str | None = None
     uri: str | None = None
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, uri: str | None) -> str | None:
+        found = tracking_uri_problem(uri) if uri else None
+        if found:
+            raise problem(found, TRACKING_FIX)
+        return uri

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from sptune import machine
 from sptune.rules.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, section_budget, until_converged, variant_budget
 from sptune.rules.rungs import hyperband_brackets
-from sptune.rules.seeds import MAX_RERUN_SEEDS
+from sptune.rules.seeds import MAX_RERUN_SEEDS, MAX_SEED
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
+from sptune.spec.names import checked_folder_name
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -31,13 +32,14 @@ from sptune.spec.sections import (
     TrainingSpec,
     VariantSpec,
 )
-from sptune.spec.task_defaults import under_task_defaults
+from sptune.spec.task_defaults import validated_under_task_defaults
 from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_built
 
 
 class SweepSpec(Strict):
     name: str
-    seed: int = 0
+    # Every seed of the study is this plus an offset (sptune.rules.seeds): all must stay numpy's and torch's.
+    seed: int = ranged(0, f"use a seed in [0, {MAX_SEED}], e.g. 0", ge=0, le=MAX_SEED)
     # Retries per trial that raises (Ray Tune FailureConfig).
     max_failures: int = ranged(0, "use 0 for no retries", ge=0)
     # > 1: each variant's selected config is re-trained with this many seeds (seed+1000, seed+1001, ...:
@@ -70,10 +72,19 @@ class SweepSpec(Strict):
     training: TrainingSpec = Field(default_factory=TrainingSpec)
     tracking: TrackingSpec = Field(default_factory=TrackingSpec)
     language_model: LanguageModelSpec | None = None
+    # The fields (section.field) the task's defaults filled in: a check may treat a value the spec did not ask for
+    # differently from one it wrote (sptune.plan.warmups).
+    _inherited: frozenset[str] = PrivateAttr(default=frozenset())
 
     # ------------------------------------------------------------ rules
 
-    _task_defaults = model_validator(mode="before")(under_task_defaults)
+    _task_defaults = model_validator(mode="wrap")(validated_under_task_defaults)
+    _folder_name = field_validator("name")(checked_folder_name)
+
+    @property
+    def inherited_defaults(self) -> frozenset[str]:
+        """The fields (section.field) taken from the task's defaults, not written by the spec."""
+        return self._inherited
 
     @field_validator("variants")
     @classmethod
@@ -304,6 +315,19 @@ def check_baseline(spec: SweepSpec) -> None:
         raise problem(f"'{spec.baseline}' is not a variant of this spec", fix, "baseline")
 
 
+def check_selection_top_k(spec: SweepSpec) -> None:
+    # A search with fewer trials than top_k compares all of them (a one-point grid beside wider searches); a top_k
+    # above every search's trials can never be met and was meant for another spec.
+    s = spec.selection
+    if not s.enabled:
+        return
+    trials = [n for at, n, _ in _searches_for_budget(spec) if at.startswith("variants.")]
+    if s.top_k > max(trials):
+        message = f"{s.top_k} candidates per variant, but no variant searches more than {max(trials)} trials"
+        raise problem(message, f"use top_k <= {max(trials)}, or give the variants more trials (num_samples)",
+                      "selection.top_k")
+
+
 def check_variant_budgets(spec: SweepSpec) -> None:
     # Here, not on VariantSpec: a variant's num_samples may be finetune's default.
     for name, variant in spec.variants.items():
@@ -397,4 +421,5 @@ CROSS_CHECKS = (
     check_baseline,
     check_variant_budgets,
     check_rerun_pretrain,
+    check_selection_top_k,
 )

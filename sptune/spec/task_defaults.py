@@ -8,6 +8,7 @@ always win; a task without an entry keeps the sections' generic defaults.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -74,3 +75,22 @@ def under_task_defaults(data: Any) -> Any:
             values = {k: v for k, v in values.items() if k != "warmup_steps"}
         merged[section] = {**values, **written}
     return merged
+
+
+def inherited_fields(data: Any) -> frozenset[str]:
+    """The fields (``section.field``) `under_task_defaults` fills in from the task for this raw mapping: the ones
+    the spec did not write itself."""
+    merged = under_task_defaults(data)
+    if merged is data:
+        return frozenset()
+    return frozenset(f"{section}.{key}" for section in SECTIONS if isinstance(merged.get(section), dict)
+                     for key in merged[section] if key not in (data.get(section) or {}))
+
+
+def validated_under_task_defaults(cls: type, data: Any, handler: Callable[[Any], Any]) -> Any:
+    """A pydantic wrap validator: the spec validated with its task's defaults filled in, remembering which fields
+    came from them (`SweepSpec.inherited_defaults`)."""
+    spec = handler(under_task_defaults(data))
+    if isinstance(data, dict):
+        spec._inherited = inherited_fields(data)
+    return spec

@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from sptune.errors import SpecError
 from sptune.tasks import holdout
 
 InputKind = Literal["tokens", "continuous"]
@@ -141,8 +142,18 @@ def seeded_permutation(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(n)
 
 
+# The fewest training rows carve_validation leaves: fewer is not a training set.
+MIN_TRAIN_ROWS = 1
+
+
 def carve_validation(x: np.ndarray, y: np.ndarray, n_val: int, seed: int) -> tuple[ArraySplit, ArraySplit]:
-    """Split training data into train/val with a fixed seed (val always comes from train)."""
+    """Split training data into train/val with a fixed seed (val always comes from train); n_val is the task
+    option of that name where a task has one."""
+    if not 1 <= n_val <= len(y) - MIN_TRAIN_ROWS:
+        high = len(y) - MIN_TRAIN_ROWS
+        raise SpecError("task.n_val", f"{n_val} validation rows out of the {len(y)} training rows leave "
+                        f"{len(y) - n_val} to train on (at least {MIN_TRAIN_ROWS} needed)",
+                        f"use n_val between 1 and {high}, e.g. {max(1, len(y) // 10)}")
     order = seeded_permutation(len(y), seed)
     val_idx, train_idx = np.sort(order[:n_val]), np.sort(order[n_val:])
     return ArraySplit(x[train_idx], y[train_idx]), ArraySplit(x[val_idx], y[val_idx])

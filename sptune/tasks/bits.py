@@ -25,6 +25,7 @@ import numpy as np
 
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 SPECIALS = ("<pad>", "<mask>", "<cls>", "<eos>")
@@ -230,4 +231,5 @@ for _task, _description in (
     ("bit_xor", "FPT bit XOR: element-wise XOR of two bitstrings as one class (generated)"),
 ):
     register(TaskDef(name=_task, description=_description, defaults=DEFAULTS[_task],
-                     load=_loader(_task), check_available=_checker(_task)))
+                     load=_loader(_task), check_available=_checker(_task),
+                     rules={"mask_prob": Option(float, low=0, high=1)}))

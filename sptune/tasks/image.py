@@ -18,12 +18,16 @@ import numpy as np
 
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
+from sptune.tasks.contract import check_arrays
+from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 NPZ_NAMES = ("cifar10_gray.npz", "cifar10.npz")
 HF_DATASET = "uoft-cs/cifar10"
 SPLIT_SEED = 4321
 REQUIRED_KEYS = ("x_train", "y_train", "x_test", "y_test")
+SIDE = 32  # CIFAR-10's images: 32 x 32 pixels
+NUM_CLASSES = 10
 BATCHES_DIR = "cifar-10-batches-py"
 BATCH_FILES = {"train": tuple(f"data_batch_{i}" for i in range(1, 6)), "test": ("test_batch",)}
 
@@ -111,11 +115,21 @@ def _missing_error(data_dir: Path | None, hub_problem: str) -> DataError:
     )
 
 
+_NPZ_FIX = "re-create it with numpy.savez(path, x_train=..., y_train=..., x_test=..., y_test=...) or re-download it"
+
+
+def _corrupt(path: Path) -> DataError:
+    # Not numpy's own message: for a file that is not a zip archive it advises loading it with allow_pickle.
+    return DataError(str(path), "is truncated or corrupt: not a readable .npz archive of .npy arrays", _NPZ_FIX)
+
+
 def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
     try:
         npz = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as err:
-        raise DataError(str(path), f"not a readable .npz file ({err})", "re-create or re-download it") from err
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise _corrupt(path) from None
+    if not isinstance(npz, np.lib.npyio.NpzFile):  # a single .npy array renamed .npz
+        raise DataError(str(path), "holds one array, not the named arrays of an .npz archive", _NPZ_FIX)
     missing = [k for k in REQUIRED_KEYS if k not in npz.files]
     if missing:
         raise DataError(
@@ -162,16 +176,39 @@ def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarra
     if path is not None:
         npz = _open_npz(path)
         # NpzFile reads a member only when indexed: the test arrays stay unread until asked for.
-        x, y = npz[f"x_{split}"], npz[f"y_{split}"]
+        try:
+            x, y = npz[f"x_{split}"], npz[f"y_{split}"]
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+            raise _corrupt(path) from None
+        where = f"{path} (x_{split}, y_{split})"
     elif find_batches(request.data_dir) is not None:
-        x, y = _read_batches(find_batches(request.data_dir), split)
+        path = find_batches(request.data_dir)
+        x, y = _read_batches(path, split)
+        where = str(path)
     else:
         try:
             x, y = _hub_arrays(split)
         except Exception as err:
             raise _missing_error(request.data_dir, _hub_error(err)) from err
-    x = downsample(to_gray(x), int(request.option("resolution")))
-    return x, y.astype(np.int64)
+        where = f"hf:{HF_DATASET}"
+    x = _gray_images(where, x)
+    check_arrays(where, x, y, NUM_CLASSES, fix=_NPZ_FIX)
+    return downsample(x, int(request.option("resolution"))), y.astype(np.int64)
+
+
+def _gray_images(where: str, x: np.ndarray) -> np.ndarray:
+    """The images as (N, 1024) gray rows, or a DataError naming the shape that is not CIFAR's."""
+    shapes = f"(N, {SIDE * SIDE}) gray, (N, {SIDE}, {SIDE}) gray or (N, {SIDE}, {SIDE}, 3) RGB uint8 images"
+    # Pixels are whole levels 0..255: a float or wider array would be cut to uint8 silently.
+    if x.dtype.kind not in "iu" or (x.size and (int(x.min()) < 0 or int(x.max()) > 255)):
+        raise DataError(where, f"pixels of dtype {x.dtype} are not whole levels 0..255", _NPZ_FIX)
+    try:
+        gray = to_gray(x)
+    except ValueError:
+        gray = None
+    if gray is None or gray.shape[1:] != (SIDE * SIDE,):
+        raise DataError(where, f"images of shape {x.shape}; CIFAR-10 is {shapes}", _NPZ_FIX)
+    return gray
 
 
 def load(request: TaskRequest) -> TaskSplits:
@@ -181,7 +218,7 @@ def load(request: TaskRequest) -> TaskSplits:
     if max_train:
         train = ArraySplit(train.x[:max_train], train.y[:max_train])
     resolution = int(request.option("resolution"))
-    info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=10, levels=256,
+    info = TaskInfo(name="image", input_kind="continuous", seq_len=resolution**2, num_classes=NUM_CLASSES, levels=256,
                     image_side=resolution)
     source = str(find_npz(request.data_dir) or find_batches(request.data_dir) or f"hf:{HF_DATASET}")
     return TaskSplits(info, train, val, lambda: ArraySplit(*_read_split(request, "test")), source=source)
@@ -190,4 +227,5 @@ def load(request: TaskRequest) -> TaskSplits:
 register(TaskDef(
     name="image", description="CIFAR-10 grayscale (LRA Image), 1,024 pixels, 45k/5k/10k",
     defaults={"resolution": 32, "n_val": 5000, "max_train": None}, load=load, check_available=check_available,
+    rules={"resolution": Option(int, low=1, divides=SIDE)},
 ))

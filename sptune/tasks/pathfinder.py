@@ -27,6 +27,7 @@ from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import limit_train
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutation
 from sptune.tasks.cache import ensure_generated, file_fingerprint
+from sptune.tasks.option_rules import Option
 from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, generate_pathfinder
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.progress_bar import bar
@@ -238,6 +239,8 @@ for _task, _n in (("pathfinder", 2000), ("pathx", 400)):
             "without --data-dir",
             defaults={"max_train": None, "contour_length": 14, "resolution": None, "generate": True, "gen_seed": 0,
                       "gen_n": _n},
+            rules={"resolution": Option(int, low=1, nullable=True, divides=TASK_RESOLUTION[_task],
+                                        null_means="the native resolution")},
             load=_loader(_task),
             check_available=_checker(_task),
         )

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sptune.errors import SpecError
+from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
+from sptune.tasks.contract import checked_splits
+from sptune.tasks.option_rules import FRACTION, ROW_LIMIT, SEED, Option, check_options, check_order, implied_rule
 from sptune.tasks.value_stats import with_value_stats
 
 
@@ -37,6 +39,12 @@ class TaskDef:
     load: Callable[[TaskRequest], TaskSplits]
     # Raises sptune.errors.DataError naming the missing file and the fix; must be cheap.
     check_available: Callable[[TaskRequest], None]
+    # Each option's type and range where its default does not imply them (sptune.tasks.option_rules.implied_rule).
+    rules: dict[str, Option] = field(default_factory=dict)
+
+    def rule(self, key: str) -> Option:
+        """What option ``key`` accepts: the task's own rule, the one shared by every task, or its default's."""
+        return self.rules.get(key) or SHARED_RULES.get(key) or implied_rule(self.defaults[key])
 
 
 _REGISTRY: dict[str, TaskDef] = {}
@@ -87,6 +95,8 @@ def resolve_data_dir(explicit: str | os.PathLike | None) -> Path | None:
 
 # Options every task accepts, handled here rather than by each task.
 COMMON_OPTIONS = {"train_fraction": 1.0}
+# Rules of options several tasks share under one name.
+SHARED_RULES = {"train_fraction": FRACTION, "max_train": ROW_LIMIT, "gen_seed": SEED, "data_seed": SEED}
 
 
 def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
@@ -96,7 +106,7 @@ def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
 
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
-    splits = compact_splits(task.load(_full_request(task, request)))
+    splits = compact_splits(checked_splits(task.load(_full_request(task, request))))
     return with_value_stats(nested_subset(splits, float(request.options.get("train_fraction", 1.0))))
 
 
@@ -110,7 +120,11 @@ def check_task(request: TaskRequest) -> None:
             f"unknown option for task '{request.name}'",
             f"allowed options: {', '.join(sorted(allowed))}",
         )
-    fraction = request.options.get("train_fraction", 1.0)
-    if not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-        raise SpecError("task.train_fraction", f"must be in (0, 1] (got {fraction!r})", "e.g. 0.25")
+    check_options(request.name, request.options, {key: task.rule(key) for key in request.options})
+    check_order({**task.defaults, **request.options})
+    if request.data_dir is not None and not request.data_dir.exists():
+        # Refused at once: a reader would fall back to the Hugging Face hub (minutes of retries) or generated data.
+        raise DataError(f"--data-dir {request.data_dir}", f"no such folder (task '{request.name}' reads its data "
+                        "there)", "check the path (--data-dir, or SPTUNE_DATA_DIR), or leave both unset for "
+                        "embedded or generated data")
     task.check_available(_full_request(task, request))

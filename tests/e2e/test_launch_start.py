@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_tiny import tiny_spec
+from tests.helpers_tiny import PLAIN, tiny_spec
 
 # The CLI run as `python -m sptune.sweep ARGS`, writing what it imported (and on which thread) to argv[1].
 AUDITED_CLI = """
@@ -37,7 +37,7 @@ runpy.run_module("sptune.sweep", run_name="__main__", alter_sys=True)
 SMALLEST = [
     "--set", "pretrain.epochs=1", "--set", "pretrain.num_samples=1", "--set", "finetune.epochs=1",
     "--set", "variants.scratch.num_samples=1", "--set", "variants.spt.num_samples=1",
-    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
+    "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
 ]  # fmt: skip
 # What a study's start imports: the launcher, the study, the report, MLflow, Ray, torch.
 STUDY_START = ("sptune.study.launch", "sptune.study.study", "sptune.report", "mlflow", "ray", "torch")

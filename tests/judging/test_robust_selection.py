@@ -108,8 +108,12 @@ def test_the_pick_is_the_best_mean_over_fresh_seeds_and_reruns_train_it(repo_roo
 
 
 def test_a_search_with_fewer_trials_than_top_k_has_them_all_as_candidates(repo_root):
-    plan = _plan(repo_root, "selection.top_k=7", "selection.seeds=2")
-    assert "Total: 17 trials" in describe(plan)  # 5 search trials, 5 x 2 candidates, 2 re-runs
+    # A second variant searches 7 trials: a top_k no search reaches is refused (sweep_spec.check_selection_top_k).
+    wide = ("variants.wide={kind: scratch, num_samples: 7, search: {lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}, "
+            "batch_size: {type: choice, values: [32, 64]}}}")
+    plan = _plan(repo_root, "selection.top_k=7", "selection.seeds=2", wide)
+    assert plan.variant_searches()[0].variant == "scratch"
+    assert "Total: 40 trials" in describe(plan)  # scratch: 5 + 5 x 2 candidates + 2 re-runs; wide: 7 + 7 x 2 + 2
     ledger, configs = run(plan, _stages(plan), lucky_at_the_top)
     assert sorted(c["candidate"] for c in _by_stage(configs)["candidates-scratch"]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert len(ledger.candidates["candidates-scratch"]) == 5

@@ -38,7 +38,11 @@ def _sections(text: str) -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir, capsys):
+def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir, capsys, monkeypatch):
+    # Planned for the GPU machine it names (4 CPUs and 1 GPU a trial), from this one.
+    monkeypatch.setattr("sptune.preflight.ready.local_gpus", lambda: 8)
+    monkeypatch.setattr("sptune.preflight.ready.local_cpus", lambda: 32)
+    monkeypatch.setattr("sptune.study.ray_session.is_connected", lambda: False)  # not the suite's shared Ray
     assert sweep([str(REPO / "sweeps/lra_table.yaml"), "--data-dir", str(lra_dir), "--dry-run"]) == 0
     out = capsys.readouterr().out
     sections = _sections(out)
@@ -156,9 +160,11 @@ def cifar_shaped(tmp_path_factory) -> Path:
     return out
 
 
-def test_the_device_kits_gpu_study_fits_its_seven_minutes(cifar_shaped, capsys):
+def test_the_device_kits_gpu_study_fits_its_seven_minutes(cifar_shaped, capsys, monkeypatch):
     """cifar_1layer_gpu.yaml runs inside one device call (tools/device/call_b.sh): its dry run's GPU line, one trial
     at a time (no credit for the 8 trials sharing the GPU), stays within the call's 7 minutes."""
+    monkeypatch.setattr("sptune.preflight.ready.local_gpus", lambda: 1)  # planned for the device, from this machine
+    monkeypatch.setattr("sptune.study.ray_session.is_connected", lambda: False)  # not the suite's shared Ray
     spec = REPO / "search_spaces/cifar_1layer_gpu.yaml"
     assert sweep([str(spec), "--data-dir", str(cifar_shaped), "--dry-run"]) == 0
     out = capsys.readouterr().out

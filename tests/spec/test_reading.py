@@ -65,7 +65,8 @@ def test_dry_run_prints_the_plan_without_writing(repo_root, tmp_path, capsys):
 
 def test_missing_image_data_names_both_options(repo_root, tmp_path, capsys):
     spec_path = Path(repo_root) / "search_spaces" / "cifar_lr.yaml"
-    code = main([str(spec_path), "--data-dir", str(tmp_path / "nowhere"), "--dry-run"])
+    (tmp_path / "empty").mkdir()  # a folder without CIFAR: the hub is tried (a missing folder is refused at once)
+    code = main([str(spec_path), "--data-dir", str(tmp_path / "empty"), "--dry-run"])
     err = capsys.readouterr().err
     assert code == 2
     assert "--data-dir" in err and "SPTUNE_DATA_DIR" in err and "Hugging Face" in err
