@@ -1,12 +1,14 @@
 """SIGINT (Ctrl-C) and SIGTERM (a `timeout`, a scheduler's preemption) end a study with one paragraph and their
 own exit code: 130 for SIGINT, 143 for SIGTERM (128 + the signal's number, as a shell reports them).
 
-Outside the Tuner the first signal ends the study at once (`StudyInterrupted`). Inside it, Ray Tune catches
-SIGINT itself: it stops the trials, writes one last snapshot and returns from `fit()` as if done. `InterruptWatch`
-wraps Tune's handler so the study learns it was stopped (and hands SIGTERM to the same graceful stop); the study
-then raises `StudyInterrupted` instead of going on to select from a half-run Tuner. A second signal skips Tune's
-last snapshot (the one before it is resumed from). Ray's own closing hint (`Tuner.restore(...)`) is filtered out:
-a study is resumed with `--resume`, which the paragraph spells out.
+Outside the Tuner the first signal is recorded and the study stops at its next safe point (`check`: before and after
+the Tuner, after the test numbers are saved, after MLflow hears of them, after the results files), never inside a
+database write: an exception raised there left MLflow's SQLite store locked. A second signal stops it at once.
+Inside the Tuner, Ray Tune catches SIGINT itself: it stops the trials, writes one last snapshot and returns from
+`fit()` as if done. `InterruptWatch` wraps Tune's handler so the study learns it was stopped (and hands SIGTERM to
+the same graceful stop); the study then raises `StudyInterrupted` instead of going on to select from a half-run
+Tuner. Ray's own closing hint (`Tuner.restore(...)`) is filtered out: a study is resumed with `--resume`, which
+the paragraph spells out.
 """
 
 from __future__ import annotations
@@ -40,8 +42,17 @@ STOPS = _Stops()
 
 
 def _stop_now(signum: int, frame: Any) -> None:
-    STOPS.received = STOPS.received or signum
+    """The first signal is recorded for the next `check`; a second one stops the study where it is."""
+    if STOPS.received is None:
+        STOPS.received = signum
+        return
     raise StudyInterrupted(signum)
+
+
+def check() -> None:
+    """A safe point: `StudyInterrupted` if a stop signal came since the run began."""
+    if STOPS.received is not None:
+        raise StudyInterrupted(STOPS.received)
 
 
 class _RayResumeHint(logging.Filter):
@@ -55,7 +66,8 @@ class _RayResumeHint(logging.Filter):
 
 @contextmanager
 def stop_signals(output: Path | None) -> Iterator[None]:
-    """Around a run: SIGINT and SIGTERM raise `StudyInterrupted` (Tune's graceful stop inside its Tuner)."""
+    """Around a run: SIGINT and SIGTERM end it with `StudyInterrupted` at its next `check` (Tune's graceful stop inside
+    its Tuner)."""
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.getsignal(s) for s in SIGNALS} if main else {}
     hint = _RayResumeHint()
@@ -96,16 +108,15 @@ class InterruptWatch(tune.Callback):
 def watched_tuner() -> Iterator[None]:
     """Around Tuner.fit(): the handlers of before it back after it (Tune leaves its own installed when it ends
     normally), then `StudyInterrupted` if Tune stopped because of a signal."""
+    check()
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.getsignal(s) for s in SIGNALS} if main else {}
-    STOPS.received = None
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if STOPS.received is not None:
-        raise StudyInterrupted(STOPS.received)
+    check()
 
 
 def paragraph(stop: StudyInterrupted, argv: list[str]) -> str:
