@@ -36,6 +36,18 @@ class RuntimeFailure(SptuneError):
     exit_code = 1
 
 
+class StudyInterrupted(BaseException):
+    """A stop signal (SIGINT, SIGTERM) ended the study; its exit code is 128 + the signal's number (130, 143), as a
+    shell reports them. A BaseException, as KeyboardInterrupt is: no `except Exception` on the way out may take it
+    for a failure to recover from. `sptune.study.interrupts` raises it and words its paragraph."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        self.signum, self.exit_code = signum, 128 + signum
+        super().__init__(signal.Signals(signum).name)
+
+
 def cli_exit_code(action: Callable[[], int], debug: bool = False) -> int:
     """Run a command-line action: an SptuneError becomes its one paragraph on stderr (with the traceback only
     under --debug: it is the user's input, not a bug) and its exit code; anything else propagates."""

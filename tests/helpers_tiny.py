@@ -20,10 +20,8 @@ PLAIN_PICK = ["selection.top_k=1", "selection.seeds=0", "lr_extend.max_rounds=0"
 PLAIN = [arg for override in PLAIN_PICK for arg in ("--set", override)]
 
 
-# FIFO: Ray restores no scheduler's rung state (neither synchronous halving's nor ASHA's), so after a
-# resume early stopping may stop different trials and change what Optuna is told (documented in the
-# README). With FIFO every decision is restored (the batched searcher's state included), so the resumed
-# study must match exactly.
+# FIFO keeps these studies' trial counts fixed (no early stopping); halving's decisions are restored too
+# (tests/e2e/test_resume_everywhere.py), so either way a resumed study must match an uninterrupted one exactly.
 TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",

@@ -12,6 +12,7 @@ from sptune.plan.dry_run_text import describe
 from sptune.report import build_report
 from sptune.spec.reading import resolved_spec_text
 from sptune.study import ray_session
+from sptune.study.interrupts import STOPS, check, stop_signals
 from sptune.study.publish import merge_results
 from sptune.study.ready_study import ReadyCampaign, ReadyStudy
 from sptune.study.study import Study
@@ -28,13 +29,16 @@ def run(ready: ReadyStudy | ReadyCampaign, verbose: bool = False) -> Path:
     show_library_output(verbose)
     # One thread throughout: libraries imported lazily by two threads at once can deadlock on their module locks.
     first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
-    try:
-        tracker = _tracker(first)
-        ray_session.ensure_running(verbose)
-        results = run_study(ready, tracker) if isinstance(ready, ReadyStudy) else _run_campaign(ready, tracker)
-    finally:
-        ray_session.release()
-    write_report(results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
+    output = ready.output_dir if isinstance(ready, ReadyStudy) else ready.root
+    with stop_signals(output):  # SIGINT / SIGTERM: StudyInterrupted, which `sptune.sweep` reports
+        try:
+            tracker = _tracker(first)
+            ray_session.ensure_running(verbose)
+            results = run_study(ready, tracker) if isinstance(ready, ReadyStudy) else _run_campaign(ready, tracker)
+        finally:
+            ray_session.release()
+        check()
+        write_report(results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
     return results
 
 
@@ -61,6 +65,8 @@ def run_study(ready: ReadyStudy, tracker: Tracker | None = None) -> Path:
     """One study into its output directory (Ray already running); returns its results.json."""
     out = ready.output_dir
     out.mkdir(parents=True, exist_ok=True)
+    STOPS.study_dir = out  # what an interruption's paragraph reports as saved
+    check()  # a campaign stopped between its studies
     (out / SPEC).write_text(resolved_spec_text(ready.spec))
     optuna = _optuna_target(ready)
     storage.DriverFileMirror(ready.storage, out).push(SPEC, OPTUNA_RECORD)

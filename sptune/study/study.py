@@ -17,6 +17,7 @@ from sptune.judging.stage_graph import Stage, StartingCheckpoints, variant_stage
 from sptune.output_files import OPTUNA_DB, RAY_RESULTS, RESULT_FILES, TEST_READS
 from sptune.plan.study_plan import StudyPlan
 from sptune.storage import DriverFileMirror, is_remote
+from sptune.study import interrupts
 from sptune.study.final_evaluation import Candidate, evaluate_on_test, log_test_metrics
 from sptune.study.pretraining import PretrainedWithoutTrials
 from sptune.study.publish import publish
@@ -65,7 +66,9 @@ class Study:
             state.rows = evaluate_on_test(self.plan, self.data, self.out, self._run_tuners())
             self.state_file.save()  # the test split has been read: recorded before anything else can fail
             self.mirror.push(TEST_READS)
+        interrupts.check()  # a stop signal ends the study between steps, never inside a database write
         log_test_metrics(self.tracker, state.rows)
+        interrupts.check()
         publish(self.plan, state, self.out, self.tracker, state.rows, self.data)
         self.mirror.push(*RESULT_FILES)
         state.published = True

@@ -20,6 +20,7 @@ from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, Sta
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.output_files import OPTUNA_DB
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study.interrupts import STOPS, InterruptWatch, watched_tuner
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
 from sptune.study.this_run import THIS_RUN
@@ -148,7 +149,9 @@ class TunerRunner:
         self.state.failed.clear()
         self.state_file.save()
         started = time.time()
-        with chosen_tune_loggers():
+        STOPS.stages = tuple(s.label for s in stages)
+        # A stop signal ends the study here (StudyInterrupted), before anything is selected from a half-run Tuner.
+        with watched_tuner(), chosen_tune_loggers():
             grid = self._tuner(stages, checkpoints).fit()
         if self.resume:
             self._drop_forgotten(grid, started)
@@ -187,7 +190,7 @@ class TunerRunner:
                                    [(s.trial_plan.variant_or_objective, s.trial_plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
-        callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle)]
+        callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle), InterruptWatch()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _drop_forgotten(self, grid: Any, started: float) -> None:

@@ -4,6 +4,7 @@ and the study's concurrency, and hands each result back to the searcher that pro
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any
 
@@ -17,9 +18,13 @@ class StagedSearcher(Searcher):
     """Every released stage's own searcher in one: round-robin, the deepest stages first (pretraining before what
     needs it); it limits how many trials run at once, leaving out those paused at a rung (docs/design/tuning.md)."""
 
-    def __init__(self, ledger: Ledger, searchers: dict[str, Searcher], fixed: dict[str, dict[str, Any]]) -> None:
+    def __init__(
+        self, ledger: Ledger, searchers: dict[str, Searcher], fixed: dict[str, dict[str, Any]], decisions: Any = None
+    ) -> None:
         super().__init__()
         self.ledger = ledger
+        # The stages' scheduler (`StageScheduler`): its decisions are saved beside the ledger, in the same snapshot.
+        self.decisions = decisions
         self.pending = dict(searchers)  # a search stage's own searcher, until it is released
         self.stage_fixed = fixed  # what each stage's trials carry besides their searched values
         self.searchers: dict[str, Searcher] = {}  # the released stages' searchers, in the order released
@@ -87,14 +92,24 @@ class StagedSearcher(Searcher):
         if (label := self.ledger.stage_of(trial_id)) is not None:
             self.searchers[label].on_trial_complete(trial_id, result=result, error=error)
 
-    # Saved with Tune's experiment: Tuner.restore continues each stage's search (Optuna's history too) and the ledger.
+    # Saved with Tune's experiment: Tuner.restore continues each stage's search (Optuna's history too), the ledger
+    # and the stages' scheduler decisions. Tune saves the searcher in the same driver step as the trial list, and
+    # restores it before it re-adds the trials, which is when the scheduler needs its decisions back.
     def save(self, checkpoint_path: str) -> None:
+        state = {k: v for k, v in self.__dict__.items() if k != "decisions"}
+        if self.decisions is not None:
+            state["decisions_json"] = json.dumps(self.decisions.state())  # JSON: nothing but plain values in it
         with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.__dict__, f)
+            pickle.dump(state, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)  # our own file, written by save() above
         self.ledger.load(state.pop("ledger"))  # in place: the driver's callbacks hold this same ledger
+        decisions = state.pop("decisions_json", None)
+        if decisions is not None and self.decisions is not None:  # in place: the restored Tuner's own scheduler
+            self.decisions.load(json.loads(decisions))
         self.__dict__.update(state)
-        self.paused = set()  # Tuner.restore queues every unfinished trial to run again
+        # Tuner.restore queues every unfinished trial to run again; the scheduler pauses again (on_pause) those
+        # its decisions keep waiting at a rung.
+        self.paused = set()

@@ -96,9 +96,11 @@ def staged_search(
     made before (a resumed study)."""
     searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind is StageKind.SEARCH}
     fixed = {s.label: {**fixed_params(s.trial_plan, plan.spec.seed), "stage": s.label} for s in stages}
-    searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed)
     schedulers = {s.label: _scheduler(plan, s.trial_plan) for s in stages}
-    return searcher, StageScheduler(schedulers, plan.concurrency)
+    scheduler = StageScheduler(schedulers, plan.concurrency)
+    # The searcher saves the scheduler's decisions with its own state, so a resume restores both at once.
+    searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed, scheduler)
+    return searcher, scheduler
 
 
 def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:

@@ -191,6 +191,29 @@ def test_the_searcher_continues_after_save_and_restore(plan, tmp_path):
     assert set(restored.ledger.selected) == {"pretrain", "search-scratch", "search-spt", "rerun-scratch", "rerun-spt"}
 
 
+def test_the_schedulers_decisions_are_saved_beside_the_ledger(repo_root, tmp_path):
+    """The searcher's snapshot carries the stages' scheduler decisions, and its restore loads them into the scheduler
+    that Tuner.restore unpickles with it from tuner.pkl (one pickle: the same object)."""
+    import pickle
+
+    from tests.helpers_tune import Controller, stub_trial
+
+    plan = _plan(repo_root, "scheduler.type=sha")
+    searcher, scheduler = staged_search(plan, _stages(plan), {}, {})
+    pickled = pickle.dumps((searcher, scheduler))  # as tuner.pkl holds them, before any trial
+    controller = Controller(scheduler)
+    trial = stub_trial(1, "pretrain")
+    controller.add(trial)
+    controller.start_chosen()
+    scheduler.on_trial_result(controller, trial, {"training_iteration": 1, "best_val_loss": 0.5})
+    searcher.save(str(tmp_path / "searcher.pkl"))
+    restored, restored_scheduler = pickle.loads(pickled)
+    assert restored.decisions is restored_scheduler and restored_scheduler.state()["pretrain"]["trials"] == {}
+    restored.restore(str(tmp_path / "searcher.pkl"))
+    assert restored_scheduler.state() == scheduler.state()
+    assert "t1" in restored_scheduler.state()["pretrain"]["trials"]
+
+
 def _study_stages(plan, out: Path):
     """Study._stages without a tracker or Ray: which searches the one Tuner runs, and what they wait for."""
     from sptune.study.pretraining import PretrainedWithoutTrials

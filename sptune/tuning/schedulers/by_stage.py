@@ -99,6 +99,16 @@ class StageScheduler(FIFOScheduler):
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_views"}  # this driver's controller only
 
+    def state(self) -> dict[str, Any]:
+        """What each stage's scheduler has decided, by stage label, as plain JSON (`SuccessiveHalving.state`,
+        `Hyperband.state`); FIFO keeps nothing and ASHA's state is not saved (docs/design/tuning.md)."""
+        return {name: s.state() for name, s in self.schedulers.items() if hasattr(s, "state")}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back a `state()` before Tuner.restore re-adds the trials."""
+        for name, saved in state.items():
+            self.schedulers[name].load(saved)
+
     @staticmethod
     def _busy(tune_controller: Any) -> int:
         return sum(t.status in (Trial.RUNNING, Trial.PENDING) for t in tune_controller.get_trials())

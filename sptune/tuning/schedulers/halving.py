@@ -5,7 +5,9 @@ it or ended; then the top ⌈n/η⌉ by the stage's metric go on (n: the trials 
 rung sizes are those of `sptune.rules.rungs`), ties broken as selection breaks them (`rung_metrics`: the
 best epoch's val_loss, then its epoch, then the trial created first), and the rest stop.
 It must know the stage's whole trial budget: the first rung is decided only when all of them exist.
-Why not ASHA, and what a resume does to its in-memory state: docs/design/tuning.md.
+Its decisions are saved with every experiment snapshot (`state`, plain JSON per trial id) and loaded back
+before Tuner.restore re-adds the trials (`load`), so a resumed stage decides as the uninterrupted one would.
+Why not ASHA, and what a resume restores: docs/design/tuning.md.
 """
 
 from __future__ import annotations
@@ -36,14 +38,34 @@ def rung_metrics(result: dict, metric: str, score: str) -> dict[str, Any]:
     return found
 
 
+def _plain(value: Any) -> Any:
+    """A rung's number as JSON holds it (results may carry numpy scalars)."""
+    return value if value is None or isinstance(value, (int, str)) else float(value)
+
+
 @dataclass
 class _Entry:
-    trial: Any
+    trial: Any  # None for a trial loaded from a snapshot until Tune adds it again
     index: int
     values: dict[int, dict[str, Any]] = field(default_factory=dict)  # rung epoch -> rung_metrics when it got there
     passed: int = 0  # rungs this trial has been promoted past
     ended: bool = False  # completed, errored, or stopped
     resumable: bool = False  # promoted while paused: choose_trial_to_run may start it again
+    stopped: bool = False  # halving stopped it at rung `passed` (it lost there)
+
+    def saved(self) -> dict[str, Any]:
+        values = {str(rung): {k: _plain(v) for k, v in found.items()} for rung, found in self.values.items()}
+        return {"index": self.index, "values": values, "passed": self.passed, "ended": self.ended,
+                "resumable": self.resumable, "stopped": self.stopped}
+
+    @classmethod
+    def loaded(cls, saved: dict[str, Any]) -> _Entry:
+        values = {int(rung): dict(found) for rung, found in saved["values"].items()}
+        return cls(None, saved["index"], values, saved["passed"], saved["ended"], saved["resumable"], saved["stopped"])
+
+    def waiting(self, rungs: list[int]) -> bool:
+        """At a rung not yet decided: reached it, not promoted past it, still in the stage."""
+        return not self.ended and not self.resumable and self.passed < len(rungs) and rungs[self.passed] in self.values
 
 
 class SuccessiveHalving(FIFOScheduler):
@@ -72,6 +94,7 @@ class SuccessiveHalving(FIFOScheduler):
         self.entries: dict[str, _Entry] = {}
         self.decided = 0  # rungs decided so far (always in order)
         self._deciding = False  # stopping a trial calls back into this scheduler
+        self._to_stop: list[_Entry] = []  # restored trials halving had stopped: stopped at the next choice
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         return True  # built with its search's own metric and mode
@@ -79,8 +102,11 @@ class SuccessiveHalving(FIFOScheduler):
     # ------------------------------------------------------------ Tune's notifications
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
-        if trial.trial_id in self.entries:  # requeued to retry after a failure: it keeps its rungs
-            self.entries[trial.trial_id].trial = trial
+        entry = self.entries.get(trial.trial_id)
+        if entry is not None:  # requeued to retry after a failure, or re-added by Tuner.restore: it keeps its rungs
+            restored, entry.trial = entry.trial is None, trial
+            if restored:
+                self._restored(tune_controller, entry)
             return
         # After Tuner.restore, finished trials are added again: they take no further part.
         ended = trial.status in (Trial.TERMINATED, Trial.ERROR)
@@ -119,7 +145,12 @@ class SuccessiveHalving(FIFOScheduler):
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """New trials and promoted paused ones, lowest trial index first; never a trial still
         waiting at a rung."""
+        to_stop = self.__dict__.get("_to_stop", [])  # a scheduler pickled before it had one
+        while to_stop:  # here, not in on_trial_add: Tune files a trial under its status after adding it
+            tune_controller.stop_trial(to_stop.pop(0).trial)
         for entry in sorted(self.entries.values(), key=lambda e: e.index):
+            if entry.trial is None:  # loaded from a snapshot, not (yet) re-added by Tune
+                continue
             status = entry.trial.status
             if status == Trial.PENDING or (status == Trial.PAUSED and entry.resumable):
                 return entry.trial
@@ -179,11 +210,44 @@ class SuccessiveHalving(FIFOScheduler):
                 self._notify(tune_controller, "on_unpause", entry.trial)
         stop_current = False
         for entry in ranked[keep:]:
+            entry.stopped = True
             if entry.trial is current:
                 stop_current = True  # Tune stops it when on_trial_result returns STOP
             elif not entry.ended:
                 tune_controller.stop_trial(entry.trial)  # paused (or saving before its pause)
         return stop_current
+
+    # ------------------------------------------------------------ saved with the experiment snapshot
+
+    def state(self) -> dict[str, Any]:
+        """Everything this bracket has decided, as plain JSON: `decided` (rungs decided, in order) and per trial
+        id its creation `index`, `values` (rung epoch -> what the ranking read there), `passed` (rungs it was
+        promoted past), `ended`, `resumable` (promoted while paused, not yet resumed) and `stopped` (halving
+        stopped it at rung `passed`)."""
+        return {"decided": self.decided, "trials": {tid: e.saved() for tid, e in self.entries.items()}}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back a `state()` before Tune re-adds the trials (Tuner.restore): each keeps its rungs, and
+        `on_trial_add` keeps it from training where the decisions say it must not."""
+        self.decided, self._to_stop = state["decided"], []
+        self.entries = {tid: _Entry.loaded(saved) for tid, saved in state["trials"].items()}
+
+    def _restored(self, tune_controller: Any, entry: _Entry) -> None:
+        """A trial Tuner.restore re-adds (unfinished ones come back PENDING, which Tune would start at once):
+        one halving stopped is stopped without training; one waiting at an undecided rung waits again, paused
+        and counted out of the searcher's slots, for the same decision. Setting the status here works because
+        Tune files the trial under its status only after on_trial_add."""
+        trial = entry.trial
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            entry.ended = True
+        elif entry.stopped:
+            trial.set_status(Trial.PAUSED)
+            self._to_stop.append(entry)  # its stop reaches the searcher and the ledger as any stop does
+        elif entry.ended:  # it had failed, and is retried (resume_errored): it takes part again
+            entry.ended = False
+        elif entry.waiting(self.rungs):
+            trial.set_status(Trial.PAUSED)
+            self._notify(tune_controller, "on_pause", trial)
 
     @staticmethod
     def _notify(tune_controller: Any, hook: str, trial: Trial) -> None:

@@ -72,5 +72,17 @@ class Hyperband(FIFOScheduler):
         picks = [t for t in picks if t is not None]
         return min(picks, key=trial_index) if picks else None
 
+    def state(self) -> dict[str, Any]:
+        """Plain JSON: each bracket's `SuccessiveHalving.state()` and the bracket (its position) of each trial id."""
+        position = {id(b): k for k, b in enumerate(self.brackets)}
+        return {"brackets": [b.state() for b in self.brackets],
+                "bracket_of": {tid: position[id(b)] for tid, b in self.bracket_of.items()}}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back a `state()` before Tune re-adds the trials: each keeps its bracket and its rungs."""
+        for bracket, saved in zip(self.brackets, state["brackets"], strict=True):
+            bracket.load(saved)
+        self.bracket_of = {tid: self.brackets[k] for tid, k in state["bracket_of"].items()}
+
     def debug_string(self) -> str:
         return "Hyperband: " + "; ".join(f"[{b.debug_string()}]" for b in self.brackets)

@@ -1,0 +1,205 @@
+"""A study interrupted at every step, resumed each time, ends as the uninterrupted one: the same trials trained to
+the same epochs, the same picks and candidates, the same per-seed test accuracies, no duplicate MLflow run.
+
+One tiny SPT study on digits with synchronous halving (η 3: its search's 3 trials → 1 at the rung at epoch 1), an LR
+extension round that always adds trials (a range whose every LR is within 1.5x of a bound), seed-robust candidates
+(top 2) and 2 re-runs. Each case interrupts one run of it six times in a row, once inside each step, resuming in
+between: inside pretraining, the search just after its rung's decision, the LR extension, the candidates, the
+re-runs, and between the test read and MLflow. SIGINT goes to the driver running in this process (Tune's graceful
+stop; exit 130); kill -9 to a driver run as a subprocess on this session's Ray (nothing is written at the end)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sptune.sweep import main
+from tests.helpers_tiny import child_runs, trial_checkpointed
+
+SPEC = """
+name: resume_everywhere
+seed: 0
+task: {name: digits}
+model: {d_model: 32, n_layers: 1, n_heads: 4, d_ff: 64}
+rerun_seeds: 2
+selection: {top_k: 2, seeds: 1}
+lr_extend: {max_rounds: 1}
+pretrain:
+  objective: masked
+  mask_ratio: 0.5
+  loss: l2
+  epochs: 2
+  num_samples: 1
+  search:
+    lr: {type: loguniform, low: 1.0e-3, high: 2.0e-3}
+    batch_size: {type: choice, values: [64]}
+finetune: {epochs: 3}
+variants:
+  spt:
+    num_samples: 3
+    search:
+      lr: {type: loguniform, low: 1.0e-3, high: 2.0e-3, extend: true}
+      batch_size: {type: choice, values: [64]}
+scheduler: {type: sha, grace_period: 1, reduction_factor: 3}
+searcher: {type: optuna}
+"""
+SEARCH_TRIALS, RUNG = 3, 1
+
+
+def _state(out: Path) -> dict[str, Any]:
+    try:
+        return json.loads((out / "study_state.json").read_text() or "{}")
+    except (FileNotFoundError, json.JSONDecodeError):  # written atomically, but read while it is replaced
+        return {}
+
+
+def _running(stage: str, marker: str) -> Callable[[Path], bool]:
+    """A trial of `stage` (its params.json holds `marker`) has saved a checkpoint, and the stage is not selected."""
+    return lambda out: trial_checkpointed(out, marker) and not any(
+        label.startswith(stage) for label in _state(out).get("searches", {})
+    )
+
+
+def _rung_decided(out: Path) -> bool:
+    """Every search trial has reported the rung's epoch: halving decided the rung in that same result."""
+    reached = 0
+    for params in (out / "ray_results" / "study").glob("*/params.json"):
+        result = params.parent / "result.json"
+        if '"search-spt"' in params.read_text() and result.exists():
+            lines = [line for line in result.read_text().splitlines() if line.strip()]
+            reached += any(json.loads(line)["training_iteration"] == RUNG for line in lines)
+    return reached >= SEARCH_TRIALS and "search-spt" not in _state(out).get("searches", {})
+
+
+def _tested_not_published(out: Path) -> bool:
+    """The test numbers are saved (right after the test split was read), MLflow and the results files not yet."""
+    state = _state(out)
+    return state.get("rows") is not None and not state.get("published")
+
+
+# In the order a study reaches them.
+POINTS = {
+    "pretraining": _running("pretrain", '"pretrain"'),
+    "search after its rung's decision": _rung_decided,
+    "LR extension": _running("extend-", '"extend-'),
+    "candidates": _running("candidates-", '"candidates-'),
+    "re-runs": _running("rerun-", '"rerun-'),
+    "between the test read and MLflow": _tested_not_published,
+}
+
+
+def _when(ready: Callable[[], bool], act: Callable[[], None], running: Callable[[], bool]) -> threading.Event:
+    """A watcher thread: `act()` once `ready()` holds (asked every 50 ms) while `running()`."""
+    fired = threading.Event()
+
+    def watch() -> None:
+        while running():
+            if ready():
+                act()
+                fired.set()
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return fired
+
+
+def _sigint_at(point: str, argv: list[str], out: Path) -> None:
+    """Run the study in this process and SIGINT it at `point`: it must end with 130 and its paragraph."""
+    done = threading.Event()
+    fired = _when(lambda: POINTS[point](out), lambda: os.kill(os.getpid(), signal.SIGINT), lambda: not done.is_set())
+    before = signal.signal(signal.SIGINT, lambda *_: None)  # a SIGINT sent just as the study ended: ignored here
+    try:
+        code = main(argv)
+    finally:
+        done.set()
+        time.sleep(0.2)
+        signal.signal(signal.SIGINT, before)
+    assert fired.is_set(), f"the study ended (exit {code}) before {point}"
+    assert code == 130, f"SIGINT at {point}: exit {code}"
+
+
+def _kill_at(point: str, argv: list[str], out: Path, address: str) -> None:
+    """Run the study as a subprocess on this session's Ray and kill -9 it at `point`."""
+    proc = subprocess.Popen([sys.executable, "-m", "sptune.sweep", *argv, "--address", address],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    fired = _when(lambda: POINTS[point](out), lambda: proc.send_signal(signal.SIGKILL), lambda: proc.poll() is None)
+    code = proc.wait(timeout=400)
+    assert fired.is_set(), f"the study ended (exit {code}) before {point}"
+
+
+_TRIAL = re.compile(r"StudyTrainable_[0-9a-f]{8}_(\d+)_")
+_STAMP = re.compile(r"_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
+VOLATILE = {"mlflow", "timeline", "provenance", "trial_id", "mlflow_run_id", "trial_seconds", "trial_seconds_source"}
+
+
+def _comparable(value: Any, out: Path) -> Any:
+    """results.json less what differs between any two runs: timings, run and trial ids, paths' own folders."""
+    if isinstance(value, dict):
+        return {_comparable(k, out): _comparable(v, out) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_comparable(v, out) for v in value]
+    if isinstance(value, str):
+        return _STAMP.sub("", _TRIAL.sub(r"StudyTrainable_\1_", value.replace(str(out), "OUT")))
+    return value
+
+
+def _trained(out: Path) -> dict[tuple, int]:
+    """Every trial's config and the last epoch it trained (an epoch trained again after a kill counts once)."""
+    found = {}
+    for params in (out / "ray_results" / "study").glob("*/params.json"):
+        p, result = json.loads(params.read_text()), params.parent / "result.json"
+        text = result.read_text() if result.exists() else ""
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        key = (p["stage"], round(p["lr"], 10), p.get("seed"), p.get("candidate"))
+        found[key] = max((line["training_iteration"] for line in lines), default=0)
+    return found
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("resume_everywhere") / "resume_everywhere.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ray_session, spec) -> Path:
+    out = spec.parent / "uninterrupted"
+    assert main([str(spec), "--output", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "kill -9"])
+def test_a_study_interrupted_at_every_step_ends_as_the_uninterrupted_one(
+    ray_session, spec, uninterrupted, how, monkeypatch
+):
+    # The points are read from the trial folders Tune copies to the storage with each snapshot: every second here.
+    monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "1")
+    out = spec.parent / how.replace(" ", "")
+    argv = [str(spec), "--output", str(out)]
+    address = ray_session.get_runtime_context().gcs_address
+    for n, point in enumerate(POINTS):
+        step = argv + (["--resume"] if n else [])
+        _sigint_at(point, step, out) if how == "SIGINT" else _kill_at(point, step, out, address)
+    assert main([*argv, "--resume"]) == 0
+
+    assert _trained(out) == _trained(uninterrupted)  # the same trials, each trained to the same epoch
+    done, ran = (json.loads((o / "results.json").read_text()) for o in (out, uninterrupted))
+    assert _comparable(done, out) == _comparable(ran, uninterrupted)  # picks, candidates, per-seed test accuracies
+    runs = child_runs(out)
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    assert len(finished) == len(child_runs(uninterrupted)) == len(_trained(out))
+    assert len({r.data.tags["sptune.trial_id"] for r in runs}) == len(runs)  # no trial has two runs
+    assert len((out / "test_reads.jsonl").read_text().splitlines()) == len(done["rows"])  # the test split read once
