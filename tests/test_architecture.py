@@ -39,6 +39,13 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
+def _typing_only_imports(tree: ast.Module) -> set[int]:
+    """Imports under ``if TYPE_CHECKING:``: they run for type checkers only, so they execute no module."""
+    return {id(inner) for node in tree.body
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+            for inner in ast.walk(node)}
+
+
 def _targets(importer: str, name: str, modules: set[str]) -> set[str]:
     """The sptune modules executed by importing ``name`` from ``importer``."""
     parts = name.split(".")
@@ -58,7 +65,8 @@ def import_graph(lazy: bool = True) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
         tree = ast.parse(path.read_text())
-        nodes = ast.walk(tree) if lazy else iter(tree.body)
+        typing_only = _typing_only_imports(tree)
+        nodes = (n for n in (ast.walk(tree) if lazy else iter(tree.body)) if id(n) not in typing_only)
         edges = set()
         for node in nodes:
             for name in _imported_names(node):

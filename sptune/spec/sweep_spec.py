@@ -7,13 +7,15 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from sptune import machine
-from sptune.rules.budgets import BUDGET_MODES, TOTAL_MATCHED, Budget, section_budget, until_converged, variant_budget
+from sptune.rules.budgets import BUDGET_MODES, Budget, section_budget, until_converged, variant_budget
 from sptune.rules.rungs import hyperband_brackets
 from sptune.rules.seeds import MAX_RERUN_SEEDS, MAX_SEED
 from sptune.spec.budget import repeated_choice_problem
+from sptune.spec.budget_rules import check_budget_mode, check_until_converged, check_variant_units
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
 from sptune.spec.names import checked_folder_name
+from sptune.spec.rerun_rules import check_rerun_pretrain, resolve_sequential_reruns
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -334,75 +336,6 @@ def check_variant_budgets(spec: SweepSpec) -> None:
         found = repeated_choice_problem(variant.search, spec.variant_samples(name), f"variants.{name}.")
         if found:
             raise found
-
-
-def check_rerun_pretrain(spec: SweepSpec) -> None:
-    if not spec.rerun_pretrain:
-        return
-    if spec.rerun_seeds < 2:
-        fix = "set rerun_seeds: 3 (or more), or drop rerun_pretrain"
-        raise problem("re-pretraining per seed needs seed re-runs (rerun_seeds > 1)", fix, "rerun_pretrain")
-    if not spec.needs_pretraining():
-        raise problem("no variant starts from SPT: nothing to re-pretrain", "drop rerun_pretrain", "rerun_pretrain")
-    if spec.pretrain.checkpoint is not None:
-        message = "a given SPT checkpoint (pretrain.checkpoint) cannot be re-pretrained per seed"
-        raise problem(message, "drop pretrain.checkpoint or rerun_pretrain", "rerun_pretrain")
-
-
-def resolve_sequential_reruns(spec: SweepSpec) -> None:
-    """Refuses what sequential re-runs cannot do; then sets rerun_seeds to their most seeds."""
-    s = spec.rerun_sequential
-    if "rerun_seeds" in spec.model_fields_set and spec.rerun_seeds not in (1, s.max):
-        message = f"rerun_seeds {spec.rerun_seeds} and rerun_sequential (up to {s.max} seeds) both set the re-runs"
-        raise problem(message, "drop rerun_seeds: rerun_sequential.max is the most seeds", "rerun_seeds")
-    if spec.rerun_pretrain:
-        message = "re-pretraining per seed (rerun_pretrain) is not supported with sequential re-runs yet"
-        raise problem(message, "drop rerun_pretrain, or use a fixed rerun_seeds: N", "rerun_pretrain")
-    if spec.baseline not in spec.variants or len(spec.variants) < 2:
-        message = (f"sequential re-runs test each variant's Δ against the baseline '{spec.baseline}', and this spec "
-                   f"has {'no such variant' if spec.baseline not in spec.variants else 'nothing to compare with it'}")
-        fix = "name one of the variants in baseline: and compare at least two variants, or drop rerun_sequential"
-        raise problem(message, fix, "rerun_sequential")
-    spec.rerun_seeds = s.max
-
-
-def check_budget_mode(spec: SweepSpec) -> None:
-    if spec.budget != TOTAL_MATCHED or not spec.needs_pretraining():
-        return
-    if spec.pretrain.checkpoint is not None:
-        message = ("total_matched adds SPT's pretraining budget to the other variants; a given checkpoint's "
-                   "is unknown")
-        fix = "use budget: finetune_matched, or pretrain here (drop pretrain.checkpoint)"
-        raise problem(message, fix, "budget")
-    pre, fine = spec.pretrain_budget(), spec.finetune_budget()
-    if pre.amount and pre.unit != fine.unit:
-        message = (f"total_matched adds the pretraining budget ({pre.describe()}) to the finetuning one "
-                   f"({fine.describe()}): they must count the same unit")
-        raise problem(message, "give pretrain and finetune both steps, or both epochs", "budget")
-
-
-def check_until_converged(spec: SweepSpec) -> None:
-    u = spec.finetune.until_converged
-    if u is not None and spec.training.schedule == "cosine":
-        message = ("until_converged stops a trial once validation stalls, but a cosine schedule decays over "
-                   "max_epochs: a trial stopped early stalls at a still-high LR, not at convergence")
-        fix = "use training.schedule: constant (a fixed LR after the warm-up)"
-        raise problem(message, fix, "training.schedule")
-    longest = max(spec.finetune_budget(name).amount for name in spec.variants)
-    if u is not None and u.max_epochs < longest:
-        message = f"max_epochs {u.max_epochs} is below the {longest} finetuning epochs a variant trains anyway"
-        fix = f"use max_epochs >= {longest}, e.g. {2 * longest}"
-        raise problem(message, fix, "finetune.until_converged.max_epochs")
-
-
-def check_variant_units(spec: SweepSpec) -> None:
-    # A variant's own epochs would leave the steps budget every other variant trains with.
-    if spec.finetune.steps is None:
-        return
-    for name, variant in spec.variants.items():
-        if variant.epochs is not None:
-            message = f"the finetuning budget is {spec.finetune.steps} optimizer steps (finetune.steps)"
-            raise problem(message, "drop the variant's epochs", f"variants.{name}.epochs")
 
 
 # The order matters: the budget mode is checked before any rule that reads a variant's budget.

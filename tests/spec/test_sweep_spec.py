@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from sptune.errors import SpecError
-from sptune.spec import SweepSpec, apply_override, from_dict, load_spec, read_yaml, sweep_spec
+from sptune.spec import (
+    SweepSpec,
+    apply_override,
+    budget_rules,
+    from_dict,
+    load_spec,
+    read_yaml,
+    rerun_rules,
+    sweep_spec,
+)
 
 BASE = Path(__file__).resolve().parents[2] / "search_spaces" / "digits_quick.yaml"
 GRID = "search: {lr: {type: grid, values: [0.001]}, batch_size: {type: grid, values: [32]}}"
@@ -130,8 +139,9 @@ def test_a_hyperband_budget_too_small_says_how_many_trials_it_needs():
 
 
 def test_every_cross_section_rule_runs_exactly_once():
-    defined = [f for name, f in inspect.getmembers(sweep_spec, inspect.isfunction)
-               if name.startswith("check_") and f.__module__ == sweep_spec.__name__]
+    defined = [f for module in (sweep_spec, budget_rules, rerun_rules)
+               for name, f in inspect.getmembers(module, inspect.isfunction)
+               if name.startswith("check_") and f.__module__ == module.__name__]
     assert sorted(f.__name__ for f in sweep_spec.CROSS_CHECKS) == sorted(f.__name__ for f in defined)
 
 
