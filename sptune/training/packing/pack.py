@@ -1,0 +1,251 @@
+"""A pack: K solo loops of one stage trained as one fused model (docs/design/training.md, "Packs").
+
+Each member IS a solo loop (`sptune.training.loops`), built exactly as a solo trial builds it: its seeded
+initial weights, its data generator (batch order, masks), its dropout stream, its AdamW, schedule and clipping,
+its validation and its checkpoint (`state_dict`, today's per-trial format). The pack only replaces the forward
+and backward: every step it stacks the members' weights along a leading member dimension and runs one
+`torch.func.vmap` of `functional_call` over them, so K small models cost one set of batched kernels. The stack
+is differentiable, so one backward leaves each member's gradients on its own parameters, where its own
+clipping and optimizer step run unchanged.
+
+What the members draw comes from their own streams, outside vmap, in the order their solo step draws it:
+batch indices and masks from the member's generator, dropout noise from its torch RNG stream
+(`noise_dropout`). A member whose loss goes NaN/inf is frozen (`diverged`); one stopped from outside
+(`stop`, e.g. early stopping) leaves the pack; the others go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+
+from sptune.training.device import autocast
+from sptune.training.loops import (
+    DIVERGENCE_CHECK_STEPS,
+    BatchResult,
+    EpochLoop,
+    FinetuneLoop,
+    PretrainLoop,
+    _EpochSums,
+)
+from sptune.training.models.attention import SelfAttention
+from sptune.training.optimizer import global_grad_norm
+from sptune.training.packing.noise_dropout import NoiseFeed, draw_noise, fed_template
+
+Status = Literal["training", "diverged", "stopped"]
+
+
+class PackError(ValueError):
+    """The loops given cannot train as one pack (the message says which field differs)."""
+
+
+def check_packable(members: Sequence[EpochLoop]) -> None:
+    """Refuse loops that are not one stage's trials differing only in lr, weight decay, warm-up and seed."""
+    if not members:
+        raise PackError("a pack needs at least one member")
+    lead = members[0]
+    if type(lead) not in (FinetuneLoop, PretrainLoop):
+        raise PackError(f"a pack trains FinetuneLoop or PretrainLoop members, not {type(lead).__name__}")
+    same = {
+        "loop type": lambda m: type(m),
+        "batch_size": lambda m: m.cfg.batch_size,
+        "budget (epochs/steps)": lambda m: (m.cfg.epochs, m.cfg.steps, m.cfg.eval_every),
+        "device": lambda m: m.device,
+        "precision": lambda m: m.cfg.precision,
+        "grad_clip": lambda m: m.cfg.grad_clip > 0,
+        "training rows": lambda m: (len(m.train_x), m.train_x.data_ptr()),
+        "task": lambda m: m.info,
+        "objective": lambda m: getattr(m, "objective", None),
+        "optimizer steps so far": lambda m: m.optimizer_steps,
+        "parameters": lambda m: [(n, tuple(p.shape), p.requires_grad) for n, p in m.model.named_parameters()],
+    }
+    for what, key in same.items():
+        if any(key(m) != key(lead) for m in members[1:]):
+            raise PackError(
+                f"pack members differ in {what}: a pack holds one stage's trials, which differ only "
+                "in lr, weight decay, warm-up and seed; train the others in another pack or alone"
+            )
+    if any(isinstance(mod, SelfAttention) and mod.dropout > 0 for mod in lead.model.modules()):
+        raise PackError(
+            "model.attention_dropout > 0 cannot be packed: the attention kernel draws its dropout "
+            "inside the fused call, from no member's own stream; set it to 0 or resources.pack: 1"
+        )
+
+
+def _apply_gradients(member: EpochLoop) -> torch.Tensor:
+    """The solo step after its backward (EpochLoop._step): this member's own clipping, AdamW step and schedule."""
+    if member.cfg.grad_clip > 0:
+        grad_norm = nn.utils.clip_grad_norm_(member.trainable, member.cfg.grad_clip)  # norm over its own grads
+    else:
+        grad_norm = global_grad_norm(member.trainable)
+    member.last_lr = member.optimizer.param_groups[0]["lr"]
+    member.optimizer.step()
+    member.schedule.step()
+    return grad_norm
+
+
+class PackLoop:
+    """K members (solo loops of one stage) trained together; see the module's docstring."""
+
+    def __init__(self, members: Sequence[EpochLoop]) -> None:
+        check_packable(members)
+        self.members = list(members)
+        self.status: list[Status] = ["training"] * len(members)
+        self.errors: list[str | None] = [None] * len(members)
+        lead = self.members[0]
+        self.feed = NoiseFeed()
+        self.template = fed_template(lead.model, self.feed).to(lead.device)
+        self.buffers = dict(self.template.named_buffers())
+        self.names = [name for name, _ in lead.model.named_parameters()]
+        self._specs: dict[tuple, list] = {}
+        self._vmapped = vmap(self._member_batch, randomness="error")
+
+    # ------------------------------------------------------------------ membership
+
+    def active(self) -> list[int]:
+        return [k for k, s in enumerate(self.status) if s == "training"]
+
+    def stop(self, k: int) -> None:
+        """Member ``k`` leaves the pack (early stopping): it costs no compute from the next step on."""
+        if self.status[k] == "training":
+            self.status[k] = "stopped"
+
+    # ------------------------------------------------------------------ one step
+
+    def _net(self, params: dict[str, torch.Tensor]) -> Callable[..., torch.Tensor]:
+        return lambda *args, **kwargs: functional_call(self.template, (params, self.buffers), args, kwargs)
+
+    def _batch_loss(self, params: dict, x: torch.Tensor, y: torch.Tensor, where: torch.Tensor | None) -> BatchResult:
+        """One member's loss on its batch through the lead member's own objective code, with the template
+        (holding ``params``) as its network."""
+        lead = self.members[0]
+        if where is not None:
+            return lead._loss_and_hits(x, where, self._net(params))
+        solo_net, lead.net = lead.net, self._net(params)
+        try:
+            return lead.train_batch(x, y)
+        finally:
+            lead.net = solo_net
+
+    def _member_batch(
+        self, params: dict, x: torch.Tensor, y: torch.Tensor, where: tuple[torch.Tensor, ...], noise: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # ``where``: the mask as a 1-tuple, or () for a finetuning member (vmap takes no None input).
+        self.feed.queue = list(noise)
+        loss, hits, scored = self._batch_loss(params, x, y, where[0] if where else None)
+        return loss, hits, torch.as_tensor(scored, device=x.device)
+
+    def _noise_specs(self, params: dict, x: torch.Tensor, y: torch.Tensor, where: torch.Tensor | None) -> list:
+        """The dropout calls one member's forward makes on a batch of this shape (recorded once per shape)."""
+        key = (tuple(x.shape), where is not None)
+        if key not in self._specs:
+            self.feed.recording, self.feed.specs = True, []
+            try:
+                with torch.no_grad(), autocast(x.device, self.members[0].cfg.precision):
+                    self._batch_loss(params, x, y, where)
+            finally:
+                self.feed.recording = False
+            self._specs[key] = self.feed.specs
+        return self._specs[key]
+
+    def _draw(self, member: EpochLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """A member's batch and mask, from its own generator in its solo step's order."""
+        idx = member.batches.next()
+        x, y = member.train_x[idx], member.train_y[idx]
+        where = member._positions(x, member.generator) if isinstance(member, PretrainLoop) else None
+        return x, y, where
+
+    def train_step(self, active: list[int], sums: dict[int, _EpochSums]) -> None:
+        """One optimizer step of every active member."""
+        members = [self.members[k] for k in active]
+        drawn = [self._draw(m) for m in members]
+        params = {n: torch.stack([m.model.get_parameter(n) for m in members]) for n in self.names}
+        x0, y0, where0 = drawn[0]
+        specs = self._noise_specs({n: p[0].detach() for n, p in params.items()}, x0, y0, where0)
+        noise = []
+        for m in members:
+            with m.rng.own():
+                noise.append(draw_noise(specs, m.device))
+        x, y = torch.stack([d[0] for d in drawn]), torch.stack([d[1] for d in drawn])
+        where = (torch.stack([d[2] for d in drawn]),) if where0 is not None else ()
+        stacked_noise = [torch.stack(parts) for parts in zip(*noise, strict=True)]
+        with autocast(x.device, members[0].cfg.precision):
+            loss, hits, scored = self._vmapped(params, x, y, where, stacked_noise)
+        for m in members:
+            m.optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()  # members share no weights: each gets the gradient of its own loss alone
+        for j, (k, m) in enumerate(zip(active, members, strict=True)):
+            grad_norm = _apply_gradients(m)
+            sums[k].add(BatchResult(loss[j], hits[j], scored[j]), grad_norm, len(x0))
+            m.tokens_seen += len(x0) * m.tokens_per_example
+
+    # ------------------------------------------------------------------ rounds
+
+    def _freeze_diverged(self, active: list[int], sums: dict[int, _EpochSums]) -> None:
+        finite = torch.isfinite(torch.stack([sums[k].loss for k in active])).tolist()  # one sync for all
+        for k, ok in zip(active, finite, strict=True):
+            if not ok:
+                self.status[k] = "diverged"
+                self.errors[k] = f"loss became {float(sums[k].loss)} at epoch {self.members[k].epoch + 1}"
+
+    def train_steps(self, n_steps: int) -> dict[int, dict]:
+        """`n_steps` steps of every active member, then each one's validation: member index -> the metrics its
+        solo loop's `train_steps` reports, or ``{"diverged": 1, "error": ...}`` for one that diverged now."""
+        start_active = self.active()
+        for k in start_active:
+            self.members[k].model.train()
+        sums = {k: _EpochSums(self.members[k].device) for k in start_active}
+        start = time.perf_counter()
+        active = start_active
+        for step in range(1, n_steps + 1):
+            self.train_step(active, sums)
+            if step % DIVERGENCE_CHECK_STEPS == 0:
+                self._freeze_diverged(active, sums)
+                active = self.active()
+                if not active:
+                    break
+        if active:
+            self._freeze_diverged(active, sums)
+        seconds = time.perf_counter() - start  # the pack's wall time: every member trained during all of it
+        return {k: self._round_result(k, sums[k], n_steps, seconds) for k in start_active}
+
+    def _round_result(self, k: int, sums: _EpochSums, n_steps: int, seconds: float) -> dict:
+        m = self.members[k]
+        if self.status[k] == "diverged":
+            return {"diverged": 1, "error": self.errors[k]}
+        m.epoch += 1
+        m.optimizer_steps += n_steps
+        metrics = {
+            **sums.means(m.train_accuracy_key),
+            "lr": m.last_lr,
+            "epoch": m.epoch,
+            "optimizer_steps": m.optimizer_steps,
+            "epoch_seconds": seconds,
+        }
+        return {**metrics, **m.validate(), "tokens_seen": m.tokens_seen}
+
+    def train_round(self) -> dict[int, dict]:
+        """One Tune iteration of every active member (`EpochLoop.train_round`: an epoch, or `eval_every` steps)."""
+        lead = self.members[self.active()[0]]
+        if lead.cfg.steps is None:
+            return self.train_steps(lead.steps_per_epoch)
+        left = lead.cfg.steps - lead.optimizer_steps
+        return self.train_steps(max(1, min(lead.cfg.eval_every, left)))
+
+
+def train_pack_steps(members: Sequence[EpochLoop], n_steps: int) -> list[dict]:
+    """The benchmarks' entry point: train already-built solo loops as one pack for ``n_steps`` steps.
+
+    Returns one dict per member, in order: its status (training | diverged), and (unless it diverged) the round's
+    train loss, mean pre-clip gradient norm and validation metrics. Timing is the caller's to take."""
+    pack = PackLoop(members)
+    results = pack.train_steps(n_steps)
+    return [
+        {"status": pack.status[k], **{key: v for key, v in results[k].items() if key != "epoch_seconds"}}
+        for k in range(len(members))
+    ]
