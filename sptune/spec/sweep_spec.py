@@ -354,6 +354,19 @@ def check_variant_units(spec: SweepSpec) -> None:
 
 
 # The order matters: the budget mode is checked before any rule that reads a variant's budget.
+def check_packing(spec: SweepSpec) -> None:
+    # A pack's members draw their dropout outside the fused forward, each from its own stream; attention dropout is
+    # drawn inside the attention kernel, and a compiled or captured step is not what a pack runs.
+    if spec.resources.pack == 1:
+        return
+    if spec.model.attention_dropout > 0:
+        raise problem("attention dropout cannot be packed (the attention kernel draws it from no member's own "
+                      "stream)", "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")
+    if spec.training.compile:
+        raise problem("packed trials are not compiled (a pack runs its own fused step)",
+                      "set training.compile: false, or resources.pack: 1", "resources.pack")
+
+
 CROSS_CHECKS = (
     check_model_family,
     check_shared_positions,
@@ -369,4 +382,5 @@ CROSS_CHECKS = (
     check_baseline,
     check_variant_budgets,
     check_rerun_pretrain,
+    check_packing,
 )
