@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sptune.tasks.base import ArraySplit
+from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.tasks.registry import TaskRequest, load_task
 from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.training.models import ModelConfig
@@ -239,3 +239,36 @@ def test_attention_dropout_is_refused(digits):
     loops = [FinetuneLoop(cfg, info, train, val, _optim(m)) for m in MEMBERS[:2]]
     with pytest.raises(PackError, match="attention_dropout"):
         PackLoop(loops)
+
+
+TOKENS = TaskInfo(name="tok", input_kind="tokens", seq_len=16, num_classes=3, vocab_size=12)
+
+
+def _token_split(n: int, seed: int) -> ArraySplit:
+    rng = np.random.default_rng(seed)
+    x = rng.integers(2, TOKENS.vocab_size, (n, TOKENS.seq_len))
+    x[: n // 2, -4:] = TOKENS.pad_id  # half the rows padded: the key-padding path
+    return ArraySplit(x.astype("int64"), rng.integers(0, 3, n))
+
+
+@pytest.mark.parametrize("kind", ["causal_digits", "masked_tokens"])
+def test_other_objectives_and_inputs_match_solo_runs_too(digits, kind):
+    """Shorter runs: causal pretraining (no mask draw), and token inputs with padding (embedding, key padding)."""
+    if kind == "causal_digits":
+        info, train, val = digits
+        objective, encoder = PretrainObjective("causal", 0.5, "l2"), _encoder(info)
+    else:
+        info, train, val = TOKENS, _token_split(48, 0), _token_split(16, 1)
+        objective = PretrainObjective("masked", 0.5, "ce")
+        encoder = replace(_encoder(info), input_kind="tokens", vocab_size=TOKENS.vocab_size, positions="rotary")
+
+    def make(member: dict) -> PretrainLoop:
+        return PretrainLoop(encoder, objective, info, train, val, _optim(member, steps=20, eval_every=5))
+
+    solos, pack = [make(m) for m in MEMBERS], PackLoop([make(m) for m in MEMBERS])
+    for _ in range(4):
+        packed = pack.train_round()
+        for k, solo in enumerate(solos):
+            alone = solo.train_round()
+            for key in ("loss", "grad_norm", "val_loss"):
+                assert _close(packed[k][key], alone[key]), (k, key, packed[k][key], alone[key])
