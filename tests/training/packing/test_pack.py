@@ -12,7 +12,7 @@ import torch
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.tasks.registry import TaskRequest, load_task
-from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, _EpochSums
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.packing.pack import PackError, PackLoop, train_pack_steps
@@ -95,9 +95,23 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
 
 
-def _per_step(run_step, n: int) -> list[tuple[float, float]]:
-    """(loss, grad norm) of each of ``n`` single steps; ``run_step`` trains one and returns its metrics."""
-    return [(m["loss"], m["grad_norm"]) for m in (run_step() for _ in range(n))]
+def _solo_step(loop: EpochLoop) -> tuple[float, float]:
+    """One training step of a solo loop, as its `train_steps` runs it, without the round's validation."""
+    loop.model.train()
+    sums = _EpochSums(loop.device)
+    with loop.rng.own():
+        loop.train_step(sums)
+    means = sums.means(loop.train_accuracy_key)
+    return means["loss"], means["grad_norm"]
+
+
+def _pack_step(pack: PackLoop) -> list[tuple[float, float]]:
+    """One training step of every member of a pack, without validation."""
+    for member in pack.members:
+        member.model.train()
+    sums = {k: _EpochSums(m.device) for k, m in enumerate(pack.members)}
+    pack.train_step(pack.active(), sums)
+    return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.values()]
 
 
 @STAGES
@@ -109,14 +123,10 @@ def test_a_pack_of_three_matches_three_solo_trainings_step_by_step(digits, make)
     for k, solo in enumerate(solos):
         for name, w in _weights(solo).items():
             assert torch.equal(w, _weights(pack.members[k])[name]), f"member {k}: initial {name} differs"
-    pack_steps: list[list[tuple[float, float]]] = [[], [], []]
-    for _ in range(STEPS):
-        round_ = pack.train_steps(1)
-        for k in range(3):
-            pack_steps[k].append((round_[k]["loss"], round_[k]["grad_norm"]))
+    pack_steps = list(zip(*(_pack_step(pack) for _ in range(STEPS)), strict=True))
 
     for k, solo in enumerate(solos):
-        solo_steps = _per_step(lambda s=solo: s.train_steps(1), STEPS)
+        solo_steps = [_solo_step(solo) for _ in range(STEPS)]
         assert len(pack_seen[k].indices) == STEPS
         assert len(solo_seen[k].masks) == len(pack_seen[k].masks) == (STEPS if make is pretrain else 0)
         for i in range(STEPS):  # step by step: a wrong mask also changes the next pass's order (one generator)
