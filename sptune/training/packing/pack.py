@@ -102,6 +102,8 @@ class PackLoop:
         self.template = fed_template(lead.model, self.feed).to(lead.device)
         self.buffers = dict(self.template.named_buffers())
         self.names = [name for name, _ in lead.model.named_parameters()]
+        # Each member's parameters in `names` order, looked up once: the stack is rebuilt from them every step.
+        self.params = [[m.model.get_parameter(name) for name in self.names] for m in self.members]
         self._specs: dict[tuple, list] = {}
         self._vmapped = vmap(self._member_batch, randomness="error")
 
@@ -164,7 +166,7 @@ class PackLoop:
         """One optimizer step of every active member."""
         members = [self.members[k] for k in active]
         drawn = [self._draw(m) for m in members]
-        params = {n: torch.stack([m.model.get_parameter(n) for m in members]) for n in self.names}
+        params = {n: torch.stack([self.params[k][i] for k in active]) for i, n in enumerate(self.names)}
         x0, y0, where0 = drawn[0]
         specs = self._noise_specs({n: p[0].detach() for n, p in params.items()}, x0, y0, where0)
         noise = []
