@@ -58,7 +58,7 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
         "device": lambda m: m.device,
         "precision": lambda m: m.cfg.precision,
         "grad_clip": lambda m: m.cfg.grad_clip > 0,
-        "training rows": lambda m: (len(m.train_x), m.train_x.data_ptr()),
+        "training rows": lambda m: tuple(m.train_x.shape),
         "task": lambda m: m.info,
         "objective": lambda m: getattr(m, "objective", None),
         "optimizer steps so far": lambda m: m.optimizer_steps,
@@ -70,6 +70,12 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
                 f"pack members differ in {what}: a pack holds one stage's trials, which differ only "
                 "in lr, weight decay, warm-up and seed; train the others in another pack or alone"
             )
+    # The same rows, not just as many: members index one split (a shared copy is the same tensor, checked first).
+    if any(
+        m.train_x.data_ptr() != lead.train_x.data_ptr() and not torch.equal(m.train_x, lead.train_x)
+        for m in members[1:]
+    ):
+        raise PackError("pack members train on different data: a pack holds trials of one stage on one training split")
     if any(isinstance(mod, SelfAttention) and mod.dropout > 0 for mod in lead.model.modules()):
         raise PackError(
             "model.attention_dropout > 0 cannot be packed: the attention kernel draws its dropout "

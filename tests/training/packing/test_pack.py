@@ -243,6 +243,14 @@ def test_loops_of_different_settings_are_refused_naming_the_setting(digits, chan
         PackLoop([finetune(digits, MEMBERS[0]), odd])
 
 
+def test_loops_on_different_rows_are_refused(digits):
+    info, train, val = digits
+    other = ArraySplit(train.x[::-1].copy(), train.y[::-1].copy())
+    odd = FinetuneLoop(ModelConfig(_encoder(info), num_classes=info.num_classes), info, other, val, _optim(MEMBERS[1]))
+    with pytest.raises(PackError, match="different data"):
+        PackLoop([finetune(digits, MEMBERS[0]), odd])
+
+
 def test_attention_dropout_is_refused(digits):
     info, train, val = digits
     cfg = ModelConfig(replace(_encoder(info), attention_dropout=0.1), num_classes=info.num_classes)
