@@ -1,4 +1,4 @@
-"""CIFAR-LRA (32x32, d64 x 3, 45k train) epoch time per attention kernel and trials per GPU.
+"""CIFAR-LRA (32x32, d64 x 3, 45k train) epoch time per attention kernel, trials per GPU, packs and capture.
 
 Both stages run sptune's own loops (`PretrainLoop`, `FinetuneLoop.train_epoch`), built with the
 OptimConfig a trial would get (`sptune.training.model_configs.optim_config`), so the spec's ``training``
@@ -8,6 +8,16 @@ runs as N separate processes at once on the one device, as N fractional-GPU tria
 (``resources.gpu: 1/N``, which the arm's spec sets): per-trial epoch time, aggregate rows/s = N x rows /
 slowest epoch, its ratio to one trial alone, and the GPU-busy fraction (nvidia-smi's utilisation, sampled
 while the measured epochs run). SPT and finetuning batch sizes are set separately.
+
+Beside the N processes, two more ways to fill a GPU (issue 40):
+  packs    ``--packs 1,8,16``: K members (the same stage's trials, lr and seed differing) trained as one fused
+           model in one process, by the pack trainer ``sptune.training.packing.train_pack_steps(members,
+           n_steps)`` (imported when a pack arm runs; without it the arm is skipped, saying so).
+  capture  ``--capture off,on``: "on" runs each arm again with ``training.compile: cuda_graphs`` (the whole step
+           as one CUDA graph, sptune.training.step_graph); a GPU only (on a CPU it is skipped, saying why).
+Every arm prints per member-step milliseconds (the arm's training wall time per step, over its members: what one
+trial's step costs when the GPU is filled this way), aggregate rows/s, its ratio to one trial alone, and the
+GPU-busy fraction.
 
   GPU  bf16 autocast (``training.precision: bf16``). Each process: a warm-up epoch on a slice
        (kernel selection, allocator, compilation with training.compile), then all N processes
@@ -25,6 +35,7 @@ while the measured epochs run). SPT and finetuning batch sizes are set separatel
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import multiprocessing as mp
 import os
@@ -36,7 +47,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import bench_common as bc
 import numpy as np
@@ -61,11 +72,13 @@ def load_cifar(spec: Any, data_dir: str | None, synthetic: bool) -> Any:
     return TaskSplits(info, split(50_000 - n_val), split(n_val), lambda: split(0), source="synthetic")
 
 
-def make_loop(stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float, batch: int) -> Any:
+def make_loop(
+    stage: str, spec: Any, info: Any, train: Any, val: Any, lr: float, batch: int, seed: int | None = None
+) -> Any:
     from sptune.training.loops import FinetuneLoop, PretrainLoop, PretrainObjective
     from sptune.training.model_configs import classifier_config, encoder_config, optim_config
 
-    config = {"lr": lr, "batch_size": batch, "seed": spec.seed}
+    config = {"lr": lr, "batch_size": batch, "seed": spec.seed if seed is None else seed}
     if stage == "spt":
         p = spec.pretrain
         optim = optim_config(config, spec, spec.pretrain_budget(), p.weight_decay, p.warmup_steps, p.schedule)
@@ -145,37 +158,153 @@ def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrie
     }
 
 
-def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1) -> Any:
+# The pack trainer (another part of issue 40): imported by name only where a pack arm runs, so that this script
+# runs, and its other arms measure, on a checkout without it.
+# Its package, or the package's module that defines it.
+PACK_MODULE, PACK_FUNCTION = "sptune.training.packing", "train_pack_steps"
+PACK_DEFINED_IN = PACK_MODULE + ".pack"
+
+
+def pack_trainer() -> Any:
+    """``train_pack_steps(members, n_steps) -> list[dict]``: already-built solo loops trained as one pack."""
+    package = importlib.import_module(PACK_MODULE)
+    if hasattr(package, PACK_FUNCTION):
+        return getattr(package, PACK_FUNCTION)
+    return getattr(importlib.import_module(PACK_DEFINED_IN), PACK_FUNCTION)
+
+
+def pack_capture_unavailable() -> str | None:
+    """Why a pack's whole step cannot be captured (None: it can). The pack trainer says it captures its step
+    when its members ask for training.compile: cuda_graphs with a true ``CAPTURES_WHOLE_STEP`` in its package;
+    without it a "+capture" pack arm would time an eager pack with capturable optimizers, so it is skipped."""
+    try:
+        captures = getattr(importlib.import_module(PACK_MODULE), "CAPTURES_WHOLE_STEP", False)
+    except ImportError:
+        captures = False
+    return None if captures else f"the pack trainer does not capture its step ({PACK_MODULE}.CAPTURES_WHOLE_STEP)"
+
+
+def pack_unavailable() -> str | None:
+    """Why pack arms cannot run here (None: they can)."""
+    try:
+        pack_trainer()
+    except (ImportError, AttributeError) as err:
+        return f"pack trainer not available: {PACK_MODULE}.{PACK_FUNCTION} does not import ({err})"
+    return None
+
+
+def pack_members(stage: str, spec: Any, data: Any, args: argparse.Namespace, k: int, train: Any, val: Any) -> list:
+    """K members of one stage, as a search would propose them: the same settings, lr and seed differing."""
+    batch = stage_batch(args, stage)
+    return [make_loop(stage, spec, data.info, train, val, args.lr * (1 + 0.25 * j), batch, spec.seed + j)
+            for j in range(k)]
+
+
+def timed_pack(members: list, n_steps: int) -> tuple[float, float]:
+    """(training seconds, validation seconds) of `n_steps` pack steps of ``members``: the pack trainer's round
+    validates every member, so validation is timed on its own again and taken off the round's time."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    results = pack_trainer()(members, n_steps)
+    if cuda:
+        torch.cuda.synchronize()
+    total = time.perf_counter() - start
+    if any(r.get("status") == "diverged" for r in results):
+        raise RuntimeError(f"a pack member diverged: {results}")
+    start = time.perf_counter()
+    for member in members:
+        member.validate()
+    val_s = time.perf_counter() - start
+    return max(total - val_s, 0.0), val_s
+
+
+def gpu_pack_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, k: int) -> dict[str, Any]:
+    batch = stage_batch(args, stage)
+    warm = pack_members(stage, spec, data, args, k, head(data.train, 50 * batch), head(data.val, 512))
+    timed_pack(warm, 50)
+    del warm
+    members = pack_members(stage, spec, data, args, k, data.train, data.val)
+    steps = math.ceil(len(data.train) / batch)
+    started = time.time()
+    train_s, val_s = timed_pack(members, steps)
+    return {"extrapolated": False, "batch": batch, "members": k, "train_s": train_s, "val_s": val_s,
+            "epoch_s": train_s + val_s, "steps": steps, "window": [started, time.time()]}
+
+
+def cpu_pack_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, k: int) -> dict[str, Any]:
+    n, v, batch = args.cpu_steps, args.cpu_val_rows, stage_batch(args, stage)
+    timed_pack(pack_members(stage, spec, data, args, k, head(data.train, n * batch), head(data.val, v)), n)  # warm-up
+    members = pack_members(stage, spec, data, args, k, head(data.train, n * batch), head(data.val, v))
+    train_s, val_s = timed_pack(members, n)
+    steps = math.ceil(len(data.train) / batch)
+    step_s, row_s = train_s / n, val_s / v
+    est_train, est_val = steps * step_s, len(data.val) * row_s
+    return {"extrapolated": True, "batch": batch, "members": k, "timed_steps": n, "timed_val_rows": v,
+            "step_s": step_s, "val_row_s": row_s, "steps": steps, "train_s": est_train, "val_s": est_val,
+            "epoch_s": est_train + est_val}
+
+
+def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1, capture: bool = False) -> Any:
     """The spec one arm trains with: the given one, its attention kernel forced; on a GPU bf16 and each trial's
-    share of it (a trial that reserved no GPU trains on the CPU, sptune.training.device.trial_device)."""
+    share of it (a trial that reserved no GPU trains on the CPU, sptune.training.device.trial_device); with
+    ``capture`` the whole step as one CUDA graph."""
     from sptune.spec import load_spec
 
     gpu = [f"training.precision={args.precision}", f"resources.gpu={1 / trials}"] if cuda else []
-    return load_spec(args.spec, [*args.overrides, f"model.attention_kernel={kernel}", *gpu])
+    graphs = ["training.compile=cuda_graphs"] if capture else []
+    return load_spec(args.spec, [*args.overrides, f"model.attention_kernel={kernel}", *gpu, *graphs])
 
 
-def trial_process(args: argparse.Namespace, kernel: str, trials: int, rank: int, barrier: Any, out: Any) -> None:
-    """One trial's process: times every stage's epoch, in step with the other trials (barrier)."""
+def trial_process(
+    args: argparse.Namespace, arm: Arm, rank: int, barrier: Any, out: Any
+) -> None:
+    """One trial's process (or a pack's one process): times every stage's epoch, in step with the other trials
+    (barrier)."""
     try:
         from sptune.training.device import pick_device
 
         torch.set_num_threads(args.threads)
         cuda = pick_device(args.device).type == "cuda"
-        spec = arm_spec(args, kernel, cuda, trials)
+        spec = arm_spec(args, arm.kernel, cuda, arm.processes, arm.capture)
         data = load_cifar(spec, args.data_dir, args.synthetic)
-        measure = gpu_epoch if cuda else cpu_epoch
         for stage in args.stages:
-            out.put((rank, stage, measure(stage, spec, data, args, barrier)))
+            if arm.pack:
+                barrier.wait()
+                result = (gpu_pack_epoch if cuda else cpu_pack_epoch)(stage, spec, data, args, arm.members)
+            else:
+                result = (gpu_epoch if cuda else cpu_epoch)(stage, spec, data, args, barrier)
+            out.put((rank, stage, result))
     except BaseException:  # the parent reports it; a silent worker would leave the others waiting
         barrier.abort()
         out.put((rank, "error", traceback.format_exc()))
 
 
-def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any]:
-    """N trial processes at once (spawned: CUDA cannot be forked); per-stage per-trial results."""
+class Arm(NamedTuple):
+    """One way of filling the device: ``members`` trials as that many processes, or as one pack."""
+
+    kernel: str
+    members: int
+    pack: bool = False
+    capture: bool = False
+
+    @property
+    def processes(self) -> int:
+        return 1 if self.pack else self.members
+
+    @property
+    def label(self) -> str:
+        """Its key under the kernel in the JSON: "8" (8 processes, as before), "pack8", and "+capture"."""
+        return ("pack" if self.pack else "") + str(self.members) + ("+capture" if self.capture else "")
+
+
+def run_arm(args: argparse.Namespace, arm: Arm) -> dict[str, Any]:
+    """The arm's processes at once (spawned: CUDA cannot be forked); per-stage per-trial results."""
     ctx = mp.get_context("spawn")
+    trials, kernel = arm.processes, f"{arm.kernel} arm {arm.label}"
     barrier, out = ctx.Barrier(trials, timeout=args.timeout), ctx.Queue()
-    procs = [ctx.Process(target=trial_process, args=(args, kernel, trials, r, barrier, out)) for r in range(trials)]
+    procs = [ctx.Process(target=trial_process, args=(args, arm, r, barrier, out)) for r in range(trials)]
     busy = BusySampler() if args.cuda else None
     for p in procs:
         p.start()
@@ -185,9 +314,9 @@ def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any
             try:
                 rank, stage, result = out.get(timeout=args.timeout)
             except queue.Empty:
-                raise RuntimeError(f"{kernel} x {trials}: no epoch within --timeout {args.timeout} s") from None
+                raise RuntimeError(f"{kernel}: no epoch within --timeout {args.timeout} s") from None
             if stage == "error":
-                raise RuntimeError(f"trial {rank} of {kernel} x {trials} failed:\n{result}")
+                raise RuntimeError(f"trial {rank} of {kernel} failed:\n{result}")
             got[stage].append({"trial": rank, **result})
     finally:
         samples = busy.stop() if busy else []
@@ -195,7 +324,8 @@ def run_arm(args: argparse.Namespace, kernel: str, trials: int) -> dict[str, Any
             p.join(timeout=30)
             if p.is_alive():
                 p.kill()
-    return {stage: summarise(sorted(rows, key=lambda r: r["trial"]), samples) for stage, rows in got.items()}
+    return {stage: summarise(sorted(rows, key=lambda r: r["trial"]), samples, arm)
+            for stage, rows in got.items()}
 
 
 class BusySampler:
@@ -238,13 +368,22 @@ def busy_fraction(samples: list[tuple[float, float]], rows: list[dict[str, Any]]
     return sum(inside) / len(inside) if inside else None
 
 
-def summarise(rows: list[dict[str, Any]], samples: list[tuple[float, float]] | None = None) -> dict[str, Any]:
+def summarise(
+    rows: list[dict[str, Any]], samples: list[tuple[float, float]] | None = None, arm: Arm | None = None
+) -> dict[str, Any]:
     epochs = [r["epoch_s"] for r in rows]
-    # The trials start together, so the slowest one's epoch is the group's wall time.
+    members = arm.members if arm else len(rows)
+    # The trials start together, so the slowest one's epoch is the group's wall time; in that time every
+    # member took `steps` steps: the wall time of one member-step is the slowest training time over them all.
+    slowest_train = max(r["train_s"] for r in rows)
     return {
         "per_trial": rows,
+        "layout": "pack" if arm and arm.pack else "processes",
+        "members": members,
+        "capture": bool(arm and arm.capture),
         "epoch_s_mean": sum(epochs) / len(epochs),
         "epoch_s_max": max(epochs),
+        "ms_per_member_step": 1000 * slowest_train / rows[0]["steps"] / members,
         "extrapolated": rows[0]["extrapolated"],
         "gpu_busy": busy_fraction(samples or [], rows),
     }
@@ -261,7 +400,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--finetune-batch", type=int, help="finetuning's batch size (default --batch)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--kernels", default="sdpa,flash", help="attention kernels to compare (GPU; CPU: sdpa)")
-    ap.add_argument("--trials", help="concurrent trials per device to compare (default GPU 1,8; CPU 1)")
+    ap.add_argument("--trials", help="concurrent trials per device to compare (default GPU 1,8; CPU 1; 0: none)")
+    ap.add_argument("--packs", default="", help="pack sizes to compare, e.g. 1,8,16 (one process trains K members)")
+    ap.add_argument("--capture", default="off", help="off, on or off,on: training.compile=cuda_graphs (GPU only)")
     ap.add_argument("--stages", default=",".join(STAGES))
     ap.add_argument("--precision", default="bf16", help="training.precision on a GPU")
     ap.add_argument("--threads", type=int, help="CPU threads per trial (default: the spec's resources.cpu)")
@@ -287,21 +428,49 @@ def plan_arms(args: argparse.Namespace, cuda: bool) -> tuple[list[str], dict[str
     return kernels, skipped
 
 
+def _counts(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n.strip() and int(n) > 0]
+
+
+def plan_layouts(
+    args: argparse.Namespace, kernels: list[str], cuda: bool, pack_reason: str | None, pack_capture: str | None
+) -> tuple[list[Arm], dict[str, str]]:
+    """Every arm to run, processes first, then packs, each without capture and then with it; and those skipped
+    (by label), with the reason (``pack_reason``: why no pack runs; ``pack_capture``: why no pack is captured)."""
+    captures = [c == "on" for c in args.capture.split(",")]
+    arms, skipped = [], {}
+    for kernel in kernels:
+        for capture in captures:
+            for pack, counts in ((False, args.trial_counts), (True, _counts(args.packs))):
+                for n in counts:
+                    arm = Arm(kernel, n, pack, capture)
+                    if capture and not cuda:
+                        skipped[arm.label] = "whole-step capture needs CUDA (on a CPU cuda_graphs compiles instead)"
+                    elif pack and pack_reason:
+                        skipped[arm.label] = pack_reason
+                    elif pack and capture and pack_capture:
+                        skipped[arm.label] = pack_capture
+                    else:
+                        arms.append(arm)
+    return arms, skipped
+
+
 def throughput_table(arms: dict[str, dict[str, Any]], rows: int) -> list[tuple]:
-    """Per kernel, trials and stage: epoch times, aggregate rows/s (also written into the arm), its ratio to the
-    same kernel with one trial, and the GPU-busy fraction."""
+    """Per kernel, arm and stage: per member-step ms, epoch times, aggregate rows/s (also written into the arm),
+    its ratio to the same kernel with one trial (one process, no capture), and the GPU-busy fraction."""
     table = []
-    for kernel, by_n in arms.items():
-        for n, by_stage in by_n.items():
+    for kernel, by_arm in arms.items():
+        for label, by_stage in by_arm.items():
             for stage, s in by_stage.items():
-                s["rows_per_s"] = int(n) * rows / s["epoch_s_max"]
-                alone = by_n.get("1", {}).get(stage)
+                s["rows_per_s"] = s["members"] * rows / s["epoch_s_max"]
+                alone = by_arm.get("1", {}).get(stage)
                 s["vs_one_trial"] = s["rows_per_s"] / (rows / alone["epoch_s_max"]) if alone else None
                 busy = "n/a" if s["gpu_busy"] is None else f"{s['gpu_busy']:.0%}"
                 ratio = "n/a" if s["vs_one_trial"] is None else f"{s['vs_one_trial']:.2f}x"
                 batch = s["per_trial"][0]["batch"]
-                table.append((kernel, int(n), stage, batch, s["epoch_s_mean"], s["epoch_s_max"], s["rows_per_s"],
-                              ratio, busy, s["extrapolated"]))
+                table.append((kernel, label, s["members"], "on" if s["capture"] else "off", stage, batch,
+                              s["ms_per_member_step"], s["epoch_s_mean"], s["epoch_s_max"], s["rows_per_s"], ratio,
+                              busy, s["extrapolated"]))
     return table
 
 
@@ -317,25 +486,34 @@ def main() -> int:
     args.stages = args.stages.split(",")
     args.pretrain_batch = args.pretrain_batch or args.batch
     args.finetune_batch = args.finetune_batch or args.batch
-    trial_counts = [int(n) for n in (args.trials or ("1,8" if cuda else "1")).split(",")]
+    args.trial_counts = _counts(args.trials or ("1,8" if cuda else "1"))
     kernels, skipped = plan_arms(args, cuda)
+    packs = bool(_counts(args.packs))
+    layouts, skipped_arms = plan_layouts(args, kernels, cuda, pack_unavailable() if packs else None,
+                                         pack_capture_unavailable() if packs else None)
     data = load_cifar(spec, args.data_dir, args.synthetic)  # here only for the shapes and the source
     arms: dict[str, dict[str, Any]] = {}
-    for kernel in kernels:
-        for n in trial_counts:
-            print(f"{kernel}, {n} trial(s) at once on {'cuda' if cuda else 'cpu'} ...", flush=True)
-            arms.setdefault(kernel, {})[str(n)] = run_arm(args, kernel, n)
+    for arm in layouts:
+        how = f"a pack of {arm.members}" if arm.pack else f"{arm.members} trial(s) at once"
+        print(f"{arm.kernel}, {how}{', whole step captured' if arm.capture else ''} on {'cuda' if cuda else 'cpu'} ...",
+              flush=True)
+        arms.setdefault(arm.kernel, {})[arm.label] = run_arm(args, arm)
     rows = len(data.train) + len(data.val)
     table = throughput_table(arms, rows)
-    bc.print_table(["kernel", "trials", "stage", "batch", "s/epoch mean", "s/epoch max", "rows/s all", "vs 1 trial",
-                    "GPU busy", "extrapolated"], table)
+    if table:
+        bc.print_table(["kernel", "arm", "members", "capture", "stage", "batch", "ms/member-step", "s/epoch mean",
+                        "s/epoch max", "rows/s all", "vs 1 trial", "GPU busy", "extrapolated"], table)
+    else:
+        print("No arm ran here (each one skipped says why below).")
     for kernel, why in skipped.items():
         print(f"{kernel}: not measured ({why}).")
+    for label, why in skipped_arms.items():
+        print(f"arm {label}: not measured ({why}).")
     if not cuda:
         print(
             f"GPU numbers not available: no CUDA device here. CPU: {args.cpu_steps} training steps and "
             f"{args.cpu_val_rows} validation rows timed per stage, extrapolated to {len(data.train)} / "
-            f"{len(data.val)} rows ({args.threads} thread(s) per trial)."
+            f"{len(data.val)} rows ({args.threads} thread(s) per trial). ms/member-step is extrapolated too."
         )
     out = {
         "machine": bc.machine(),
@@ -352,6 +530,7 @@ def main() -> int:
         "compile": spec.training.compile,
         "extrapolated": not cuda,
         "skipped": skipped,
+        "skipped_arms": skipped_arms,
         "arms": arms,
     }
     bc.write_json(args.json, out)

@@ -336,8 +336,9 @@ class TrainingSpec(Strict):
     warmup_fraction: float = ranged(0.1, "use e.g. 0.1", ge=0, lt=1)
     warmup_steps: int | None = ranged(None, "use e.g. 2000 (the reference's), or drop it for warmup_fraction", ge=1)
     grad_clip: float = ranged(1.0, "use e.g. 1.0, or 0 for no clipping", ge=0)  # 0: no clipping
-    # torch.compile with static shapes (true), and replayed as CUDA graphs ("cuda_graphs": one launch per step
-    # for fixed-shape batches on a GPU). Off by default: compiling costs a minute or more per trial.
+    # torch.compile with static shapes (true), or the whole training step (forward, backward, clipping, AdamW)
+    # captured as one CUDA graph ("cuda_graphs": one launch per full batch on a GPU; the epoch's short last batch
+    # runs eagerly; on a CPU it compiles as true does). Off by default: compiling costs a minute or more per trial.
     compile: bool | Literal["cuda_graphs"] = False
     # PyTorch's deterministic algorithms (and cuDNN's deterministic, non-benchmarked kernels) in every trial:
     # GPU re-runs of a seed give the same numbers, at a cost in speed; an op without one raises.

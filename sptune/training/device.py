@@ -29,10 +29,11 @@ def precision_in_use(device: torch.device, precision: str = "auto") -> str:
     return "bf16" if use_bf16 else "fp32"
 
 
-def autocast(device: torch.device, precision: str = "auto") -> AbstractContextManager:
-    """bf16 autocast where `precision_in_use` says so; fp32 otherwise."""
+def autocast(device: torch.device, precision: str = "auto", cache: bool = True) -> AbstractContextManager:
+    """bf16 autocast where `precision_in_use` says so; fp32 otherwise. ``cache=False`` inside a CUDA graph's
+    capture (PyTorch's rule: cached casts would outlive the capture)."""
     if precision_in_use(device, precision) == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
 
 
@@ -61,10 +62,11 @@ def set_fp32_matmul(device: torch.device) -> None:
         torch.backends.cudnn.allow_tf32 = True
 
 
-def compiled(model: nn.Module, setting: bool | str) -> nn.Module:
+def compiled(model: nn.Module, setting: bool | str, device: torch.device | None = None) -> nn.Module:
     """`training.compile`: False runs eager. True compiles with static shapes: the full batch and the tail batch
     get a graph each, where the default would recompile to slower dynamic-shape kernels at the tail.
-    "cuda_graphs" also replays each graph as a CUDA graph (mode "reduce-overhead"): one launch per step."""
-    if not setting:
+    "cuda_graphs" on a GPU leaves the model eager: the loop captures the whole step, optimizer included, as one
+    CUDA graph (sptune.training.step_graph); elsewhere, with no graphs to capture, it compiles as True does."""
+    if not setting or (setting == "cuda_graphs" and device is not None and device.type == "cuda"):
         return model
-    return torch.compile(model, dynamic=False, mode="reduce-overhead" if setting == "cuda_graphs" else None)
+    return torch.compile(model, dynamic=False)

@@ -1,13 +1,14 @@
 """Pure-PyTorch epoch loops for the two stages (no Ray here).
 
-Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call,
-evaluates on the validation split, and round-trips its full state through a plain
-dict of tensors and numbers (loadable with ``torch.load(weights_only=True)``).
+Each loop owns its model, optimizer, schedule and RNGs, trains one epoch per call, evaluates on the validation
+split, and round-trips its full state through a plain dict of tensors and numbers (``weights_only`` loadable).
 
-Randomness in training comes from two sources, both in that state: the loop's
-generator (shuffles, and the pretraining masks) and the torch RNG that dropout draws
-from (CPU, and CUDA when training there), which the loop keeps as its own stream (see
-`EpochLoop._own_rng`). NumPy and Python's `random` are not used while training.
+Randomness in training, all in that state: the loop's generator (shuffles; on a CPU also the pretraining masks),
+on a GPU the masks' own generator there (`mask_generator`), and the torch RNG dropout draws from (CPU, and CUDA
+when training there), kept as the loop's own stream (`TorchRngStream`). NumPy and `random` are not used.
+
+One step is `batch_inputs` (the rows, and everything random about them but dropout) then `train_step_on`
+(forward, backward, clipping, AdamW), which `training.compile: cuda_graphs` captures (`step_graph`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -32,12 +32,22 @@ from sptune.training.device import (
     set_fp32_matmul,
 )
 from sptune.training.device_data import on_device
+from sptune.training.epoch_sums import BatchResult, EpochSums
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.optim_config import OptimConfig
-from sptune.training.optimizer import global_grad_norm, lr_schedule, parameter_groups
-from sptune.training.rng_stream import TorchRngStream
+from sptune.training.optimizer import (
+    global_grad_norm,
+    lr_schedule,
+    parameter_groups,
+    place_lr,
+    plain_lr_state,
+    plain_schedule_state,
+    scheduled_lr,
+)
+from sptune.training.rng_stream import TorchRngStream, mask_generator
 from sptune.training.scoring import EVAL_BATCH, score
+from sptune.training.step_graph import CapturedStep
 from sptune.training.trivial_scores import TrivialScores, most_frequent_token
 
 # Steps between divergence checks (each costs a device sync on GPUs); a diverged trial loses at
@@ -49,34 +59,7 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-class BatchResult(NamedTuple):
-    loss: torch.Tensor  # mean over the batch, differentiable
-    hits: torch.Tensor  # correct predictions (0-d, on the device)
-    scored: torch.Tensor | int  # predictions the hits are out of
-
-
-class _EpochSums:
-    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros((), device=device) for _ in range(4))
-        self.examples = self.steps = 0
-
-    def add(self, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
-        self.loss += batch.loss.detach().float() * examples
-        self.grad_norm += grad_norm.detach().float()
-        self.hits += batch.hits
-        self.scored += batch.scored
-        self.examples, self.steps = self.examples + examples, self.steps + 1
-
-    def means(self, accuracy_key: str) -> dict[str, float]:
-        # One host sync for all four sums.
-        loss, grad_norm, hits, scored = torch.stack([self.loss, self.grad_norm, self.hits, self.scored]).tolist()
-        return {
-            "loss": loss / max(self.examples, 1),
-            "grad_norm": grad_norm / max(self.steps, 1),
-            accuracy_key: hits / max(scored, 1),
-        }
+_EpochSums = EpochSums  # the name the CUDA tests and the pack trainer import from here
 
 
 class EpochLoop:
@@ -98,7 +81,7 @@ class EpochLoop:
         self.model = model.to(self.device)
         # Training's forward passes go through `net`; `model` keeps clean state-dict keys for checkpoints and
         # runs validation (eval mode would be another graph to compile).
-        self.net = compiled(self.model, cfg.compile)
+        self.net = compiled(self.model, cfg.compile, self.device)
         # Whole splits live on the device: no per-batch host copies or loader workers.
         self.train_x, self.train_y = self._to_device(train)
         self.val_x, self.val_y = self._to_device(val)
@@ -109,14 +92,19 @@ class EpochLoop:
         groups = parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
         # AdamW's fused kernel on CPU too: one pass per parameter rather than ~10 tensor ops, the same
-        # update up to float rounding (docs/design/training.md).
+        # update up to float rounding (docs/design/training.md). Capturable where its step is captured.
         fused = self.device.type in ("cuda", "cpu")
-        self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
+        self.graphed = cfg.compile == "cuda_graphs" and self.device.type == "cuda"
+        self.optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused,
+                                           capturable=self.graphed)
         self.steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         total_steps = cfg.steps if cfg.steps is not None else self.steps_per_epoch * cfg.epochs
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else int(total_steps * cfg.warmup_fraction)
         self.schedule = lr_schedule(self.optimizer, total_steps, warmup, cfg.schedule)
-        self.last_lr = self.optimizer.param_groups[0]["lr"]
+        place_lr(self.optimizer, self.device)  # on a GPU a tensor there: the schedule never waits on the host
+        self.last_lr = scheduled_lr(self.schedule)
+        # The whole step as one CUDA graph (training.compile: cuda_graphs on a GPU), else None: eager.
+        self.captured = CapturedStep(self.train_step_on) if self.graphed else None
         self.epoch = 0  # rounds trained: epochs, or evaluation rounds of a steps budget
         self.tokens_seen = 0
         # A paired task's example is two sequences (retrieval: two documents), each seq_len long.
@@ -128,17 +116,31 @@ class EpochLoop:
         return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
 
     def _step(self, loss: torch.Tensor) -> torch.Tensor:
-        """One optimizer step; returns the global gradient norm before clipping (on the device)."""
-        self.optimizer.zero_grad(set_to_none=True)
+        """One optimizer step, then the schedule's; returns the global gradient norm before clipping."""
+        grad_norm = self._update(loss)
+        self._advance_schedule()
+        return grad_norm
+
+    def _update(self, loss: torch.Tensor) -> torch.Tensor:
+        """Backward, clipping and AdamW (no host decision: capturable); the pre-clip gradient norm (on the device).
+        A captured step keeps its gradient tensors (the graph holds their addresses): zeroed, never dropped."""
+        self.optimizer.zero_grad(set_to_none=not self.graphed)
         loss.backward()
+        return self.apply_gradients()
+
+    def apply_gradients(self) -> torch.Tensor:
+        """The step after the backward: clipping (or just the norm) and AdamW on the gradients the parameters
+        hold; the pre-clip norm (on the device). A pack runs it per member after one fused backward."""
         if self.cfg.grad_clip > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
         else:
             grad_norm = global_grad_norm(self.trainable)
-        self.last_lr = self.optimizer.param_groups[0]["lr"]  # the rate this step uses
         self.optimizer.step()
-        self.schedule.step()
         return grad_norm
+
+    def _advance_schedule(self) -> None:
+        self.last_lr = scheduled_lr(self.schedule)  # the rate the step just taken used
+        self.schedule.step()  # fills the device LR in place (a float on the CPU)
 
     def train_epoch(self) -> dict[str, float]:
         """One pass over the training split, then validation (see `train_steps`)."""
@@ -160,7 +162,7 @@ class EpochLoop:
         """
         self.model.train()
         start = time.perf_counter()
-        sums = _EpochSums(self.device)
+        sums = EpochSums(self.device)
         with self.rng.own():
             for step in range(1, n_steps + 1):
                 self.train_step(sums)
@@ -174,16 +176,34 @@ class EpochLoop:
         metrics["epoch_seconds"] = time.perf_counter() - start
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
-    def train_step(self, sums: _EpochSums) -> None:
+    def train_step(self, sums: EpochSums) -> None:
         """One batch, forward to optimizer step, added to ``sums``. Nothing in it reads a number back from
-        the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU."""
-        if self.cfg.compile == "cuda_graphs":
-            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
+        the device (tests/training/test_cuda.py checks so), so the host queues steps ahead of a GPU.
+
+        Captured (`self.captured`): full batches replay the graph; an epoch's last, smaller batch runs the
+        same step eagerly, so every row of an epoch is trained on exactly as without capture."""
         idx = self.batches.next()
-        with autocast(self.device, self.cfg.precision):
-            batch = self.train_batch(self.train_x[idx], self.train_y[idx])
-        sums.add(batch, self._step(batch.loss), len(idx))
+        inputs = self.batch_inputs(idx)
+        if self.captured is not None and len(idx) == self.cfg.batch_size:
+            batch, grad_norm = self.captured(inputs)
+        else:
+            batch, grad_norm = self.train_step_on(inputs)
+        self._advance_schedule()
+        sums.add(batch, grad_norm, len(idx))
         self.tokens_seen += idx.numel() * self.tokens_per_example
+
+    def batch_inputs(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """What one training step consumes for the rows ``idx``, everything random about it drawn
+        (supervised: the rows and their labels)."""
+        return self.train_x[idx], self.train_y[idx]
+
+    def train_step_on(self, inputs: tuple[torch.Tensor, ...]) -> tuple[BatchResult, torch.Tensor]:
+        """Forward, backward, clipping and AdamW on ``batch_inputs``'s tensors: the batch's result and the
+        pre-clip gradient norm. The schedule is not advanced here (a captured step cannot)."""
+        # Autocast's weight cache would hold casts made inside a CUDA graph's capture; off there.
+        with autocast(self.device, self.cfg.precision, cache=not self.graphed):
+            batch = self.forward_batch(*inputs)
+        return batch, self._update(batch.loss)
 
     def _check_finite(self, loss_sum: torch.Tensor) -> None:
         # One host sync per check; a NaN/inf anywhere in the sum stops the trial.
@@ -194,7 +214,12 @@ class EpochLoop:
         """The batch's key-padding mask (all False where it has none); None for a task that never pads."""
         return obj.padding_of(x, self.info) if self.padded else None
 
+    def forward_batch(self, *inputs: torch.Tensor) -> BatchResult:
+        """The training forward pass on `batch_inputs`'s tensors (random only in dropout)."""
+        raise NotImplementedError
+
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        """The training forward pass on rows ``x`` with labels ``y``, drawing what the batch needs."""
         raise NotImplementedError
 
     def batch_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -206,8 +231,9 @@ class EpochLoop:
     def state_dict(self) -> dict:
         return {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.schedule.state_dict(),
+            # Plain numbers for the rates, whatever device trained: a checkpoint resumes anywhere.
+            "optimizer": plain_lr_state(self.optimizer.state_dict()),
+            "schedule": plain_schedule_state(self.schedule.state_dict()),
             "generator": self.generator.get_state(),
             **self.rng.states,
             "epoch": self.epoch,
@@ -222,7 +248,11 @@ class EpochLoop:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        place_lr(self.optimizer, self.device)
         self.schedule.load_state_dict(state["schedule"])
+        self.last_lr = scheduled_lr(self.schedule)
+        if self.captured is not None:
+            self.captured.reset()  # the graph would still read the optimizer's replaced state tensors
         self.generator.set_state(state["generator"])
         self.rng.load(state)
         self.epoch = int(state["epoch"])
@@ -255,8 +285,9 @@ class PretrainLoop(EpochLoop):
         model = Pretrainer(encoder_cfg, obj.output_dim(info, objective.loss))
         super().__init__(model, info, _unpair(train), _unpair(val), cfg)
         # Validation masks are fixed (seeded) so val loss is comparable across epochs;
-        # training masks are redrawn from self.generator for every batch served.
+        # training masks are redrawn from mask_generator for every batch served.
         self.val_generator_seed = cfg.seed + 10_000
+        self.mask_generator = mask_generator(self.device, cfg.seed, self.generator)
         self.most_frequent = most_frequent_token(self.train_x, info)
         self.trivial: dict[str, float] | None = None  # the trivial predictors' scores, from the first validation
 
@@ -264,8 +295,8 @@ class PretrainLoop(EpochLoop):
     train_accuracy_key = "train_masked_acc"
 
     def _positions(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Where the loss is scored: a fresh mask (drawn on the loop's CPU generator, placed on the batch's
-        device), or (causal) every position with a next element."""
+        """Where the loss is scored: a fresh mask (drawn by ``generator``, placed on the batch's device), or
+        (causal) every position with a next element."""
         if self.objective.kind == "causal":
             return obj.causal_positions(x, self.info)
         return obj.draw_mask(x.shape, self.objective.mask_ratio, generator, self.padding(x), x.device)
@@ -282,8 +313,28 @@ class PretrainLoop(EpochLoop):
         loss = obj.reconstruction_loss(pred, targets, where, o.loss)
         return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
 
+    def batch_inputs(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The rows and their mask: no labels (pretraining never reads them, so they are not gathered)."""
+        x = self.train_x[idx]
+        return x, self._positions(x, self.mask_generator)
+
+    def forward_batch(self, x: torch.Tensor, where: torch.Tensor) -> BatchResult:
+        return self._loss_and_hits(x, where, self.net)
+
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
-        return self._loss_and_hits(x, self._positions(x, self.generator), self.net)
+        return self.forward_batch(x, self._positions(x, self.mask_generator))
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.mask_generator is not self.generator:
+            state["mask_generator"] = self.mask_generator.get_state()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        # Missing (a checkpoint written on a CPU, resumed on a GPU): the stream resumes, not bit-exactly.
+        if self.mask_generator is not self.generator and "mask_generator" in state:
+            self.mask_generator.set_state(state["mask_generator"])
 
     @torch.no_grad()
     def validate(self) -> dict[str, float]:
@@ -327,6 +378,9 @@ class FinetuneLoop(EpochLoop):
         return self.net(obj.model_inputs(x, self.info), self.padding(x))
 
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
+        return self.forward_batch(x, y)
+
+    def forward_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         logits = self.logits(x).float()
         hits = (logits.detach().argmax(-1) == y).sum()
         return BatchResult(self.loss_fn(logits, y), hits, len(y))

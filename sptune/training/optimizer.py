@@ -63,6 +63,42 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def global_grad_norm(params: list[nn.Parameter]) -> torch.Tensor:
-    """The L2 norm of all gradients together (as clip_grad_norm_ computes it), on the device."""
-    norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
-    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+    """The L2 norm of all gradients together, on the device: clip_grad_norm_'s own computation (one
+    `_foreach_norm` launch per device and dtype, not one norm per parameter), without the clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    return nn.utils.get_total_norm(grads, foreach=None) if grads else torch.zeros(())
+
+
+def place_lr(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Each group's learning rate where AdamW reads it: on a GPU a 0-d fp32 tensor there (the schedule fills
+    it in place, so neither a step nor a captured CUDA graph bakes in a host number); on a CPU, the CPU being
+    the device, the plain float it always was. Call after building the schedule (its base rates stay floats)
+    and after loading a checkpoint (whose rates are floats)."""
+    for group in optimizer.param_groups:
+        lr = group["lr"]
+        if device.type == "cuda":
+            value = lr.to(device, torch.float32) if isinstance(lr, torch.Tensor) else torch.tensor(lr, device=device)
+            group["lr"] = value.clone()  # one tensor per group: the schedule fills each
+        elif isinstance(lr, torch.Tensor):
+            group["lr"] = float(lr)
+
+
+def scheduled_lr(schedule: torch.optim.lr_scheduler.LambdaLR) -> float:
+    """The rate the next optimizer step uses, computed on the host as LambdaLR computes it (reading the
+    optimizer's device tensor would wait for the GPU)."""
+    return schedule.base_lrs[0] * schedule.lr_lambdas[0](schedule.last_epoch)
+
+
+def _plain(value: object) -> object:
+    return float(value) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+
+
+def plain_lr_state(state: dict) -> dict:
+    """An optimizer state dict with its groups' rates as floats (a checkpoint's format on any device)."""
+    groups = [{k: (_plain(v) if k in ("lr", "initial_lr") else v) for k, v in g.items()} for g in state["param_groups"]]
+    return {**state, "param_groups": groups}
+
+
+def plain_schedule_state(state: dict) -> dict:
+    """A schedule state dict with its last rates as floats (LambdaLR keeps tensor copies of tensor rates)."""
+    return {**state, "_last_lr": [_plain(v) for v in state.get("_last_lr", [])]}

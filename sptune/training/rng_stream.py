@@ -42,3 +42,17 @@ class TorchRngStream:
         """The states a checkpoint holds. A key missing (a checkpoint without RNG state, or a CUDA one resumed
         on a CPU and back) keeps the stream where it is: it resumes, just not bit-exactly."""
         self.states.update({k: state[k] for k in self.states if k in state})
+
+
+# The masks' generator on a GPU starts here past the seed: a stream of its own, apart from the shuffles'.
+MASK_SEED_OFFSET = 20_000
+
+
+def mask_generator(device: torch.device, seed: int, cpu_generator: torch.Generator) -> torch.Generator:
+    """Where a pretraining trial draws its masks: on a GPU a generator of its own there (no draw on the host
+    and copy per step; a CUDA graph's inputs stay on the device); on a CPU ``cpu_generator``, the loop's
+    generator, which also shuffles (the CPU is then the device: nothing to move, and the masks, so every
+    CPU result, stay what they were)."""
+    if device.type == "cpu":
+        return cpu_generator
+    return torch.Generator(device=device).manual_seed(seed + MASK_SEED_OFFSET)

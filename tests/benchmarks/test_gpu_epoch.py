@@ -1,8 +1,10 @@
 """benchmarks/gpu_epoch.py runs on a machine without a GPU: it says there are no GPU numbers,
-skips flash-attn with the reason, and still times two concurrent trial processes (CPU, tiny)."""
+skips flash-attn and whole-step capture with the reason, and still times two concurrent trial processes and
+(where the pack trainer imports) a pack of two (CPU, tiny)."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import os
@@ -10,8 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, repo_root):
+
+@pytest.fixture
+def gpu_epoch(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(repo_root) / "benchmarks"))
+    import gpu_epoch
+
+    return gpu_epoch
+
+
+def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, repo_root, gpu_epoch):
     out = tmp_path / "gpu_epoch.json"
     cmd = [
         sys.executable,
@@ -29,6 +41,10 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
         "8",
         "--trials",
         "2",
+        "--packs",
+        "2",
+        "--capture",
+        "off,on",
         "--json",
         str(out),
     ]
@@ -49,6 +65,18 @@ def test_gpu_epoch_on_cpu_writes_extrapolated_json_and_says_no_gpu(tmp_path, rep
         assert arm["epoch_s_max"] == max(t["epoch_s"] for t in arm["per_trial"])
         assert arm["rows_per_s"] == 2 * 50_000 / arm["epoch_s_max"]
         assert arm["gpu_busy"] is None and arm["vs_one_trial"] is None  # no GPU; no 1-trial arm to compare with
+        slowest = max(t["train_s"] for t in arm["per_trial"])
+        assert arm["ms_per_member_step"] == 1000 * slowest / (45_000 // batch) / 2  # two members share the time
+    # Capture needs CUDA; the pack arm runs where the pack trainer imports, and says why not where it does not.
+    assert {"2+capture", "pack2+capture"} <= set(result["skipped_arms"])
+    assert "needs CUDA" in result["skipped_arms"]["pack2+capture"]
+    if gpu_epoch.pack_unavailable() is None:
+        pack = result["arms"]["sdpa"]["pack2"]["spt"]
+        assert pack["layout"] == "pack" and pack["members"] == 2 and len(pack["per_trial"]) == 1
+        assert pack["rows_per_s"] == 2 * 50_000 / pack["epoch_s_max"]
+    else:
+        assert result["skipped_arms"]["pack2"].startswith("pack trainer not available")
+        assert "arm pack2: not measured (pack trainer not available" in proc.stdout
 
 
 def test_gpu_epoch_imports_no_ray(repo_root):
@@ -74,3 +102,28 @@ def test_the_gpu_busy_fraction_averages_the_samples_inside_the_measured_epochs(r
     assert busy_fraction(samples, rows) == (0.2 + 0.6 + 1.0) / 3
     assert busy_fraction(samples, [{"epoch_s": 1.0}]) is None  # CPU arms have no window
     assert busy_fraction([], rows) is None  # no nvidia-smi
+
+
+def test_arms_run_processes_then_packs_without_capture_then_with_it_and_skip_what_cannot_run(gpu_epoch):
+    args = argparse.Namespace(capture="off,on", trial_counts=[1, 8], packs="1,8,16")
+    arms, skipped = gpu_epoch.plan_layouts(args, ["sdpa"], cuda=True, pack_reason=None, pack_capture=None)
+    assert [a.label for a in arms] == ["1", "8", "pack1", "pack8", "pack16",
+                                       "1+capture", "8+capture", "pack1+capture", "pack8+capture", "pack16+capture"]
+    assert [a.processes for a in arms[:5]] == [1, 8, 1, 1, 1] and skipped == {}
+    arms, skipped = gpu_epoch.plan_layouts(args, ["sdpa"], cuda=True, pack_reason=None, pack_capture="eager only")
+    assert [a.label for a in arms] == ["1", "8", "pack1", "pack8", "pack16", "1+capture", "8+capture"]
+    assert skipped["pack16+capture"] == "eager only"
+    arms, skipped = gpu_epoch.plan_layouts(args, ["sdpa"], cuda=False, pack_reason="no: x", pack_capture=None)
+    assert [a.label for a in arms] == ["1", "8"]
+    assert skipped["pack8"] == "no: x" and "needs CUDA" in skipped["8+capture"]
+
+
+def test_a_packs_member_step_is_its_step_time_over_its_members_and_its_rows_count_every_member(gpu_epoch):
+    row = {"trial": 0, "extrapolated": False, "batch": 32, "train_s": 8.0, "val_s": 2.0, "epoch_s": 10.0, "steps": 100}
+    pack = gpu_epoch.summarise([row], [], gpu_epoch.Arm("sdpa", 8, pack=True))
+    assert pack["ms_per_member_step"] == 1000 * 8.0 / 100 / 8 and pack["layout"] == "pack"
+    alone = gpu_epoch.summarise([{**row, "epoch_s": 5.0}], [], gpu_epoch.Arm("sdpa", 1))
+    arms = {"sdpa": {"1": {"spt": alone}, "pack8": {"spt": pack}}}
+    table = gpu_epoch.throughput_table(arms, rows=1000)
+    assert pack["rows_per_s"] == 8 * 1000 / 10.0 and pack["vs_one_trial"] == (8 * 1000 / 10.0) / (1000 / 5.0)
+    assert [r[1] for r in table] == ["1", "pack8"]

@@ -58,11 +58,19 @@ def _two_steps(loop: EpochLoop) -> float:
     return sums.means(loop.train_accuracy_key)["loss"]
 
 
-def _loops(info: TaskInfo, compile_setting: bool | str = False) -> tuple[PretrainLoop, FinetuneLoop]:
+def _loops(
+    info: TaskInfo,
+    compile_setting: bool | str = False,
+    rows: int = 64,
+    precision: str = "auto",
+    grad_clip: float = 1.0,
+    dropout: float = 0.1,
+) -> tuple[PretrainLoop, FinetuneLoop]:
     enc = EncoderConfig(d_model=64, n_layers=2, n_heads=4, d_ff=128, max_len=info.seq_len, input_kind=info.input_kind,
-                        vocab_size=info.vocab_size, positions="rotary")
-    train, val = _split(info, 64, 0), _split(info, 16, 1)
-    cfg = OptimConfig(lr=1e-3, batch_size=16, epochs=1, device="cuda", compile=compile_setting)
+                        vocab_size=info.vocab_size, positions="rotary", dropout=dropout)
+    train, val = _split(info, rows, 0), _split(info, 16, 1)
+    cfg = OptimConfig(lr=1e-3, batch_size=16, epochs=3, device="cuda", compile=compile_setting, precision=precision,
+                      grad_clip=grad_clip)
     loss = "ce" if info.input_kind == "tokens" else "l2"
     pretrain = PretrainLoop(enc, PretrainObjective("masked", 0.5, loss), info, train, val, cfg)
     return pretrain, FinetuneLoop(ModelConfig(enc, num_classes=info.num_classes), info, train, val, cfg)
@@ -80,6 +88,7 @@ def test_spt_and_finetune_steps_never_wait_for_the_gpu(info):
 
 def test_a_resumed_cuda_loop_draws_the_same_masks():
     straight, _ = _loops(LISTOPS)
+    assert straight.mask_generator.device.type == "cuda"  # drawn where they are used, its state checkpointed
     straight.train_steps(2)
     buffer = io.BytesIO()
     torch.save(straight.state_dict(), buffer)  # a copy: the live state keeps training
@@ -105,3 +114,81 @@ def test_a_trial_without_a_gpu_share_trains_on_the_cpu(repo_root):
     loop = FinetuneLoop(ModelConfig(enc, num_classes=10), IMAGE, _split(IMAGE, 32, 0), _split(IMAGE, 8, 1), cfg)
     assert loop.device.type == "cpu" and loop.train_x.device.type == "cpu"
     assert all(p.device.type == "cpu" for p in loop.model.parameters())
+
+
+# ---------------------------------------------------------------- the whole step as one CUDA graph (issue 40)
+
+
+def _weights(loop: EpochLoop) -> dict[str, torch.Tensor]:
+    return {k: v.detach().float().cpu() for k, v in loop.model.state_dict().items()}
+
+
+@pytest.fixture
+def deterministic_attention() -> Iterator[None]:
+    """SDPA's math backend (deterministic, fp32): eager and captured steps then compute the same numbers, and a
+    difference is the capture's. Dropout is off in these comparisons: whether a replayed graph's dropout follows
+    the eager stream is not what they test."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        yield
+
+
+@pytest.mark.parametrize("grad_clip", [1.0, 0.0], ids=["clipped", "unclipped"])
+@pytest.mark.usefixtures("deterministic_attention")
+def test_a_captured_step_trains_as_the_eager_one_and_runs_the_short_last_batch_eagerly(grad_clip):
+    # 72 rows at batch 16: 4 full batches and one of 8 per epoch. Epoch 1: 3 warm-up steps, the capture's first
+    # replay, the short batch eagerly; epoch 2: 4 replays and the short batch again.
+    graphed = _loops(IMAGE, "cuda_graphs", rows=72, precision="fp32", grad_clip=grad_clip, dropout=0.0)
+    eager = _loops(IMAGE, False, rows=72, precision="fp32", grad_clip=grad_clip, dropout=0.0)
+    for g, e in zip(graphed, eager, strict=True):
+        assert g.captured is not None and e.captured is None
+        for _ in range(2):
+            got, want = g.train_epoch(), e.train_epoch()
+            for key in ("loss", "grad_norm", "lr"):
+                assert got[key] == pytest.approx(want[key], rel=1e-4), key
+        assert g.captured.replay_count == 5 and g.optimizer_steps == 10
+        for name, tensor in _weights(e).items():
+            torch.testing.assert_close(_weights(g)[name], tensor, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_replayed_steps_never_wait_for_the_gpu_and_the_lr_lives_on_it():
+    pretrain, finetune = _loops(LISTOPS, "cuda_graphs")
+    for loop in (pretrain, finetune):
+        loop.train_steps(4)  # warm-up and capture (the capture's synchronisation is deliberate)
+        assert loop.optimizer.param_groups[0]["lr"].device.type == "cuda"
+        replays = loop.captured.replay_count
+        assert math.isfinite(_two_steps(loop))
+        assert loop.captured.replay_count == replays + 2
+    assert pretrain.mask_generator.device.type == "cuda"
+
+
+@pytest.mark.usefixtures("deterministic_attention")
+def test_a_resumed_captured_loop_continues_as_the_uninterrupted_one():
+    straight, _ = _loops(LISTOPS, "cuda_graphs", precision="fp32", dropout=0.0)
+    straight.train_steps(5)
+    state = torch.load(_saved(straight.state_dict()), weights_only=True)
+    assert "mask_generator" in state and all(type(g["lr"]) is float for g in state["optimizer"]["param_groups"])
+    after = straight.train_steps(5)["loss"]
+    resumed, _ = _loops(LISTOPS, "cuda_graphs", precision="fp32", dropout=0.0)
+    resumed.load_state_dict(state)
+    assert resumed.train_steps(5)["loss"] == pytest.approx(after, rel=1e-4)
+
+
+def _saved(state: dict) -> io.BytesIO:
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_a_short_batch_that_arrives_when_the_warm_up_ends_is_not_what_gets_captured():
+    # 56 rows at batch 16: three full batches (the warm-up), then the short one, eagerly; the next epoch's
+    # first full batch is captured, and all three replay.
+    loop, _ = _loops(IMAGE, "cuda_graphs", rows=56)
+    loop.train_epoch()
+    assert loop.captured.graph is None
+    loop.train_epoch()
+    assert loop.captured.replay_count == 3 and loop.captured.static_inputs[0].shape[0] == 16
+    with pytest.raises(ValueError, match="run other shapes eagerly"):
+        loop.captured(loop.batch_inputs(torch.arange(8, device=loop.device)))

@@ -27,3 +27,9 @@ def test_fp32_on_a_gpu_multiplies_in_tf32_and_a_cpu_loop_changes_nothing(tf32_fl
 def test_compile_off_is_the_model_itself():
     model = nn.Linear(4, 2)
     assert compiled(model, False) is model
+
+
+def test_cuda_graphs_leaves_a_gpu_model_eager_for_the_whole_step_capture_and_compiles_it_elsewhere():
+    model = nn.Linear(4, 2)
+    assert compiled(model, "cuda_graphs", torch.device("cuda")) is model  # the loop captures the step itself
+    assert compiled(model, "cuda_graphs", torch.device("cpu")) is not model  # no graphs on a CPU: as `true`

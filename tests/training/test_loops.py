@@ -436,3 +436,58 @@ def test_a_constant_schedule_holds_the_peak_after_its_warm_up_in_steps():
     warming = _finetune(schedule="constant", warmup_steps=8, epochs=4)
     warming.train_epoch()
     assert warming.last_lr == pytest.approx(1e-2 * 4 / 8)  # step 4 of an 8-step linear warm-up
+
+
+# ---------------------------------------------------------------- the step's waste cut (issue 40)
+
+
+def test_the_gradient_norm_is_one_foreach_norm_call_per_step_and_the_norm_of_all_gradients(monkeypatch):
+    loop = _finetune(grad_clip=0.0)
+    calls = []
+    real = torch._foreach_norm
+    def counted(tensors, *args, **kwargs):
+        calls.append(len(tensors))
+        return real(tensors, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_norm", counted)
+    batch, grad_norm = loop.train_step_on(loop.batch_inputs(loop.batches.next()))
+    grads = torch.cat([p.grad.flatten() for p in loop.trainable if p.grad is not None])
+    assert calls == [len(loop.trainable)]  # every gradient in one call, not one norm per parameter
+    torch.testing.assert_close(grad_norm, torch.linalg.vector_norm(grads), rtol=1e-6, atol=0)
+
+
+def test_pretraining_never_gathers_labels():
+    loop = _pretrain()
+    loop.train_y = loop.train_y[:0]  # any gather from it would raise
+    x, where = loop.batch_inputs(loop.batches.next())
+    assert x.shape == where.shape == (8, INFO.seq_len) and where.dtype == torch.bool
+    assert math.isfinite(loop.train_epoch()["loss"])
+
+
+def test_on_a_cpu_the_masks_come_from_the_loops_own_generator_as_they_always_did():
+    # The CPU is the device: the masks' stream is the loop's generator, after the pass's shuffle, exactly as
+    # before masks moved to the device (so every committed CPU result stands).
+    loop = _pretrain()
+    assert loop.mask_generator is loop.generator
+    x, where = loop.batch_inputs(loop.batches.next())
+    reference = torch.Generator().manual_seed(loop.cfg.seed)
+    order = torch.randperm(len(TRAIN), generator=reference)
+    assert torch.equal(x, loop.train_x[order[:8]])
+    assert torch.equal(where, torch.rand((8, INFO.seq_len), generator=reference) < 0.5)
+    assert "mask_generator" not in loop.state_dict()  # the generator's own state already holds the stream
+
+
+def test_a_checkpoints_learning_rates_are_plain_floats_and_reload_as_the_devices():
+    from sptune.training.optimizer import place_lr, plain_lr_state
+
+    loop = _finetune()
+    loop.train_epoch()
+    state = _through_a_file(loop.state_dict())
+    assert all(type(g["lr"]) is float for g in state["optimizer"]["param_groups"])
+    assert all(type(v) is float for v in state["schedule"]["_last_lr"])
+    # A GPU's rates are tensors in the optimizer, floats in its checkpoint, floats again on a CPU.
+    loop.optimizer.param_groups[0]["lr"] = torch.tensor(0.25)
+    plain = plain_lr_state(loop.optimizer.state_dict())["param_groups"][0]["lr"]
+    assert plain == 0.25 and type(plain) is float
+    place_lr(loop.optimizer, torch.device("cpu"))
+    assert loop.optimizer.param_groups[0]["lr"] == 0.25 and type(loop.optimizer.param_groups[0]["lr"]) is float

@@ -1,9 +1,14 @@
-"""Multi-head self-attention: flash-attn 2 where it can run, else PyTorch SDPA.
+"""Multi-head self-attention: PyTorch SDPA, or flash-attn 2 where it is the faster kernel.
 
 Which kernel runs is one pure decision, `attention_kernel`, taken on the dtype attention will
 actually compute in: q's dtype after its projection. Under `torch.autocast` that is bf16/fp16
 although the LayerNorm output feeding the block stays fp32 (autocast keeps norms in fp32), so a
 check on the block's input would never pick flash-attn.
+
+SDPA comes first wherever its cuDNN backend runs the call: on an H200 at head dim 16 (batch 32,
+4 heads, 1,024 tokens, bf16, forward + backward) cuDNN took 0.44 ms and flash-attn 2.61 ms
+(issue 40; ../shared/gpu/2026-11-28-h200/env_report.json). flash-attn stays the choice only where
+cuDNN's attention cannot run (GPUs before Hopper, head sizes it lacks).
 """
 
 from __future__ import annotations
@@ -95,8 +100,10 @@ def attention_kernel(
     flash_installed: bool,
     requested: KernelChoice = "auto",
     flash_device_types: Sequence[str] = ("cuda",),
+    cudnn_sdpa: bool = False,
 ) -> Kernel:
-    """The kernel one attention call uses: "flash" whenever flash-attn can run it ("auto").
+    """The kernel one attention call uses ("auto"): SDPA where its cuDNN backend runs the call
+    (``cudnn_sdpa``, see the module docstring), else "flash" whenever flash-attn can run it.
 
     ``causal`` and ``dropout_p`` are taken so the decision states every input it was asked
     about; both kernels support them, so neither changes the answer. ``requested="sdpa"``
@@ -105,7 +112,7 @@ def attention_kernel(
     """
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    if requested == "sdpa":
+    if requested == "sdpa" or (requested == "auto" and cudnn_sdpa):
         return "sdpa"
     reason = flash_unsupported(q_dtype, device_type, head_dim, has_padding_mask, flash_installed, flash_device_types)
     if reason is None:
@@ -120,6 +127,33 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     x1, x2 = x[..., 0::2], x[..., 1::2]
     rotated = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
     return rotated.flatten(-2)
+
+
+# cuDNN's fused attention (the SDPA backend PyTorch prefers on Hopper and newer): half precision, head sizes
+# in multiples of 8 up to 128 (cuDNN frontend's documented limits for its SDPA graphs).
+CUDNN_MIN_CAPABILITY = (9, 0)
+CUDNN_MAX_HEAD_DIM = 128
+
+
+def cudnn_attention_device() -> bool:
+    """Whether this process's GPU runs SDPA's cuDNN backend by default (Hopper or newer, backend on)."""
+    return (
+        torch.cuda.is_available()
+        and torch.backends.cudnn.is_available()
+        and torch.backends.cuda.cudnn_sdp_enabled()
+        and torch.cuda.get_device_capability() >= CUDNN_MIN_CAPABILITY
+    )
+
+
+def cudnn_sdpa_fits(q_dtype: torch.dtype, head_dim: int, has_padding_mask: bool) -> bool:
+    """Whether SDPA's cuDNN backend takes a call of this dtype and head size (on a device where it runs).
+    A padded batch goes to SDPA anyway (flash_attn_func takes no mask), so it is not asked about."""
+    return (
+        q_dtype in FLASH_DTYPES
+        and head_dim <= CUDNN_MAX_HEAD_DIM
+        and head_dim % FLASH_HEAD_DIM_MULTIPLE == 0
+        and not has_padding_mask
+    )
 
 
 def rotary_tables(seq_len: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -167,6 +201,10 @@ class SelfAttention(nn.Module):
         # built in the driver (to check a given checkpoint), which must hold no CUDA context.
         self.flash: FlashKernel | None = None
         self.flash_resolved = False
+        # Whether this GPU runs SDPA's cuDNN backend: found with the flash kernel, at the first CUDA forward.
+        self.cudnn_device = False
+        # Rotary's cos/sin tables, per (length, device): built once, not per forward.
+        self.rotary_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         # Separate query/key/value maps so variants can copy or freeze query/key alone.
         self.query = nn.Linear(d_model, d_model)
         self.key = nn.Linear(d_model, d_model)
@@ -190,12 +228,16 @@ class SelfAttention(nn.Module):
             # Not resolved off CUDA (that would initialise CUDA); the decision refuses a CPU anyway.
             return FlashKernel(_flash_attn_func) if flash_installed() else None
         self.use_flash_kernel(default_flash_kernel())
+        self.cudnn_device = cudnn_attention_device()
         return self.flash
 
     def _rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotary positions applied in fp32, whatever q and k compute in: bf16 tables (8 bits of mantissa)
         lose the angle of far positions, and a rotation in bf16 rounds every product."""
-        cos, sin = (t[:, None, :] for t in rotary_tables(q.shape[1], self.head_dim, q.device))
+        key = (q.shape[1], q.device)
+        if key not in self.rotary_cache:
+            self.rotary_cache[key] = tuple(t[:, None, :] for t in rotary_tables(q.shape[1], self.head_dim, q.device))
+        cos, sin = self.rotary_cache[key]
         return apply_rotary(q.float(), cos, sin).to(q.dtype), apply_rotary(k.float(), cos, sin).to(k.dtype)
 
     def forward(self, x: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
@@ -208,6 +250,7 @@ class SelfAttention(nn.Module):
         k, v = k.to(q.dtype), v.to(q.dtype)
         drop = self.dropout if self.training else 0.0
         flash = self._flash_for(q.device)
+        cudnn = self.cudnn_device and cudnn_sdpa_fits(q.dtype, self.head_dim, key_padding is not None)
         kernel = attention_kernel(
             q.dtype,
             q.device.type,
@@ -218,6 +261,7 @@ class SelfAttention(nn.Module):
             flash_installed=flash is not None,
             requested=self.kernel,
             flash_device_types=flash.device_types if flash is not None else ("cuda",),
+            cudnn_sdpa=cudnn,
         )
         if kernel == "flash":
             # Its backward is deterministic only when asked; training.deterministic sets PyTorch's flag.

@@ -20,6 +20,7 @@ from sptune.training.models.attention import (
     SelfAttention,
     apply_rotary,
     attention_kernel,
+    cudnn_sdpa_fits,
     default_flash_kernel,
     flash_attn_available,
     flash_unsupported,
@@ -248,3 +249,48 @@ def test_rotary_positions_are_applied_in_fp32_under_bf16():
     # One rounding, of the fp32 result: bf16 tables or bf16 products round far positions' angles too.
     assert torch.equal(got_q, apply_rotary(q.float(), cos, sin).to(torch.bfloat16))
     assert torch.equal(got_k, apply_rotary(k.float(), cos, sin).to(torch.bfloat16))
+
+
+# ---------------------------------------------------------------- cuDNN's SDPA before flash-attn (issue 40)
+
+
+def test_where_cudnn_runs_the_call_auto_picks_sdpa_over_flash_and_forcing_flash_still_works():
+    # H200, head dim 16: cuDNN 0.44 ms against flash-attn's 2.61 (the module docstring).
+    assert attention_kernel(torch.bfloat16, "cuda", 16, False, False, 0.0, True, cudnn_sdpa=True) == "sdpa"
+    assert attention_kernel(torch.bfloat16, "cuda", 16, False, False, 0.0, True, cudnn_sdpa=False) == "flash"
+    forced = attention_kernel(torch.bfloat16, "cuda", 16, False, False, 0.0, True, requested="flash", cudnn_sdpa=True)
+    assert forced == "flash"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cudnn_takes_half_precision_head_sizes_in_multiples_of_8_up_to_128_without_padding(dtype):
+    for head_dim, padding in itertools.product(HEAD_DIMS, [False, True]):
+        fits = dtype in (torch.float16, torch.bfloat16) and head_dim <= 128 and head_dim % 8 == 0 and not padding
+        assert cudnn_sdpa_fits(dtype, head_dim, padding) is fits, (head_dim, padding)
+
+
+@pytest.mark.parametrize("head_dim,reaches_flash", [(8, False), (64, False), (200, True)])
+def test_a_module_on_a_cudnn_device_calls_flash_only_where_cudnn_cannot_run(head_dim, reaches_flash):
+    torch.manual_seed(0)
+    attention = SelfAttention(4 * head_dim, 4, 0.0, False).eval()
+    recorder = Recorder()
+    attention.use_flash_kernel(FlashKernel(recorder, ("cpu",)))
+    attention.cudnn_device = True  # what the first CUDA forward finds on a Hopper GPU
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        attention(torch.randn(2, 6, 4 * head_dim))
+    assert bool(recorder.calls) is reaches_flash
+
+
+def test_rotary_tables_are_built_once_per_length_not_every_forward(monkeypatch):
+    from sptune.training.models import attention as module
+
+    built = []
+    real = module.rotary_tables
+    monkeypatch.setattr(module, "rotary_tables", lambda n, d, device: built.append(n) or real(n, d, device))
+    auto, _ = _pair(rotary=True)
+    x = torch.randn(2, 10, 32)
+    first = auto(x)
+    assert torch.equal(auto(x), first)  # the cached tables rotate exactly as fresh ones
+    auto(torch.randn(2, 7, 32))
+    auto(torch.randn(2, 7, 32))
+    assert built == [10, 7]
