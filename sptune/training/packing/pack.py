@@ -17,24 +17,17 @@ batch indices and masks from the member's generator, dropout noise from its torc
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Literal
 
 import torch
-from torch import nn
 from torch.func import functional_call, vmap
 
 from sptune.training.device import autocast
-from sptune.training.loops import (
-    DIVERGENCE_CHECK_STEPS,
-    BatchResult,
-    EpochLoop,
-    FinetuneLoop,
-    PretrainLoop,
-    _EpochSums,
-)
+from sptune.training.epoch_sums import BatchResult, EpochSums
+from sptune.training.loops import DIVERGENCE_CHECK_STEPS, EpochLoop, FinetuneLoop, PretrainLoop
 from sptune.training.models.attention import SelfAttention
-from sptune.training.optimizer import global_grad_norm
 from sptune.training.packing.noise_dropout import NoiseFeed, draw_noise, fed_template
 
 Status = Literal["training", "diverged", "stopped"]
@@ -83,16 +76,15 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
         )
 
 
-def _apply_gradients(member: EpochLoop) -> torch.Tensor:
-    """The solo step after its backward (EpochLoop._step): this member's own clipping, AdamW step and schedule."""
-    if member.cfg.grad_clip > 0:
-        grad_norm = nn.utils.clip_grad_norm_(member.trainable, member.cfg.grad_clip)  # norm over its own grads
-    else:
-        grad_norm = global_grad_norm(member.trainable)
-    member.last_lr = member.optimizer.param_groups[0]["lr"]
-    member.optimizer.step()
-    member.schedule.step()
-    return grad_norm
+@contextmanager
+def _forward_through(loop: EpochLoop, net: Callable[..., torch.Tensor]) -> Iterator[None]:
+    """``loop``'s training forward (`forward_batch`, which reads ``loop.net``) run through ``net`` instead: the
+    member's own objective code on the pack's functional network."""
+    solo_net, loop.net = loop.net, net
+    try:
+        yield
+    finally:
+        loop.net = solo_net
 
 
 class PackLoop:
@@ -128,73 +120,59 @@ class PackLoop:
     def _net(self, params: dict[str, torch.Tensor]) -> Callable[..., torch.Tensor]:
         return lambda *args, **kwargs: functional_call(self.template, (params, self.buffers), args, kwargs)
 
-    def _batch_loss(self, params: dict, x: torch.Tensor, y: torch.Tensor, where: torch.Tensor | None) -> BatchResult:
-        """One member's loss on its batch through the lead member's own objective code, with the template
-        (holding ``params``) as its network."""
+    def _batch_loss(self, params: dict, inputs: tuple[torch.Tensor, ...]) -> BatchResult:
+        """One member's training forward on its `batch_inputs`, through the lead member's own `forward_batch`
+        with the template (holding ``params``) as its network."""
         lead = self.members[0]
-        if where is not None:
-            return lead._loss_and_hits(x, where, self._net(params))
-        solo_net, lead.net = lead.net, self._net(params)
-        try:
-            return lead.train_batch(x, y)
-        finally:
-            lead.net = solo_net
+        with _forward_through(lead, self._net(params)):
+            return lead.forward_batch(*inputs)
 
     def _member_batch(
-        self, params: dict, x: torch.Tensor, y: torch.Tensor, where: tuple[torch.Tensor, ...], noise: list[torch.Tensor]
+        self, params: dict, inputs: tuple[torch.Tensor, ...], noise: list[torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        # ``where``: the mask as a 1-tuple, or () for a finetuning member (vmap takes no None input).
         self.feed.queue = list(noise)
-        loss, hits, scored = self._batch_loss(params, x, y, where[0] if where else None)
-        return loss, hits, torch.as_tensor(scored, device=x.device)
+        loss, hits, scored = self._batch_loss(params, inputs)
+        return loss, hits, torch.as_tensor(scored, device=inputs[0].device)  # vmap returns tensors only
 
-    def _noise_specs(self, params: dict, x: torch.Tensor, y: torch.Tensor, where: torch.Tensor | None) -> list:
-        """The dropout calls one member's forward makes on a batch of this shape (recorded once per shape)."""
-        key = (tuple(x.shape), where is not None)
+    def _noise_specs(self, params: dict, inputs: tuple[torch.Tensor, ...]) -> list:
+        """The dropout calls one member's forward makes on inputs of these shapes (recorded once per shape)."""
+        key = tuple(tuple(t.shape) for t in inputs)
         if key not in self._specs:
             self.feed.recording, self.feed.specs = True, []
             try:
-                with torch.no_grad(), autocast(x.device, self.members[0].cfg.precision):
-                    self._batch_loss(params, x, y, where)
+                with torch.no_grad(), autocast(inputs[0].device, self.members[0].cfg.precision):
+                    self._batch_loss(params, inputs)
             finally:
                 self.feed.recording = False
             self._specs[key] = self.feed.specs
         return self._specs[key]
 
-    def _draw(self, member: EpochLoop) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """A member's batch and mask, from its own generator in its solo step's order."""
-        idx = member.batches.next()
-        x, y = member.train_x[idx], member.train_y[idx]
-        where = member._positions(x, member.generator) if isinstance(member, PretrainLoop) else None
-        return x, y, where
-
-    def train_step(self, active: list[int], sums: dict[int, _EpochSums]) -> None:
-        """One optimizer step of every active member."""
+    def train_step(self, active: list[int], sums: dict[int, EpochSums]) -> None:
+        """One optimizer step of every active member: each draws its batch (and mask) as its solo step does
+        (`batch_inputs`: the same generators), one vmapped forward and one backward serve all, then each runs
+        its solo step's end (`apply_gradients`: clipping and AdamW; `end_step`: schedule and sums)."""
         members = [self.members[k] for k in active]
-        drawn = [self._draw(m) for m in members]
+        drawn = [m.batch_inputs(m.batches.next()) for m in members]
         params = {n: torch.stack([self.params[k][i] for k in active]) for i, n in enumerate(self.names)}
-        x0, y0, where0 = drawn[0]
-        specs = self._noise_specs({n: p[0].detach() for n, p in params.items()}, x0, y0, where0)
+        specs = self._noise_specs({n: p[0].detach() for n, p in params.items()}, drawn[0])
         noise = []
         for m in members:
             with m.rng.own():
                 noise.append(draw_noise(specs, m.device))
-        x, y = torch.stack([d[0] for d in drawn]), torch.stack([d[1] for d in drawn])
-        where = (torch.stack([d[2] for d in drawn]),) if where0 is not None else ()
+        inputs = tuple(torch.stack(parts) for parts in zip(*drawn, strict=True))
         stacked_noise = [torch.stack(parts) for parts in zip(*noise, strict=True)]
-        with autocast(x.device, members[0].cfg.precision):
-            loss, hits, scored = self._vmapped(params, x, y, where, stacked_noise)
+        with autocast(members[0].device, members[0].cfg.precision):
+            loss, hits, scored = self._vmapped(params, inputs, stacked_noise)
         for m in members:
-            m.optimizer.zero_grad(set_to_none=True)
+            m.zero_grad()
         loss.sum().backward()  # members share no weights: each gets the gradient of its own loss alone
+        examples = len(drawn[0][0])
         for j, (k, m) in enumerate(zip(active, members, strict=True)):
-            grad_norm = _apply_gradients(m)
-            sums[k].add(BatchResult(loss[j], hits[j], scored[j]), grad_norm, len(x0))
-            m.tokens_seen += len(x0) * m.tokens_per_example
+            m.end_step(sums[k], BatchResult(loss[j], hits[j], scored[j]), m.apply_gradients(), examples)
 
     # ------------------------------------------------------------------ rounds
 
-    def _freeze_diverged(self, active: list[int], sums: dict[int, _EpochSums]) -> None:
+    def _freeze_diverged(self, active: list[int], sums: dict[int, EpochSums]) -> None:
         finite = torch.isfinite(torch.stack([sums[k].loss for k in active])).tolist()  # one sync for all
         for k, ok in zip(active, finite, strict=True):
             if not ok:
@@ -207,7 +185,7 @@ class PackLoop:
         start_active = self.active()
         for k in start_active:
             self.members[k].model.train()
-        sums = {k: _EpochSums(self.members[k].device) for k in start_active}
+        sums = {k: EpochSums(self.members[k].device) for k in start_active}
         start = time.perf_counter()
         active = start_active
         for step in range(1, n_steps + 1):
@@ -222,20 +200,10 @@ class PackLoop:
         seconds = time.perf_counter() - start  # the pack's wall time: every member trained during all of it
         return {k: self._round_result(k, sums[k], n_steps, seconds) for k in start_active}
 
-    def _round_result(self, k: int, sums: _EpochSums, n_steps: int, seconds: float) -> dict:
-        m = self.members[k]
+    def _round_result(self, k: int, sums: EpochSums, n_steps: int, seconds: float) -> dict:
         if self.status[k] == "diverged":
             return {"diverged": 1, "error": self.errors[k]}
-        m.epoch += 1
-        m.optimizer_steps += n_steps
-        metrics = {
-            **sums.means(m.train_accuracy_key),
-            "lr": m.last_lr,
-            "epoch": m.epoch,
-            "optimizer_steps": m.optimizer_steps,
-            "epoch_seconds": seconds,
-        }
-        return {**metrics, **m.validate(), "tokens_seen": m.tokens_seen}
+        return self.members[k].end_round(sums, n_steps, seconds)
 
     def train_round(self) -> dict[int, dict]:
         """One Tune iteration of every active member (`EpochLoop.train_round`: an epoch, or `eval_every` steps)."""

@@ -12,10 +12,13 @@ import torch
 
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.tasks.registry import TaskRequest, load_task
-from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, _EpochSums
+from sptune.training import loops
+from sptune.training.epoch_sums import EpochSums
+from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.packing.pack import PackError, PackLoop, train_pack_steps
+from sptune.training.rng_stream import MASK_SEED_OFFSET
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -98,7 +101,7 @@ def _close(a: float, b: float) -> bool:
 def _solo_step(loop: EpochLoop) -> tuple[float, float]:
     """One training step of a solo loop, as its `train_steps` runs it, without the round's validation."""
     loop.model.train()
-    sums = _EpochSums(loop.device)
+    sums = EpochSums(loop.device)
     with loop.rng.own():
         loop.train_step(sums)
     means = sums.means(loop.train_accuracy_key)
@@ -109,7 +112,7 @@ def _pack_step(pack: PackLoop) -> list[tuple[float, float]]:
     """One training step of every member of a pack, without validation."""
     for member in pack.members:
         member.model.train()
-    sums = {k: _EpochSums(m.device) for k, m in enumerate(pack.members)}
+    sums = {k: EpochSums(m.device) for k, m in enumerate(pack.members)}
     pack.train_step(pack.active(), sums)
     return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.values()]
 
@@ -142,6 +145,32 @@ def test_a_pack_of_three_matches_three_solo_trainings_step_by_step(digits, make)
             assert _close(sg, pg), f"member {k} step {i}: grad norm {pg} in the pack, {sg} alone"
     # The members really differ: their own lr, warm-up and seed gave each its own run.
     assert len({round(steps[-1][0], 6) for steps in pack_steps}) == 3
+
+
+def test_members_draw_masks_from_their_own_mask_generator_as_on_a_gpu(digits, monkeypatch):
+    """On a GPU a trial's masks come from a generator of their own (`loops.mask_generator`), apart from the
+    shuffles'; made so here on the CPU: each member's masks must come from it, as in its solo step, and its
+    checkpoint must carry that stream to a solo loop."""
+    own = lambda device, seed, shuffles: torch.Generator().manual_seed(seed + MASK_SEED_OFFSET)  # noqa: E731
+    monkeypatch.setattr(loops, "mask_generator", own)
+    make = lambda m: pretrain(digits, m, steps=20, eval_every=10)  # noqa: E731
+    solos, members = [make(m) for m in MEMBERS], [make(m) for m in MEMBERS]
+    assert all(m.mask_generator is not m.generator for m in members)
+    solo_seen, pack_seen = [Recorder(s) for s in solos], [Recorder(m) for m in members]
+    pack = PackLoop(members)
+    first = pack.train_round()
+    state = _through_a_file(members[2].state_dict())
+    second = pack.train_round()
+    for k, solo in enumerate(solos):
+        for packed in (first, second):
+            alone = solo.train_round()
+            assert _close(packed[k]["loss"], alone["loss"]) and _close(packed[k]["val_loss"], alone["val_loss"])
+        assert len(pack_seen[k].masks) == 20
+        assert all(torch.equal(a, b) for a, b in zip(solo_seen[k].masks, pack_seen[k].masks, strict=True))
+    assert "mask_generator" in state
+    resumed = make(MEMBERS[2])
+    resumed.load_state_dict(state)
+    assert _close(resumed.train_round()["loss"], second[2]["loss"])
 
 
 def _through_a_file(state: dict) -> dict:
