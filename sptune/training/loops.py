@@ -59,7 +59,7 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-_EpochSums = EpochSums  # the name the CUDA tests and the pack trainer import from here
+_EpochSums = EpochSums  # the name the CUDA tests import from here
 
 
 class EpochLoop:

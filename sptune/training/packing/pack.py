@@ -9,8 +9,8 @@ is differentiable, so one backward leaves each member's gradients on its own par
 clipping and optimizer step run unchanged.
 
 What the members draw comes from their own streams, outside vmap, in the order their solo step draws it:
-batch indices and masks from the member's generator, dropout noise from its torch RNG stream
-(`noise_dropout`). A member whose loss goes NaN/inf is frozen (`diverged`); one stopped from outside
+batch indices and masks by the member's own `batch_inputs` (its generator; its `mask_generator`, on a GPU a
+generator of its own there), dropout noise from its torch RNG stream (`noise_dropout`). A member whose loss goes NaN/inf is frozen (`diverged`); one stopped from outside
 (`stop`, e.g. early stopping) leaves the pack; the others go on.
 """
 
