@@ -10,8 +10,9 @@ clipping and optimizer step run unchanged.
 
 What the members draw comes from their own streams, outside vmap, in the order their solo step draws it:
 batch indices and masks by the member's own `batch_inputs` (its generator; its `mask_generator`, on a GPU a
-generator of its own there), dropout noise from its torch RNG stream (`noise_dropout`). A member whose loss goes NaN/inf is frozen (`diverged`); one stopped from outside
-(`stop`, e.g. early stopping) leaves the pack; the others go on.
+generator of its own there), dropout noise from its torch RNG stream (`noise_dropout`). A member whose loss goes
+NaN/inf is frozen (`diverged`); one stopped from outside (`stop`, e.g. early stopping) leaves the pack; the others
+go on.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
         "objective": lambda m: getattr(m, "objective", None),
         "optimizer steps so far": lambda m: m.optimizer_steps,
         "parameters": lambda m: [(n, tuple(p.shape), p.requires_grad) for n, p in m.model.named_parameters()],
+        # The template (the lead's model) runs every member's forward, with the lead's dropout rates: settings
+        # no parameter shows (dropout, pooling, attention kernel, ...) must match too.
+        "architecture": lambda m: (repr(m.model), [getattr(mod, "cfg", None) for mod in m.model.modules()]),
     }
     for what, key in same.items():
         if any(key(m) != key(lead) for m in members[1:]):

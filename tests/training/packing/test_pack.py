@@ -272,6 +272,18 @@ def test_loops_of_different_settings_are_refused_naming_the_setting(digits, chan
         PackLoop([finetune(digits, MEMBERS[0]), odd])
 
 
+@pytest.mark.parametrize(
+    "change", [{"dropout": 0.2}, {"attention_kernel": "sdpa"}], ids=["dropout", "attention_kernel"]
+)
+def test_models_differing_where_no_parameter_shows_are_refused(digits, change):
+    """The lead's model runs every member's forward: a member's own dropout rate or kernel would be ignored."""
+    info, train, val = digits
+    cfg = ModelConfig(replace(_encoder(info), **change), num_classes=info.num_classes)
+    odd = FinetuneLoop(cfg, info, train, val, _optim(MEMBERS[1]))
+    with pytest.raises(PackError, match="architecture"):
+        PackLoop([finetune(digits, MEMBERS[0]), odd])
+
+
 def test_loops_on_different_rows_are_refused(digits):
     info, train, val = digits
     other = ArraySplit(train.x[::-1].copy(), train.y[::-1].copy())
