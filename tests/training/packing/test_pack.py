@@ -173,6 +173,25 @@ def test_members_draw_masks_from_their_own_mask_generator_as_on_a_gpu(digits, mo
     assert _close(resumed.train_round()["loss"], second[2]["loss"])
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_members_draw_masks_and_dropout_on_the_device_as_alone(digits):
+    """On a GPU each member's masks come from its own generator there and its dropout from its CUDA stream (the
+    noise drawn by the fused kernel on ones, outside vmap): the same masks and losses as alone. Losses to 1e-4
+    only: TF32 products batched differently sum in another order; another dropout mask moves them far more."""
+    make = lambda m: pretrain(digits, m, device="cuda", steps=20, eval_every=10)  # noqa: E731
+    solos, members = [make(m) for m in MEMBERS], [make(m) for m in MEMBERS]
+    assert all(m.mask_generator.device.type == "cuda" for m in members)
+    solo_seen, pack_seen = [Recorder(s) for s in solos], [Recorder(m) for m in members]
+    pack = PackLoop(members)
+    rounds = [pack.train_round() for _ in range(2)]
+    for k, solo in enumerate(solos):
+        for packed in rounds:
+            alone = solo.train_round()
+            assert math.isclose(packed[k]["loss"], alone["loss"], rel_tol=1e-4), (k, packed[k], alone)
+        assert len(pack_seen[k].masks) == 20
+        assert all(torch.equal(a, b) for a, b in zip(solo_seen[k].masks, pack_seen[k].masks, strict=True))
+
+
 def _through_a_file(state: dict) -> dict:
     buffer = io.BytesIO()
     torch.save(state, buffer)
