@@ -100,14 +100,14 @@ def probe_class(barrier: str) -> type:
     Made here and shipped by value (Ray's workers cannot import this script); the only thing it
     changes is step(), so the data reach the loop exactly as in a sweep.
     """
+    from sptune.training.epoch_sums import EpochSums
     from sptune.tuning.trainable import CHECKPOINT_RANK, StudyTrainable
 
     class MemoryProbe(StudyTrainable):
         def step(self) -> dict:
-            loop = self.loop
+            loop, sums = self.loop, EpochSums(self.loop.device)
             for _ in range(TRAIN_STEPS):
-                idx = loop.batches.next()
-                loop._step(loop.train_batch(loop.train_x[idx], loop.train_y[idx]).loss)
+                loop.train_step(sums)
             # Every page of the splits, read through the loop's own tensors.
             checksum = sum(int(t.sum()) for t in (loop.train_x, loop.train_y, loop.val_x, loop.val_y))
             folder = Path(barrier)

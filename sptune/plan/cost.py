@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from sptune.plan.packs import describe_pack_cost
 from sptune.plan.selection_steps import selection_epochs
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
 
@@ -122,6 +123,7 @@ def describe_cost(plan: StudyPlan) -> str:
     epochs = stage_epochs(plan)
     rows = f" on {plan.train_rows} training rows" if plan.train_rows else ""
     lines = [f"Cost: {epochs.total} trial-epochs ({epochs.pretrain} pretraining + {epochs.finetune} finetuning){rows}"]
+    lines += describe_pack_cost(plan, epochs.total)
     lines += ["  " + describe_estimate(estimate(plan, device), plan.concurrency) for device in DEVICES]
     return "\n".join(lines)
 

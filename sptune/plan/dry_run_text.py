@@ -4,6 +4,7 @@ its trials, rungs, seeds and budget, what selection adds, the re-runs and the to
 from __future__ import annotations
 
 from sptune.plan.budget_text import describe_budgets
+from sptune.plan.packs import describe_packs
 from sptune.plan.phases import Phase
 from sptune.plan.selection_steps import describe_selection
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
@@ -187,6 +188,7 @@ def describe(plan: StudyPlan) -> str:
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
         f"concurrent trials (as many as the {'CPUs and GPUs' if s.resources.gpu else 'CPUs'} hold"
         f"{', at most resources.max_concurrent' if s.resources.max_concurrent else ''})",
+        *describe_packs(plan),
         *describe_budgets(s.budget, plan.searches, plan.train_rows),
         "Searches (ONE Tuner for the whole study: an SPT variant's search starts once its pretraining is selected, "
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",

@@ -309,6 +309,10 @@ class LrExtendSpec(Strict):
     max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound), or 0 (off)", ge=0, le=MAX_EXTENSION_ROUNDS)
 
 
+# What `resources.pack: auto` stands for (see ResourcesSpec.pack): no packing, until a benchmark backs more.
+PACK_AUTO = 1
+
+
 class ResourcesSpec(Strict):
     cpu: float = ranged(1.0, RESOURCES, gt=0)
     # A share of a GPU per trial, or auto: none on a machine without GPUs, and where there are some, 1/8 of one for
@@ -317,6 +321,21 @@ class ResourcesSpec(Strict):
     # --address from a machine without them, give the share.
     gpu: float | Literal["auto"] = 0.0
     max_concurrent: int | None = ranged(None, POSITIVE, ge=1)
+    # Trials of one stage trained K at a time as one fused model (sptune.training.packing; docs/design/training.md,
+    # "Packs"): K members per pack, 1 for none, or auto. auto is 1 until a measurement of packs on a GPU shows
+    # where packing pays: on CPU it has nothing to fill (one trial's step already keeps its cores busy, and CPU
+    # attention runs member by member under vmap), and no GPU measurement exists yet.
+    pack: int | Literal["auto"] = 1
+
+    @field_validator("pack", mode="before")
+    @classmethod
+    def _pack_size(cls, pack: Any) -> Any:
+        if pack == "auto":
+            return PACK_AUTO
+        if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
+            raise problem(f"must be a whole number of trials per pack >= 1, or auto (got {pack!r})",
+                          "use e.g. pack: 8 (8 trials of a stage as one model), pack: 1 (no packing) or pack: auto")
+        return pack
 
     @field_validator("gpu", mode="before")
     @classmethod

@@ -338,6 +338,19 @@ def check_variant_budgets(spec: SweepSpec) -> None:
             raise found
 
 
+def check_packing(spec: SweepSpec) -> None:
+    # A pack's members draw their dropout outside the fused forward, each from its own stream; attention dropout is
+    # drawn inside the attention kernel, and a compiled or captured step is not what a pack runs.
+    if spec.resources.pack == 1:
+        return
+    if spec.model.attention_dropout > 0:
+        raise problem("attention dropout cannot be packed (the attention kernel draws it from no member's own "
+                      "stream)", "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")
+    if spec.training.compile:
+        raise problem("packed trials are not compiled (a pack runs its own fused step)",
+                      "set training.compile: false, or resources.pack: 1", "resources.pack")
+
+
 # The order matters: the budget mode is checked before any rule that reads a variant's budget.
 CROSS_CHECKS = (
     check_model_family,
@@ -355,4 +368,5 @@ CROSS_CHECKS = (
     check_variant_budgets,
     check_rerun_pretrain,
     check_selection_top_k,
+    check_packing,
 )

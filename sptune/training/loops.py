@@ -59,7 +59,7 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-_EpochSums = EpochSums  # the name the CUDA tests and the pack trainer import from here
+_EpochSums = EpochSums  # the name the CUDA tests import from here
 
 
 class EpochLoop:
@@ -115,18 +115,9 @@ class EpochLoop:
         # Read-only from here on: on a GPU these are the process's shared copies (device_data).
         return on_device(split.x, self.device), on_device(split.y, self.device, torch.long)
 
-    def _step(self, loss: torch.Tensor) -> torch.Tensor:
-        """One optimizer step, then the schedule's; returns the global gradient norm before clipping."""
-        grad_norm = self._update(loss)
-        self._advance_schedule()
-        return grad_norm
-
-    def _update(self, loss: torch.Tensor) -> torch.Tensor:
-        """Backward, clipping and AdamW (no host decision: capturable); the pre-clip gradient norm (on the device).
-        A captured step keeps its gradient tensors (the graph holds their addresses): zeroed, never dropped."""
+    def zero_grad(self) -> None:
+        """A captured step keeps its gradient tensors (the graph holds their addresses): zeroed, never dropped."""
         self.optimizer.zero_grad(set_to_none=not self.graphed)
-        loss.backward()
-        return self.apply_gradients()
 
     def apply_gradients(self) -> torch.Tensor:
         """The step after the backward: clipping (or just the norm) and AdamW on the gradients the parameters
@@ -138,7 +129,8 @@ class EpochLoop:
         self.optimizer.step()
         return grad_norm
 
-    def _advance_schedule(self) -> None:
+    def advance_schedule(self) -> None:
+        """After an optimizer step (outside a captured one, which cannot decide on the host)."""
         self.last_lr = scheduled_lr(self.schedule)  # the rate the step just taken used
         self.schedule.step()  # fills the device LR in place (a float on the CPU)
 
@@ -169,11 +161,14 @@ class EpochLoop:
                 if step % DIVERGENCE_CHECK_STEPS == 0:
                     self._check_finite(sums.loss)
         self._check_finite(sums.loss)
+        return self.end_round(sums, n_steps, time.perf_counter() - start)
+
+    def end_round(self, sums: EpochSums, n_steps: int, seconds: float) -> dict[str, float]:
+        """A round of ``n_steps`` trained (in ``seconds``, before validation): counted, validated, reported."""
         self.epoch += 1
         self.optimizer_steps += n_steps
         metrics = {**sums.means(self.train_accuracy_key), "lr": self.last_lr, "epoch": self.epoch,
-                   "optimizer_steps": self.optimizer_steps}
-        metrics["epoch_seconds"] = time.perf_counter() - start
+                   "optimizer_steps": self.optimizer_steps, "epoch_seconds": seconds}
         return {**metrics, **self.validate(), "tokens_seen": self.tokens_seen}
 
     def train_step(self, sums: EpochSums) -> None:
@@ -188,9 +183,13 @@ class EpochLoop:
             batch, grad_norm = self.captured(inputs)
         else:
             batch, grad_norm = self.train_step_on(inputs)
-        self._advance_schedule()
-        sums.add(batch, grad_norm, len(idx))
-        self.tokens_seen += idx.numel() * self.tokens_per_example
+        self.end_step(sums, batch, grad_norm, len(idx))
+
+    def end_step(self, sums: EpochSums, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
+        """After the optimizer step on ``examples`` rows: the schedule advances, the step joins ``sums``."""
+        self.advance_schedule()
+        sums.add(batch, grad_norm, examples)
+        self.tokens_seen += examples * self.tokens_per_example
 
     def batch_inputs(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """What one training step consumes for the rows ``idx``, everything random about it drawn
@@ -203,7 +202,9 @@ class EpochLoop:
         # Autocast's weight cache would hold casts made inside a CUDA graph's capture; off there.
         with autocast(self.device, self.cfg.precision, cache=not self.graphed):
             batch = self.forward_batch(*inputs)
-        return batch, self._update(batch.loss)
+        self.zero_grad()
+        batch.loss.backward()
+        return batch, self.apply_gradients()
 
     def _check_finite(self, loss_sum: torch.Tensor) -> None:
         # One host sync per check; a NaN/inf anywhere in the sum stops the trial.

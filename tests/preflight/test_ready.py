@@ -40,6 +40,14 @@ def test_directory_given_as_spec_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_packed_study_is_refused_before_anything_starts_until_its_trainable_exists(repo_root, tmp_path, capsys):
+    out = tmp_path / "out"
+    spec = str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
+    _refused_in_one_paragraph([spec, "--set", "resources.pack=4", "--output", str(out)], capsys,
+                              "resources.pack", "is 4", "--dry-run")
+    assert not out.exists()
+
+
 def test_cli_module_holds_no_checks():
     """The CLI only parses arguments and hands them on: no SptuneError is raised there."""
     source = (Path(__file__).parents[2] / "sptune" / "sweep.py").read_text()

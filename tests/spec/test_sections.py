@@ -62,6 +62,12 @@ def test_resources_name_the_field_that_is_wrong():
     assert "cpu: must be > 0 (got 0)" in _refused(ResourcesSpec, {"cpu": 0})
     assert "gpu: must be a share of a GPU >= 0, or auto (got -1)" in _refused(ResourcesSpec, {"gpu": -1})
     assert "max_concurrent: must be >= 1" in _refused(ResourcesSpec, {"max_concurrent": 0})
+    for bad in (0, -2, True, "x", 2.5):
+        assert "pack: must be a whole number of trials per pack >= 1, or auto" in _refused(ResourcesSpec, {"pack": bad})
+
+
+def test_pack_defaults_to_one_and_auto_packs_nothing_until_a_benchmark_backs_it():
+    assert ResourcesSpec().pack == 1 and ResourcesSpec(pack="auto").pack == 1 and ResourcesSpec(pack=8).pack == 8
 
 
 def test_pretrain_source_stage_names():

@@ -58,6 +58,9 @@ def _where(*overrides: str) -> str:
         (["scheduler.type=hyperband", "pretrain.num_samples=2"], "pretrain.num_samples"),
         (["scheduler.type=hyperband", f"variants.g={{kind: scratch, {GRID}}}"], "variants.g.grid_repeats"),
         (["max_failures=-1"], "max_failures"),
+        # A pack draws each member's dropout from its own stream outside the fused forward, and is not compiled.
+        (["resources.pack=4", "model.attention_dropout=0.1"], "resources.pack"),
+        (["resources.pack=4", "training.compile=true"], "resources.pack"),
         (["variants.spt.epochs=0"], "variants.spt.epochs"),
         (["seeds=3"], "seeds"),
         # cls pooling reads position 0, which sees only itself in a causal model: refused, never replaced.
@@ -88,6 +91,8 @@ def test_refused_at(overrides, where):
         ["model.pooling=cls"],  # every variant bidirectional
         ["model.pooling=last", f"variants.c={{kind: spt_causal, {GRID}}}"],
         ["pretrain=null", "variants.spt.kind=scratch_causal"],  # a causal model with no pretraining
+        ["resources.pack=1", "model.attention_dropout=0.1", "training.compile=true"],  # no pack: nothing to refuse
+        ["resources.pack=8"],
     ],
 )
 def test_accepted(overrides):
