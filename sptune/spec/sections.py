@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, StrictBool, field_validator, model_v
 from pydantic_core import PydanticCustomError
 
 from sptune.rules.lr_extension import MAX_EXTENSION_ROUNDS
-from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS, MAX_RERUN_SEEDS
+from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
 from sptune.spec.search import SearchSpec
@@ -278,26 +278,6 @@ class SelectionSpec(Strict):
         if self.top_k == 1 and self.seeds:
             raise problem("with top_k 1 the one candidate is the pick whatever its seeds score",
                           "use top_k: 3 (or more), or drop seeds", "top_k")
-        return self
-
-
-class SequentialRerunSpec(Strict):
-    """Re-runs until decided (sptune.judging.sequential): each variant's pick re-trained with `min` seeds, then
-    `step` more per look while a comparison it is in is undecided, up to `max`; each look's paired Δ is tested at
-    two-sided error `alpha` across all looks (Lan-DeMets `spending`); `effect` is the ±margin within which a Δ
-    counts as equivalent, and what the fixed-N design it is compared with must detect."""
-
-    min: int = ranged(3, "use e.g. 3 (at least 2: one seed has no spread)", ge=2, le=MAX_RERUN_SEEDS)
-    max: int = ranged(15, "use e.g. 15 (at least min)", ge=2, le=MAX_RERUN_SEEDS)
-    step: int = ranged(3, "use e.g. 3 (seeds added per look)", ge=1)
-    effect: float = ranged(0.01, "use e.g. 0.01 (one accuracy point)", gt=0, le=1)
-    alpha: float = ranged(0.05, "use e.g. 0.05", gt=0, lt=0.5)
-    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
-
-    @model_validator(mode="after")
-    def _max_not_below_min(self) -> SequentialRerunSpec:
-        if self.max < self.min:
-            raise problem(f"max {self.max} is below min {self.min}", f"use max >= {self.min}", "max")
         return self
 
 

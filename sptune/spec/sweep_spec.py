@@ -15,7 +15,7 @@ from sptune.spec.budget_rules import check_budget_mode, check_until_converged, c
 from sptune.spec.fields import Strict, problem, ranged
 from sptune.spec.gpu_share import auto_gpu_share
 from sptune.spec.names import checked_folder_name
-from sptune.spec.rerun_rules import check_rerun_pretrain, resolve_sequential_reruns
+from sptune.spec.reruns import SequentialRerunSpec, check_rerun_pretrain, resolve_sequential_reruns
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
     FinetuneSpec,
@@ -28,7 +28,6 @@ from sptune.spec.sections import (
     SchedulerSpec,
     SearcherSpec,
     SelectionSpec,
-    SequentialRerunSpec,
     TaskSpec,
     TrackingSpec,
     TrainingSpec,

@@ -153,6 +153,6 @@ def test_fixed_n_is_where_the_smallest_detectable_delta_reaches_the_effect():
 def test_the_spec_offers_exactly_the_spending_functions_there_are():
     from typing import get_args
 
-    from sptune.spec.sections import SequentialRerunSpec
+    from sptune.spec.reruns import SequentialRerunSpec
 
     assert set(get_args(SequentialRerunSpec.model_fields["spending"].annotation)) == set(sq.SPENDING)

@@ -16,7 +16,7 @@ from sptune.spec import (
     from_dict,
     load_spec,
     read_yaml,
-    rerun_rules,
+    reruns,
     sweep_spec,
 )
 
@@ -144,7 +144,7 @@ def test_a_hyperband_budget_too_small_says_how_many_trials_it_needs():
 
 
 def test_every_cross_section_rule_runs_exactly_once():
-    defined = [f for module in (sweep_spec, budget_rules, rerun_rules)
+    defined = [f for module in (sweep_spec, budget_rules, reruns)
                for name, f in inspect.getmembers(module, inspect.isfunction)
                if name.startswith("check_") and f.__module__ == module.__name__]
     assert sorted(f.__name__ for f in sweep_spec.CROSS_CHECKS) == sorted(f.__name__ for f in defined)

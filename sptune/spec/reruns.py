@@ -1,13 +1,37 @@
-"""The spec's rules for re-runs (fixed seeds, re-pretraining, sequential looks), beside SweepSpec."""
+"""The spec's re-runs: the sequential section (`rerun_sequential`) and the rules across sections for re-runs
+(fixed seeds, re-pretraining, sequential looks), beside SweepSpec."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from sptune.spec.fields import problem
+from pydantic import model_validator
+
+from sptune.rules.seeds import MAX_RERUN_SEEDS
+from sptune.spec.fields import Strict, problem, ranged
 
 if TYPE_CHECKING:
     from sptune.spec.sweep_spec import SweepSpec
+
+
+class SequentialRerunSpec(Strict):
+    """Re-runs until decided (sptune.judging.sequential): each variant's pick re-trained with `min` seeds, then
+    `step` more per look while a comparison it is in is undecided, up to `max`; each look's paired Δ is tested at
+    two-sided error `alpha` across all looks (Lan-DeMets `spending`); `effect` is the ±margin within which a Δ
+    counts as equivalent, and what the fixed-N design it is compared with must detect."""
+
+    min: int = ranged(3, "use e.g. 3 (at least 2: one seed has no spread)", ge=2, le=MAX_RERUN_SEEDS)
+    max: int = ranged(15, "use e.g. 15 (at least min)", ge=2, le=MAX_RERUN_SEEDS)
+    step: int = ranged(3, "use e.g. 3 (seeds added per look)", ge=1)
+    effect: float = ranged(0.01, "use e.g. 0.01 (one accuracy point)", gt=0, le=1)
+    alpha: float = ranged(0.05, "use e.g. 0.05", gt=0, lt=0.5)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+
+    @model_validator(mode="after")
+    def _max_not_below_min(self) -> SequentialRerunSpec:
+        if self.max < self.min:
+            raise problem(f"max {self.max} is below min {self.min}", f"use max >= {self.min}", "max")
+        return self
 
 
 def check_rerun_pretrain(spec: SweepSpec) -> None:
