@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray import cloudpickle
 
+import sptune.tuning.tuner
 from sptune.sweep import main
+from sptune.tuning.trainable import StudyTrainable
 from tests.helpers_tiny import child_runs, trial_checkpointed
 
 SPEC = """
@@ -39,7 +42,7 @@ pretrain:
   objective: masked
   mask_ratio: 0.5
   loss: l2
-  epochs: 2
+  epochs: 4
   num_samples: 1
   search:
     lr: {type: loguniform, low: 1.0e-3, high: 2.0e-3}
@@ -54,7 +57,29 @@ variants:
 scheduler: {type: sha, grace_period: 1, reduction_factor: 3}
 searcher: {type: optuna}
 """
+REPO = Path(__file__).resolve().parents[2]
 SEARCH_TRIALS, RUNG = 3, 1
+# Each epoch of the interrupted runs sleeps this long first, so every point stays reachable for more than a snapshot
+# period (1 s below): at this model's size an epoch alone takes a fraction of a second, and a point whose window
+# closed before the watcher saw it was missed (seen in CI). Sleeping changes no number a trial reports.
+SLOW_EPOCH_S = 0.6
+
+
+class SlowEpochs(StudyTrainable):
+    def step(self) -> dict:
+        time.sleep(SLOW_EPOCH_S)
+        return super().step()
+
+
+def slow_main(argv: list[str]) -> int:
+    """The sweep's CLI with the study's trainable swapped for `SlowEpochs` (Ray ships it to its workers by value:
+    this module is not importable there)."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    original, sptune.tuning.tuner.StudyTrainable = sptune.tuning.tuner.StudyTrainable, SlowEpochs
+    try:
+        return main(argv)
+    finally:
+        sptune.tuning.tuner.StudyTrainable = original
 
 
 def _state(out: Path) -> dict[str, Any]:
@@ -88,9 +113,17 @@ def _tested_not_published(out: Path) -> bool:
     return state.get("rows") is not None and not state.get("published")
 
 
+def _pretraining(out: Path) -> bool:
+    """A pretraining epoch is checkpointed and the pretraining not selected. Only pretraining trials run before its
+    selection (the one variant starts from it), so any checkpoint will do: a trial's params.json reaches the storage
+    only with the driver's next snapshot, which a fast pretraining trial could finish before (seen once in CI)."""
+    trained = any((out / "ray_results" / "study").glob("*/checkpoint_*"))
+    return trained and not any(label.startswith("pretrain") for label in _state(out).get("searches", {}))
+
+
 # In the order a study reaches them.
 POINTS = {
-    "pretraining": _running("pretrain", '"pretrain"'),
+    "pretraining": _pretraining,
     "search after its rung's decision": _rung_decided,
     "LR extension": _running("extend-", '"extend-'),
     "candidates": _running("candidates-", '"candidates-'),
@@ -121,7 +154,7 @@ def _sigint_at(point: str, argv: list[str], out: Path) -> None:
     fired = _when(lambda: POINTS[point](out), lambda: os.kill(os.getpid(), signal.SIGINT), lambda: not done.is_set())
     before = signal.signal(signal.SIGINT, lambda *_: None)  # a SIGINT sent just as the study ended: ignored here
     try:
-        code = main(argv)
+        code = slow_main(argv)
     finally:
         done.set()
         time.sleep(0.2)
@@ -132,14 +165,16 @@ def _sigint_at(point: str, argv: list[str], out: Path) -> None:
 
 def _kill_at(point: str, argv: list[str], out: Path, address: str) -> None:
     """Run the study as a subprocess on this session's Ray and kill -9 it at `point`."""
-    proc = subprocess.Popen([sys.executable, "-m", "sptune.sweep", *argv, "--address", address],
+    run = f"import sys; from {__name__} import slow_main; sys.exit(slow_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", run, *argv, "--address", address], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     fired = _when(lambda: POINTS[point](out), lambda: proc.send_signal(signal.SIGKILL), lambda: proc.poll() is None)
     code = proc.wait(timeout=400)
     assert fired.is_set(), f"the study ended (exit {code}) before {point}"
 
 
-_TRIAL = re.compile(r"StudyTrainable_[0-9a-f]{8}_(\d+)_")
+# A trial's folder: its class, a run's id, its index, then its config cut to a length that depends on the class name.
+_TRIAL = re.compile(r"(?:StudyTrainable|SlowEpochs)_[0-9a-f]{8}_(\d+)_[^/]*")
 _STAMP = re.compile(r"_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
 VOLATILE = {"mlflow", "timeline", "provenance", "trial_id", "mlflow_run_id", "trial_seconds", "trial_seconds_source"}
 
@@ -151,7 +186,7 @@ def _comparable(value: Any, out: Path) -> Any:
     if isinstance(value, list):
         return [_comparable(v, out) for v in value]
     if isinstance(value, str):
-        return _STAMP.sub("", _TRIAL.sub(r"StudyTrainable_\1_", value.replace(str(out), "OUT")))
+        return _STAMP.sub("", _TRIAL.sub(r"trial_\1", value.replace(str(out), "OUT")))
     return value
 
 
