@@ -24,28 +24,34 @@ class DuplicateKeyError(yaml.constructor.ConstructorError):
     """A mapping writes the same key twice."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load's loader (no tags beyond the safe ones) that refuses a key written twice in one mapping,
-    where PyYAML keeps the last silently: `seed: 1` ... `seed: 2` would run seed 2."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue  # `<<: *anchor`: its keys may be overridden here, as YAML's merge defines
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)):
-                continue  # an unhashable key: the base class refuses it
-            if key in seen:
-                raise DuplicateKeyError(None, None, f"the key '{key}' appears twice in one mapping",
-                                        key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+def _first_duplicate(node: yaml.Node | None) -> yaml.ScalarNode | None:
+    """The second writing of a key in any mapping of a composed document, where PyYAML keeps the last silently:
+    `seed: 1` ... `seed: 2` would run seed 2. Merge keys (`<<: *anchor`) may be overridden, as YAML defines."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[tuple[str, str]] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if (key.tag, key.value) in seen:
+                    return key
+                seen.add((key.tag, key.value))
+            found = _first_duplicate(value)
+            if found is not None:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            found = _first_duplicate(item)
+            if found is not None:
+                return found
+    return None
 
 
 def safe_load_unique(text: str) -> Any:
-    """yaml.safe_load, refusing duplicate keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    """yaml.safe_load, refusing duplicate keys (found on the document composed by the safe loader first)."""
+    duplicate = _first_duplicate(yaml.compose(text, Loader=yaml.SafeLoader))
+    if duplicate is not None:
+        raise DuplicateKeyError(None, None, f"the key '{duplicate.value}' appears twice in one mapping",
+                                duplicate.start_mark)
+    return yaml.safe_load(text)
 
 
 def read_text(path: Path) -> str:
