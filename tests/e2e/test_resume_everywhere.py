@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from ray import cloudpickle
 
+import sptune.study.study
 import sptune.tuning.tuner
 from sptune.sweep import main
 from sptune.tuning.trainable import StudyTrainable
@@ -71,15 +72,27 @@ class SlowEpochs(StudyTrainable):
         return super().step()
 
 
+def slow_log_test_metrics(*args: Any) -> None:
+    """The test numbers' logging, late by one epoch's sleep: the window between the test read and MLflow is
+    otherwise a few milliseconds, shorter than the watcher's poll (missed once in CI)."""
+    time.sleep(SLOW_EPOCH_S)
+    LOG_TEST_METRICS(*args)
+
+
+LOG_TEST_METRICS = sptune.study.study.log_test_metrics
+
+
 def slow_main(argv: list[str]) -> int:
     """The sweep's CLI with the study's trainable swapped for `SlowEpochs` (Ray ships it to its workers by value:
-    this module is not importable there)."""
+    this module is not importable there) and the test numbers' logging late."""
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    original, sptune.tuning.tuner.StudyTrainable = sptune.tuning.tuner.StudyTrainable, SlowEpochs
+    trainable, sptune.tuning.tuner.StudyTrainable = sptune.tuning.tuner.StudyTrainable, SlowEpochs
+    sptune.study.study.log_test_metrics = slow_log_test_metrics
     try:
         return main(argv)
     finally:
-        sptune.tuning.tuner.StudyTrainable = original
+        sptune.tuning.tuner.StudyTrainable = trainable
+        sptune.study.study.log_test_metrics = LOG_TEST_METRICS
 
 
 def _state(out: Path) -> dict[str, Any]:
