@@ -57,19 +57,20 @@ STAGES = ("spt", "finetune")
 
 
 def load_cifar(spec: Any, data_dir: str | None, synthetic: bool) -> Any:
-    """The real 45k/5k split; random pixels of the same shape only when asked (e.g. a GPU box without data)."""
+    """The spec's split (45k/5k by default); random pixels of that shape only when asked (a GPU box without data)."""
     if not synthetic:
         return bc.load_data(spec, data_dir)
     from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 
     rng, side = np.random.default_rng(0), int(spec.task.options.get("resolution", 32))
     n_val = int(spec.task.options.get("n_val", 5000))
+    n_train = min(50_000 - n_val, int(spec.task.options.get("max_train") or 50_000))  # as the task reads them
 
     def split(n: int) -> ArraySplit:
         return ArraySplit(rng.integers(0, 256, (n, side * side), dtype=np.uint8), rng.integers(0, 10, n))
 
     info = TaskInfo("image", "continuous", side * side, 10, levels=256)
-    return TaskSplits(info, split(50_000 - n_val), split(n_val), lambda: split(0), source="synthetic")
+    return TaskSplits(info, split(n_train), split(n_val), lambda: split(0), source="synthetic")
 
 
 def make_loop(
