@@ -247,6 +247,11 @@ def cpu_pack_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, k
             "epoch_s": est_train + est_val}
 
 
+# Each process builds one trial's loops, and a pack arm packs such loops itself: the spec's own packing
+# (resources.pack, which refuses training.compile) is not what an arm runs.
+SOLO = ["resources.pack=1"]
+
+
 def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1, capture: bool = False) -> Any:
     """The spec one arm trains with: the given one, its attention kernel forced; on a GPU bf16 and each trial's
     share of it (a trial that reserved no GPU trains on the CPU, sptune.training.device.trial_device); with
@@ -255,7 +260,7 @@ def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1,
 
     gpu = [f"training.precision={args.precision}", f"resources.gpu={1 / trials}"] if cuda else []
     graphs = ["training.compile=cuda_graphs"] if capture else []
-    return load_spec(args.spec, [*args.overrides, f"model.attention_kernel={kernel}", *gpu, *graphs])
+    return load_spec(args.spec, [*SOLO, *args.overrides, f"model.attention_kernel={kernel}", *gpu, *graphs])
 
 
 def trial_process(
@@ -480,7 +485,7 @@ def main() -> int:
     from sptune.spec import load_spec
     from sptune.training.device import pick_device
 
-    spec = load_spec(args.spec, args.overrides)
+    spec = load_spec(args.spec, [*SOLO, *args.overrides])
     args.device = spec.training.device
     cuda = args.cuda = pick_device(args.device).type == "cuda"
     args.threads = args.threads or max(1, int(spec.resources.cpu))
