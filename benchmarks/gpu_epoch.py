@@ -480,12 +480,23 @@ def throughput_table(arms: dict[str, dict[str, Any]], rows: int) -> list[tuple]:
     return table
 
 
+def cpu_fallback(device: str, cuda_available: bool) -> list[str]:
+    """The overrides that time a spec asking for CUDA on a machine without it on the CPU (extrapolated, as every
+    CPU arm is), rather than fail in the first CUDA call: call B's spec, say, read by the kit's arms."""
+    return ["training.device=cpu", "training.precision=auto"] if device == "cuda" and not cuda_available else []
+
+
 def main() -> int:
     args = parse_args()
     from sptune.spec import load_spec
     from sptune.training.device import pick_device
 
     spec = load_spec(args.spec, [*SOLO, *args.overrides])
+    if fallback := cpu_fallback(spec.training.device, torch.cuda.is_available()):
+        print("The spec asks for training.device: cuda and there is no CUDA device here: timing on the CPU "
+              f"({', '.join(fallback)}).", flush=True)
+        args.overrides = [*args.overrides, *fallback]  # the arms' processes read them too
+        spec = load_spec(args.spec, [*SOLO, *args.overrides])
     args.device = spec.training.device
     cuda = args.cuda = pick_device(args.device).type == "cuda"
     args.threads = args.threads or max(1, int(spec.resources.cpu))

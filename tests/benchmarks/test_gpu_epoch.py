@@ -149,3 +149,9 @@ def test_a_captured_arm_loads_call_b_s_packed_spec_as_one_trial_s(gpu_epoch):
     args = argparse.Namespace(spec=str(spec), overrides=[], precision="bf16")
     captured = gpu_epoch.arm_spec(args, "sdpa", cuda=True, trials=8, capture=True)
     assert (captured.resources.pack, captured.training.compile, captured.resources.gpu) == (1, "cuda_graphs", 1 / 8)
+
+
+def test_a_spec_asking_for_cuda_is_timed_on_the_cpu_where_there_is_none(gpu_epoch):
+    assert gpu_epoch.cpu_fallback("cuda", cuda_available=False) == ["training.device=cpu", "training.precision=auto"]
+    assert gpu_epoch.cpu_fallback("cuda", cuda_available=True) == []
+    assert gpu_epoch.cpu_fallback("auto", cuda_available=False) == []
