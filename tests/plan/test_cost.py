@@ -3,6 +3,7 @@ against the plan's own counts, on the GPU campaign sweeps/lra_table.yaml with sm
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -240,3 +241,16 @@ def test_call_b_s_packed_study_fits_its_7_minutes_by_its_own_dry_run(cifar_dir, 
     assert float(line.group(1)) <= 7.0 and "TARGET" in line.group(3)
     assert "measured" not in line.group(0)
     assert f"pack-epochs: at most {line.group(2)} " in out
+
+
+def test_a_campaign_with_packed_studies_adds_pack_time_and_divides_none_of_it(monkeypatch):
+    packed, solo = _digits_plan("resources.pack=4"), _digits_plan()
+    row = {"match": cost.config_of(solo), "device": "gpu", "train_rows": 1258, "source": "test"}
+    table = ({**row, "name": "one", "seconds": {"pretrain": 1.0, "finetune": 1.0}},
+             {**row, "name": "four", "pack": 4, "seconds": {"pretrain": 2.0, "finetune": 2.0}})
+    monkeypatch.setattr(cost, "measurements", lambda: table)
+    solo, packed = dataclasses.replace(solo, concurrency=2), dataclasses.replace(packed, concurrency=2)
+    seconds = cost.stage_epochs(solo).total * 1.0 + cost.stage_pack_epochs(packed).total * 2.0
+    text = cost.describe_total([solo, packed])
+    assert f"  gpu: {cost._hours(seconds)} of trial time" in text and "wall at" not in text
+    assert "wall at 2 concurrent trials" in cost.describe_total([solo, solo])
