@@ -57,19 +57,20 @@ STAGES = ("spt", "finetune")
 
 
 def load_cifar(spec: Any, data_dir: str | None, synthetic: bool) -> Any:
-    """The real 45k/5k split; random pixels of the same shape only when asked (e.g. a GPU box without data)."""
+    """The spec's split (45k/5k by default); random pixels of that shape only when asked (a GPU box without data)."""
     if not synthetic:
         return bc.load_data(spec, data_dir)
     from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
 
     rng, side = np.random.default_rng(0), int(spec.task.options.get("resolution", 32))
     n_val = int(spec.task.options.get("n_val", 5000))
+    n_train = min(50_000 - n_val, int(spec.task.options.get("max_train") or 50_000))  # as the task reads them
 
     def split(n: int) -> ArraySplit:
         return ArraySplit(rng.integers(0, 256, (n, side * side), dtype=np.uint8), rng.integers(0, 10, n))
 
     info = TaskInfo("image", "continuous", side * side, 10, levels=256)
-    return TaskSplits(info, split(50_000 - n_val), split(n_val), lambda: split(0), source="synthetic")
+    return TaskSplits(info, split(n_train), split(n_val), lambda: split(0), source="synthetic")
 
 
 def make_loop(
@@ -246,6 +247,11 @@ def cpu_pack_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, k
             "epoch_s": est_train + est_val}
 
 
+# Each process builds one trial's loops, and a pack arm packs such loops itself: the spec's own packing
+# (resources.pack, which refuses training.compile) is not what an arm runs.
+SOLO = ["resources.pack=1"]
+
+
 def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1, capture: bool = False) -> Any:
     """The spec one arm trains with: the given one, its attention kernel forced; on a GPU bf16 and each trial's
     share of it (a trial that reserved no GPU trains on the CPU, sptune.training.device.trial_device); with
@@ -254,7 +260,7 @@ def arm_spec(args: argparse.Namespace, kernel: str, cuda: bool, trials: int = 1,
 
     gpu = [f"training.precision={args.precision}", f"resources.gpu={1 / trials}"] if cuda else []
     graphs = ["training.compile=cuda_graphs"] if capture else []
-    return load_spec(args.spec, [*args.overrides, f"model.attention_kernel={kernel}", *gpu, *graphs])
+    return load_spec(args.spec, [*SOLO, *args.overrides, f"model.attention_kernel={kernel}", *gpu, *graphs])
 
 
 def trial_process(
@@ -474,12 +480,23 @@ def throughput_table(arms: dict[str, dict[str, Any]], rows: int) -> list[tuple]:
     return table
 
 
+def cpu_fallback(device: str, cuda_available: bool) -> list[str]:
+    """The overrides that time a spec asking for CUDA on a machine without it on the CPU (extrapolated, as every
+    CPU arm is), rather than fail in the first CUDA call: call B's spec, say, read by the kit's arms."""
+    return ["training.device=cpu", "training.precision=auto"] if device == "cuda" and not cuda_available else []
+
+
 def main() -> int:
     args = parse_args()
     from sptune.spec import load_spec
     from sptune.training.device import pick_device
 
-    spec = load_spec(args.spec, args.overrides)
+    spec = load_spec(args.spec, [*SOLO, *args.overrides])
+    if fallback := cpu_fallback(spec.training.device, torch.cuda.is_available()):
+        print("The spec asks for training.device: cuda and there is no CUDA device here: timing on the CPU "
+              f"({', '.join(fallback)}).", flush=True)
+        args.overrides = [*args.overrides, *fallback]  # the arms' processes read them too
+        spec = load_spec(args.spec, [*SOLO, *args.overrides])
     args.device = spec.training.device
     cuda = args.cuda = pick_device(args.device).type == "cuda"
     args.threads = args.threads or max(1, int(spec.resources.cpu))

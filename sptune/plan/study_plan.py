@@ -114,6 +114,7 @@ class StudyPlan:
     # spt_cross: pretraining stage name (PretrainSource.stage_name) -> the other task's data (train/val only).
     source_data: dict[str, Any] = field(default_factory=dict)
     train_rows: int = 0  # the study's training rows (what an epoch's time scales with, sptune.plan.cost); 0: unknown
+    val_rows: int = 0  # its validation rows (what an epoch's validation scales with, where a measurement splits it off)
 
     def variant_searches(self) -> list[SearchPlan]:
         return [s for s in self.searches if s.phase == Phase.SEARCH]
@@ -189,6 +190,7 @@ def build_plan(
     data_summary: str = "",
     source_data: dict[str, Any] | None = None,
     train_rows: int = 0,
+    val_rows: int = 0,
 ) -> StudyPlan:
     searches: list[SearchPlan] = []
     p, pretrain_budget = spec.pretrain, spec.pretrain_budget()
@@ -229,7 +231,7 @@ def build_plan(
             )
         )
     n = concurrency(spec, cluster_cpus, cluster_gpus)
-    return StudyPlan(spec, info, searches, n, data_summary, source_data or {}, train_rows)
+    return StudyPlan(spec, info, searches, n, data_summary, source_data or {}, train_rows, val_rows)
 
 
 def search_epochs(plan: StudyPlan, search: SearchPlan) -> int:

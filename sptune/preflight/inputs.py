@@ -35,7 +35,8 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
         "test split sealed until the final evaluation"
     )
     sources = _load_source_tasks(spec, data_dir)
-    plan = build_plan(spec, data.info, data_summary=summary, source_data=sources, train_rows=len(data.train))
+    plan = build_plan(spec, data.info, data_summary=summary, source_data=sources, train_rows=len(data.train),
+                      val_rows=len(data.val))
     _check_inherited_warmups(plan)
     return StudyInputs(spec, data, plan)
 

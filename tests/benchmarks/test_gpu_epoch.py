@@ -127,3 +127,31 @@ def test_a_packs_member_step_is_its_step_time_over_its_members_and_its_rows_coun
     table = gpu_epoch.throughput_table(arms, rows=1000)
     assert pack["rows_per_s"] == 8 * 1000 / 10.0 and pack["vs_one_trial"] == (8 * 1000 / 10.0) / (1000 / 5.0)
     assert [r[1] for r in table] == ["1", "pack8"]
+
+
+def test_random_pixels_take_the_rows_the_spec_reads_and_the_kit_s_arms_ask_for_cifar_s_whole_split(gpu_epoch):
+    from sptune.spec import load_spec
+
+    spec = Path(__file__).resolve().parents[2] / "search_spaces" / "cifar_1layer_gpu.yaml"
+    small = gpu_epoch.load_cifar(load_spec(spec, ["task.n_val=100", "task.max_train=300"]), None, synthetic=True)
+    assert (len(small.train), len(small.val), small.train.x.shape[1]) == (300, 100, 1024)
+    arms = (Path(__file__).resolve().parents[2] / "tools" / "device" / "gpu_epoch_arms.txt").read_text()
+    lines = [line.split()[2:] for line in arms.splitlines() if line.strip() and not line.startswith("#")]
+    for args in lines:  # call B's spec trains on fewer rows: every arm times the 45,000 / 5,000 the table holds
+        overrides = [args[i + 1] for i, flag in enumerate(args) if flag == "--set"]
+        full = load_spec(spec, overrides).task.options
+        assert (full["n_val"], full["max_train"]) == (5000, 45000), args
+
+
+def test_a_captured_arm_loads_call_b_s_packed_spec_as_one_trial_s(gpu_epoch):
+    # cifar_1layer_gpu.yaml packs 8 trials, and packs refuse training.compile; an arm's process is one trial.
+    spec = Path(__file__).resolve().parents[2] / "search_spaces" / "cifar_1layer_gpu.yaml"
+    args = argparse.Namespace(spec=str(spec), overrides=[], precision="bf16")
+    captured = gpu_epoch.arm_spec(args, "sdpa", cuda=True, trials=8, capture=True)
+    assert (captured.resources.pack, captured.training.compile, captured.resources.gpu) == (1, "cuda_graphs", 1 / 8)
+
+
+def test_a_spec_asking_for_cuda_is_timed_on_the_cpu_where_there_is_none(gpu_epoch):
+    assert gpu_epoch.cpu_fallback("cuda", cuda_available=False) == ["training.device=cpu", "training.precision=auto"]
+    assert gpu_epoch.cpu_fallback("cuda", cuda_available=True) == []
+    assert gpu_epoch.cpu_fallback("auto", cuda_available=False) == []
