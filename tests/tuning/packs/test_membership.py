@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from ray.tune.search import Searcher
 
 from sptune.plan.study_plan import build_plan
@@ -38,10 +39,11 @@ def test_the_pack_is_left_out_of_what_records_read():
     assert PackSlot.of(config) == PackSlot("p/pretrain/0", 1, 3)
 
 
-def test_every_stage_trial_is_one_member_of_one_pack_handed_out_whole(repo_root):
+@pytest.mark.parametrize("order", range(4))
+def test_every_stage_trial_is_one_member_of_one_pack_handed_out_whole(repo_root, order):
+    # Trials end in another order each time: stages at the same depth (scratch, spt) then compete for the turn.
     plan = _plan(repo_root, "resources.pack=3")
-    stages = _stages(plan)
-    _, configs = run(plan, stages, lambda config: (float(config["lr"]), False), concurrent=6)
+    _, configs = run(plan, _stages(plan), lambda config: (float(config["lr"]), False), order=order, concurrent=6)
     members: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     order = list(configs)
     for config in configs.values():
@@ -89,3 +91,15 @@ def _stages(plan):
     for search in plan.variant_searches():
         stages += [Stage(search, spt_from=search.init_from), Stage.rerun(search, seeds, search.init_from)]
     return stages
+
+
+def test_a_pack_being_handed_out_goes_before_another_stage_of_the_same_depth(repo_root):
+    # Pretraining and scratch's search alone: the same depth, so the round-robin would alternate between them and
+    # leave two packs half started, each member holding a slot while it waits for the rest.
+    plan = _plan(repo_root, "resources.pack=3", "searcher.type=random")
+    pretrain, scratch = _stages(plan)[:2]
+    searcher, _ = staged_search(plan, [pretrain, scratch], {}, {}, None, None, "p")
+    got = [searcher.suggest(f"t{i}") for i in range(6)]
+    assert [(c["stage"], PackSlot.of(c).member) for c in got] == [
+        ("pretrain", 0), ("pretrain", 1), ("pretrain", 2), ("search-scratch", 0), ("search-scratch", 1),
+        ("search-scratch", 2)]
