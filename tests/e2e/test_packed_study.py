@@ -56,6 +56,8 @@ def _same_picks(a: Path, b: Path) -> None:
     assert [r[:5] for r in rows_a] == [r[:5] for r in rows_b]
     for ra, rb in zip(rows_a, rows_b, strict=True):
         assert ra[5] == pytest.approx(rb[5], abs=0.005), (ra, rb)
+    differences = [round(ra[5] - rb[5], 6) for ra, rb in zip(rows_a, rows_b, strict=True)]
+    print(f"\n[packs] per-seed test_acc differences: {differences}")
 
 
 def _fused_epochs(out: Path) -> int:

@@ -52,3 +52,6 @@ def test_packed_trials_run_in_whole_packs():
     assert concurrency(_spec("resources.pack=3", "resources.max_concurrent=6"), cluster_cpus=8) == 6
     one_gpu = _spec("resources.pack=8", "resources.gpu=1")
     assert concurrency(one_gpu, cluster_cpus=16, cluster_gpus=1) == 8  # one pack on the one GPU
+    plan = build_plan(_spec("resources.pack=3"), TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    assert ("1 CPU + 0 GPU per pack of 3 trials (each member trial reserves 1/3 of the CPUs), up to 6 concurrent "
+            "trials") in describe(plan)
