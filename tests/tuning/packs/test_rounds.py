@@ -106,3 +106,18 @@ def test_members_restored_at_different_rounds_catch_up_alone_then_train_fused(di
     _ask(rounds, 0, out).join(timeout=60)
     late.join(timeout=60)
     assert out[0]["epoch"] == out[1]["epoch"] == 3 and rounds.fused_rounds == 3
+
+
+def test_a_diverged_member_reports_it_and_the_pack_goes_on_without_it(digits):
+    rounds = PackRounds("p/s/3", 2, _build(digits), timeout_s=60)
+    for k in (0, 1):
+        rounds.join(k, MEMBERS[k], None)
+    with torch.no_grad():
+        next(rounds.jobs[1].loop.model.parameters()).fill_(float("nan"))  # member 1's loss goes NaN
+    out: dict = {}
+    for thread in [_ask(rounds, k, out) for k in (0, 1)]:
+        thread.join(timeout=60)
+    assert out[1]["diverged"] == 1 and "epoch" in out[0] and not out[0].get("diverged")
+    out.clear()
+    _ask(rounds, 0, out).join(timeout=60)  # member 1 is no longer waited for
+    assert out[0]["epoch"] == 2
