@@ -3,9 +3,10 @@ digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pac
 unpacked study, each member one Optuna trial and one MLflow child run; killed -9 mid-pack and resumed, it ends as
 the uninterrupted packed run.
 
-Per-seed test accuracies may differ in the last digits: a pack's fused step sums the members' losses in another
-float order than a solo step (and CPU attention has no vmap batching rule, so torch runs it per member), which
-moves a member's weights by ~1e-6 per step; the picks do not move, the accuracies stay within 0.005."""
+Per-seed test accuracies may differ: a pack's fused round runs batched kernels, another float order than a solo
+step (and CPU attention has no vmap batching rule, so torch runs it per member), so a fused member's numbers differ
+at float rounding, which a long or high-LR training can amplify (docs/design/tuning.md, "Packed trials": the full
+digits_quick flips a rung decision). This short study keeps the picks; the accuracies stay within 0.005."""
 
 from __future__ import annotations
 
