@@ -173,6 +173,12 @@ def _describe_searcher(plan: StudyPlan) -> list[str]:
             "order-independent, and the same on any machine", kept]
 
 
+def _share_holder(spec: SweepSpec) -> str:
+    """What holds one resources share: a trial, or a pack (its executor; each member trial reserves 1/K CPU)."""
+    pack = spec.resources.pack
+    return "trial" if pack == 1 else f"pack of {pack} trials (each member trial reserves 1/{pack} of the CPUs)"
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
@@ -185,8 +191,9 @@ def describe(plan: StudyPlan) -> str:
         f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
         _describe_scheduler(s),
         *_describe_searcher(plan),
-        f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per trial, up to {plan.concurrency} "
-        f"concurrent trials (as many as the {'CPUs and GPUs' if s.resources.gpu else 'CPUs'} hold"
+        f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per {_share_holder(s)}, "
+        f"up to {plan.concurrency} concurrent trials "
+        f"(as many as the {'CPUs and GPUs' if s.resources.gpu else 'CPUs'} hold"
         f"{', at most resources.max_concurrent' if s.resources.max_concurrent else ''})",
         *describe_packs(plan),
         *describe_budgets(s.budget, plan.searches, plan.train_rows),

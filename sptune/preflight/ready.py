@@ -89,16 +89,11 @@ def dry_run(options: RunOptions) -> DryRun:
     """Every check `prepare` makes before it starts anything, with nothing started, fetched or written."""
     planned = prepare_inputs(options)
     _, unchecked = _checked_studies(options, planned, output_root(options, planned), dry=True)
-    packed = [f"resources.pack {p}: shown planned here, but a real run refuses it until packed trials have their "
-              "trainable (docs/design/tuning.md, 'Packed trials')"
-              for p in dict.fromkeys(s.inputs.spec.resources.pack for s in planned.studies) if p > 1]
-    return DryRun(planned, tuple(unchecked + packed))
+    return DryRun(planned, tuple(unchecked))
 
 
 def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
     planned = prepare_inputs(options)
-    for study in planned.studies:
-        _check_packs_can_run(study.inputs.spec.resources.pack)
     root = output_root(options, planned)
     studies, _ = _checked_studies(options, planned, root, dry=False)
     cluster = _connect_cluster(ray_address(options.address), options.storage)
@@ -114,18 +109,6 @@ def prepare(options: RunOptions) -> ReadyStudy | ReadyCampaign:
         return studies[0]
     members = tuple(p.member for p in planned.studies)
     return ReadyCampaign(planned.campaign, root, tuple(studies), members)
-
-
-def _check_packs_can_run(pack: int) -> None:
-    # The pure-PyTorch pack exists (sptune.training.packing); the trainable that runs one with each member still a
-    # trial in every record does not yet (docs/design/tuning.md, "Packed trials"): refused before anything starts.
-    if pack > 1:
-        raise SpecError(
-            "resources.pack", f"is {pack}, but a study cannot train packed trials yet (the packs' Ray trainable is "
-            "not built; the dry run shows the packs' plan and cost)",
-            "set resources.pack: 1 (or auto) to run the study, or use --dry-run to see the packs",
-        )
-
 
 
 def output_root(options: RunOptions, planned: PlannedRun) -> Path:

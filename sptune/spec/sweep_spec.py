@@ -348,6 +348,17 @@ def check_packing(spec: SweepSpec) -> None:
     if spec.training.compile:
         raise problem("packed trials are not compiled (a pack runs its own fused step)",
                       "set training.compile: false, or resources.pack: 1", "resources.pack")
+    pack, most = spec.resources.pack, spec.resources.max_concurrent
+    if most is not None and most < pack:
+        raise problem(f"a pack of {pack} trials cannot run with resources.max_concurrent: {most} (a pack's members "
+                      "wait for each other, so all of them must run at once)",
+                      f"set resources.max_concurrent to at least {pack} (best a multiple), or a smaller pack",
+                      "resources.max_concurrent")
+    if spec.scheduler.type == "hyperband":
+        raise problem("packed trials cannot run under hyperband (its brackets give a pack's members different "
+                      "rungs, so they would not reach each round together)",
+                      "use scheduler.type: sha (synchronous halving), asha or fifo, or resources.pack: 1",
+                      "resources.pack")
 
 
 # The order matters: the budget mode is checked before any rule that reads a variant's budget.

@@ -31,6 +31,8 @@ from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.live_metrics import TrialStateMetrics
 from sptune.tuning.callbacks.tune_files import chosen_tune_loggers
 from sptune.tuning.outcomes import outcome_of
+from sptune.tuning.packs.executor import end_stale
+from sptune.tuning.packs.membership import pack_prefix
 from sptune.tuning.tuner import STUDY_EXPERIMENT, build_study_tuner, restore_study_tuner, staged_search
 
 
@@ -151,8 +153,11 @@ class TunerRunner:
         started = time.time()
         STOPS.stages = tuple(s.label for s in stages)
         # A stop signal ends the study here (StudyInterrupted), before anything is selected from a half-run Tuner.
-        with watched_tuner(), chosen_tune_loggers():
-            grid = self._tuner(stages, checkpoints).fit()
+        try:
+            with watched_tuner(), chosen_tune_loggers():
+                grid = self._tuner(stages, checkpoints).fit()
+        finally:  # executors of packs whose members never all ended (an interrupted or failed Tuner)
+            end_stale(pack_prefix(stored.join(self.storage, STUDY_EXPERIMENT)))
         if self.resume:
             self._drop_forgotten(grid, started)
         if self.optuna is not None:
@@ -171,6 +176,9 @@ class TunerRunner:
 
     def _tuner(self, stages: list[Stage], checkpoints: StartingCheckpoints) -> Any:
         experiment_dir = stored.join(self.storage, STUDY_EXPERIMENT)
+        # A killed driver's pack executors (detached) would train on beside the resumed members: ended first.
+        prefix = pack_prefix(experiment_dir)
+        end_stale(prefix)
         if self.resume and stored.exists(stored.join(experiment_dir, "tuner.pkl")):
             session = restore_consistent(experiment_dir)
             since = f" from its snapshot of session {session}" if session else ""
@@ -180,7 +188,7 @@ class TunerRunner:
             return restore_study_tuner(experiment_dir, self.plan, self.data)
         selections = {label: [p.selection for p in r.selected] for label, r in self.state.searches.items()}
         ranked = {label: list(r.ranked) for label, r in self.state.searches.items() if r.ranked}
-        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna, ranked)
+        searcher, scheduler = staged_search(self.plan, stages, checkpoints, selections, self.optuna, ranked, prefix)
         parts = ", ".join(f"{s.label} {s.budget} ({s.trial_plan.searcher})" for s in stages)
         print(f"[sptune] {STUDY_EXPERIMENT}: {sum(s.budget for s in stages)} trials: {parts} ...", flush=True)
         logger = TrialRunLogger(self.tracker, {s.label: self._run_params(s.trial_plan) for s in stages})

@@ -24,6 +24,10 @@ from sptune.tracking.mlflow_db import seed_new_store
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
 TRIAL_TAG = "sptune.trial_id"
 STAGE_TAG = "stage"  # pretrain / search / rerun: a short name, as it heads its column in the UI
+# The config key of a packed trial's pack (sptune.tuning.packs.membership.PACK_KEY, which imports from here
+# would invert the layers): logged as the tag PACK_TAG, not as a param.
+PACK_CONFIG_KEY = "pack"
+PACK_TAG = "sptune.pack"
 # The runs table as sptune opens it: MLflow's UI loads a "shared view" (its Share button writes
 # the same experiment tag) named in the URL's viewStateShareKey, with these columns selected.
 VIEW_KEY = "sptune"
@@ -290,6 +294,9 @@ class TrialRunLogger(tune.Callback):
                 "sptune.variant": variant,
                 STAGE_TAG: phase,
             }
+            if trial.config.get(PACK_CONFIG_KEY):
+                slot = trial.config[PACK_CONFIG_KEY]
+                tags[PACK_TAG] = f"{slot['name']}#{slot['member']}"
             name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
@@ -309,7 +316,8 @@ class TrialRunLogger(tune.Callback):
         # The study's one Tuner names each trial's stage: pretrain-on-TASK and pretrain share an objective.
         variant = trial.config["variant"]
         static = self.static_params.get(trial.config.get("stage"), self.static_params.get(variant, {}))
-        return {**static, **dict(trial.config)}
+        # A packed trial's pack is how it ran, not what it is: a tag, not a param (the unpacked study's params).
+        return {**static, **{k: v for k, v in trial.config.items() if k != PACK_CONFIG_KEY}}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self.run_for(trial)

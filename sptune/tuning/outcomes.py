@@ -8,6 +8,7 @@ from typing import Any
 
 from sptune import storage as stored
 from sptune.judging.selection import TrialOutcome
+from sptune.tuning.packs.membership import without_pack
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ def outcome_of(trial: Any, storage: str | None = None) -> TrialOutcome:
             error = "the trial failed"
     kept = trial.run_metadata.checkpoint_manager.best_checkpoint_results
     return TrialOutcome(
-        config=dict(trial.config),
+        config=without_pack(dict(trial.config)),  # a member's record is the unpacked trial's
         metrics=dict(trial.last_result or {}),
         error=error,
         path=str(trial.path) if trial.storage is not None else "",

@@ -5,18 +5,25 @@ and the study's concurrency, and hands each result back to the searcher that pro
 from __future__ import annotations
 
 import json
+import math
 import pickle
 from typing import Any
 
 from ray.tune.search import Searcher
 
 from sptune.judging.ledger import Ledger
-from sptune.tuning.searchers import FixedConfigs
+from sptune.tuning.packs.membership import PACK_KEY, PackSlot, slot_for
+from sptune.tuning.searchers import BatchedSearcher, FixedConfigs
 
 
 class StagedSearcher(Searcher):
     """Every released stage's own searcher in one: round-robin, the deepest stages first (pretraining before what
     needs it); it limits how many trials run at once, leaving out those paused at a rung (docs/design/tuning.md)."""
+
+    # Packing (resources.pack > 1): K members a pack, named under the study's prefix (sptune.tuning.packs).
+    # Class defaults: a searcher pickled before packing existed restores unpacked.
+    pack_size = 1
+    pack_prefix = ""
 
     def __init__(
         self, ledger: Ledger, searchers: dict[str, Searcher], fixed: dict[str, dict[str, Any]], decisions: Any = None
@@ -33,6 +40,10 @@ class StagedSearcher(Searcher):
         self.max_concurrent: int | None = None
         self.live: set[str] = set()  # suggested, not yet ended
         self.paused: set[str] = set()  # live, but waiting at a rung without a slot
+
+    def pack_trials(self, size: int, prefix: str) -> None:
+        """Hand out each stage's trials in packs of `size` (its executors named under `prefix`)."""
+        self.pack_size, self.pack_prefix = size, prefix
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         self.max_concurrent = max_concurrent
@@ -55,11 +66,16 @@ class StagedSearcher(Searcher):
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         self.ledger.advance()  # a stage whose searcher ran out before its budget may be complete now
         self._take_releases()
-        if self.max_concurrent is not None and len(self.live - self.paused) >= self.max_concurrent:
+        running = len(self.live - self.paused)
+        if self.max_concurrent is not None and running >= self.max_concurrent:
             return None if self.ledger.open() else Searcher.FINISHED
         turn = [*list(self.searchers)[self.turn :], *list(self.searchers)[: self.turn]]
-        for label in sorted(turn, key=lambda label: -self.ledger.depth[label]):  # stable: round-robin per depth
-            config = self._suggest_from(label, trial_id)
+        labels = sorted(turn, key=lambda label: -self.ledger.depth[label])  # stable: round-robin per depth
+        # A pack being handed out is finished first: its members wait for each other, each holding a slot.
+        started = [label for label in labels if self._next_slot(label)[1] > 0]
+        free = (self.max_concurrent or math.inf) - running
+        for label in started[:1] or labels:
+            config = self._suggest_from(label, trial_id, free)
             if config is not None:
                 return config
         if self.ledger.open() and self.live:
@@ -68,9 +84,21 @@ class StagedSearcher(Searcher):
             self.ledger.stall()
         return Searcher.FINISHED
 
-    def _suggest_from(self, label: str, trial_id: str) -> dict[str, Any] | None:
-        """The stage's next config, with what its trials carry; None if it has none to give now."""
+    def _next_slot(self, label: str) -> tuple[int, int, int]:
+        """(pack, member, size) of the stage's next trial; (0, 0, 1) unpacked or with no trial to start."""
+        if self.pack_size <= 1 or not self.ledger.wants_trial(label):
+            return 0, 0, 1
+        trials, searcher = self.ledger.released[label], self.searchers[label]
+        batch = searcher.batch_size if isinstance(searcher, BatchedSearcher) else trials.budget
+        return slot_for(len(trials.started), trials.budget, batch, self.pack_size)
+
+    def _suggest_from(self, label: str, trial_id: str, free: float) -> dict[str, Any] | None:
+        """The stage's next config, with what its trials carry; None if it has none to give now (or its next
+        trial starts a pack that the `free` slots cannot hold whole)."""
         if not self.ledger.wants_trial(label):
+            return None
+        pack, member, size = self._next_slot(label)
+        if member == 0 and size > free:
             return None
         config = self.searchers[label].suggest(trial_id)
         if config == Searcher.FINISHED:  # ran out before its budget (e.g. a short grid)
@@ -80,7 +108,10 @@ class StagedSearcher(Searcher):
         self.turn = (list(self.searchers).index(label) + 1) % len(self.searchers)
         self.ledger.trial_started(trial_id, label)
         self.live.add(trial_id)
-        return {**self.fixed[label], **config}  # a given config (a re-run, a grid repeat) names its own seed
+        config = {**self.fixed[label], **config}  # a given config (a re-run, a grid repeat) names its own seed
+        if self.pack_size > 1:
+            config[PACK_KEY] = PackSlot(f"{self.pack_prefix}/{label}/{pack}", member, size).as_config()
+        return config
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if (label := self.ledger.stage_of(trial_id)) is not None:

@@ -2,99 +2,34 @@
 
 One `step()` is one round: an epoch, or an evaluation round of a steps budget (`sptune.rules.budgets`), so the
 schedulers' time unit is the same for every trial of a search. Each trial's config picks what it trains
-(`Pretraining` or `Finetuning`), so a reused actor takes trials of any stage. Checkpoints hold the loop's
-whole state (model, optimizer, schedule and every RNG training draws from), so a resumed trial continues
-exactly as if never interrupted.
+(`trial_jobs`: pretraining or finetuning), so a reused actor takes trials of any stage; a packed trial's loop
+trains in its pack's executor (`sptune.tuning.packs`), its results and checkpoints the same as a solo trial's.
+Checkpoints hold the loop's whole state (model, optimizer, schedule and every RNG training draws from), so a
+resumed trial continues exactly as if never interrupted.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
-from typing import Any
 
 import torch
 from ray import tune
 
 from sptune.judging.convergence import trial_done
 from sptune.plan.trial_budgets import TrialBudgets
-from sptune.rules.budgets import Budget
 from sptune.rules.ranking import rank_key
-from sptune.spec import ModelSpec, SweepSpec
+from sptune.spec import SweepSpec
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
-from sptune.training.device import precision_in_use
-from sptune.training.loops import Diverged, EpochLoop, FinetuneLoop, PretrainLoop, PretrainObjective
-from sptune.training.model_configs import encoder_config, optim_config, variant_classifier_config
-from sptune.training.variants import build_model, trainable_summary
+from sptune.training.loops import Diverged, EpochLoop
 from sptune.tuning.callbacks.live_metrics import export_epoch
+from sptune.tuning.packs.member import PackMember
+from sptune.tuning.packs.membership import PACK_KEY
+from sptune.tuning.trial_jobs import Finetuning, Pretraining, job_for
 
 # The CheckpointConfig score attribute: the trial's best epoch gets its highest value (see StudyTrainable.step).
 CHECKPOINT_RANK = "checkpoint_rank"
-
-
-def _model_spec(config: dict, spec: SweepSpec) -> ModelSpec:
-    """The model section with a searched dropout applied (shapes never change, so checkpoints fit)."""
-    if "dropout" not in config:
-        return spec.model
-    return spec.model.model_copy(update={"dropout": float(config["dropout"])})
-
-
-class Pretraining:
-    """A pretraining trial: masked (or causal) self-pretraining on its task's own training split."""
-
-    score_key = "val_loss"  # the per-epoch score sptune.rules.ranking ranks epochs by
-
-    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict, budget: Budget) -> None:
-        p = spec.pretrain
-        self.loop: EpochLoop = PretrainLoop(
-            encoder_config(_model_spec(config, spec), data.info),
-            PretrainObjective(config.get("objective", p.objective), p.mask_ratio, p.loss),
-            data.info,
-            data.train,
-            data.val,
-            optim_config(config, spec, budget, p.weight_decay, p.warmup_steps, p.schedule),
-        )
-        self.budget = budget
-
-    def first_epoch_metrics(self) -> dict[str, Any]:
-        return {}
-
-    def run_params(self) -> dict[str, Any]:
-        return {}
-
-
-class Finetuning:
-    """A finetuning trial: classification with labels, from random init or its SPT checkpoint."""
-
-    score_key = "val_acc"
-
-    def __init__(self, spec: SweepSpec, data: TaskSplits, config: dict, budget: Budget) -> None:
-        variant = config["variant"]
-        # An SPT variant's trial names its checkpoint (a re-run with rerun_pretrain: its own seed's).
-        spt_dir = config.get("spt_checkpoint")
-        spt_state = load_state(spt_dir)["model"] if spt_dir else None
-        cfg = variant_classifier_config(spec, data.info, variant, _model_spec(config, spec))
-        lm = spec.language_model
-        # Seed before building: a reused actor must not carry RNG state into the next trial's init.
-        torch.manual_seed(int(config.get("seed", spec.seed)))
-        model = build_model(spec.variant_kind(variant), cfg, spt_state, lm.path if lm else None)
-        self.trainable = trainable_summary(model)
-        self.budget = budget
-        optim = optim_config(config, spec, self.budget, spec.finetune.weight_decay)
-        self.loop: EpochLoop = FinetuneLoop(cfg, data.info, data.train, data.val, optim, model=model)
-
-    def first_epoch_metrics(self) -> dict[str, Any]:
-        # Which parameters train is part of the variant's definition: logged once.
-        return {k: self.trainable[k] for k in ("trainable_params", "total_params")}
-
-    def run_params(self) -> dict[str, Any]:
-        params = {"trainable_names": ",".join(self.trainable["trainable_names"])}
-        mapping = getattr(self.loop.model, "init_mapping", None)
-        if mapping:  # spt_cross: which weights came from the other task's SPT
-            params.update({f"init_{k}": ",".join(v) for k, v in mapping.items()})
-        return params
 
 
 class StudyTrainable(tune.Trainable):
@@ -116,8 +51,11 @@ class StudyTrainable(tune.Trainable):
 
     def _start(self, config: dict) -> None:
         self.data = self.stage_data.get(config.get("stage"), self.study_data)
-        kind = Pretraining if "objective" in config else Finetuning
-        self.job: Pretraining | Finetuning = kind(self.spec, self.data, config, self.budgets.budget(config))
+        budget = self.budgets.budget(config)
+        # A packed trial's loop trains in its pack's executor (sptune.tuning.packs); a solo one's here.
+        packed = config.get(PACK_KEY) is not None
+        make = PackMember if packed else job_for
+        self.job: Pretraining | Finetuning | PackMember = make(self.spec, self.data, config, budget)
         self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.rules.ranking)
         self.improvements = 0
 
@@ -136,17 +74,9 @@ class StudyTrainable(tune.Trainable):
         export_epoch(self.spec.name, self.trial_id, self.config, result, tokens_before)
         if result.get("epoch") == 1:
             # Once per trial (diverged ones too): facts MLflow logs as the child run's params.
-            result["mlflow_params"] = {**self._optim_params(), **self.job.run_params()}
+            result["mlflow_params"] = {**self.job.optim_params(), **self.job.run_params()}
             result.update(self.job.first_epoch_metrics())
         return result
-
-    def _optim_params(self) -> dict[str, Any]:
-        """Every training setting the loop runs with, and what "auto" resolved to."""
-        cfg = self.loop.cfg
-        params = {f"optim.{f.name}": getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-        params["optim.device_in_use"] = self.loop.device.type
-        params["optim.precision_in_use"] = precision_in_use(self.loop.device, cfg.precision)
-        return params
 
     def _train_one_epoch(self) -> dict:
         key = self.score_key

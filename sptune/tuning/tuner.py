@@ -22,6 +22,8 @@ from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.terminal import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.tuning.callbacks.tune_files import result_loggers
+from sptune.tuning.packs.book import PackBook
+from sptune.tuning.packs.executor import member_resources
 from sptune.tuning.schedulers.by_stage import StageScheduler
 from sptune.tuning.schedulers.halving import SuccessiveHalving
 from sptune.tuning.schedulers.hyperband import Hyperband
@@ -89,17 +91,22 @@ def staged_search(
     selections: dict[str, list[Selection]],
     optuna: OptunaTarget | None = None,
     ranked: dict[str, list[Selection]] | None = None,
+    pack_prefix: str = "",
 ) -> tuple[StagedSearcher, StageScheduler]:
     """Every stage its own searcher (stages of given configs get theirs when released; each Optuna search
     persisted in `optuna`'s database) and its own scheduler, routed by the `stage` each trial's config names; the
     stages' ledger is the searcher's. `selections` (and `ranked`, the best configs of those that rank some) were
-    made before (a resumed study)."""
+    made before (a resumed study). With `resources.pack` > 1 each stage's trials are handed out in packs, their
+    executors named under `pack_prefix` (sptune.tuning.packs)."""
     searchers = {s.label: searcher_for(plan, s.search, optuna) for s in stages if s.kind is StageKind.SEARCH}
     fixed = {s.label: {**fixed_params(s.trial_plan, plan.spec.seed), "stage": s.label} for s in stages}
     schedulers = {s.label: _scheduler(plan, s.trial_plan) for s in stages}
-    scheduler = StageScheduler(schedulers, plan.concurrency)
+    pack = plan.spec.resources.pack
+    scheduler = StageScheduler(schedulers, plan.concurrency, packed=pack > 1)
     # The searcher saves the scheduler's decisions with its own state, so a resume restores both at once.
     searcher = StagedSearcher(Ledger(stages, checkpoints, selections, ranked), searchers, fixed, scheduler)
+    if pack > 1:
+        searcher.pack_trials(pack, pack_prefix)
     return searcher, scheduler
 
 
@@ -115,7 +122,7 @@ def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
     return tune.with_resources(
         tune.with_parameters(StudyTrainable, spec=plan.spec, budgets=trial_budgets(plan), data=trial_data(data),
                              stage_data=own),
-        {"cpu": res.cpu, "gpu": res.gpu},
+        member_resources(plan.spec) if res.pack > 1 else {"cpu": res.cpu, "gpu": res.gpu},
     )
 
 
@@ -154,7 +161,7 @@ def _run_config(plan: StudyPlan, stages: list[Stage], storage: str, callbacks: l
     return tune.RunConfig(
         name=STUDY_EXPERIMENT,
         storage_path=storage,
-        callbacks=[*_with_pruner(callbacks), *result_loggers()],
+        callbacks=[*_with_pruner(callbacks), *_pack_book(plan), *result_loggers()],
         stop={"training_iteration": max(s.search.epochs for s in stages)},  # and each at its own stage's epochs
         checkpoint_config=tune.CheckpointConfig(
             # Every epoch is checkpointed; CheckpointPruner deletes what no trial needs (docs/design/tuning.md).
@@ -167,6 +174,11 @@ def _run_config(plan: StudyPlan, stages: list[Stage], storage: str, callbacks: l
         failure_config=tune.FailureConfig(max_failures=plan.spec.max_failures),
         **run_config_progress(STUDY_EXPERIMENT, rows, "best_val_acc", "max"),  # the trial table's columns
     )
+
+
+def _pack_book(plan: StudyPlan) -> list:
+    """The driver's side of packed trials (who left each pack), when trials are packed."""
+    return [PackBook()] if plan.spec.resources.pack > 1 else []
 
 
 def _with_pruner(callbacks: list) -> list:

@@ -43,3 +43,15 @@ def test_concurrency_is_bounded_by_the_gpus_as_well_as_the_cpus():
     assert plan.concurrency == 8
     line = "1 CPU + 0.125 GPU per trial, up to 8 concurrent trials (as many as the CPUs and GPUs hold)"
     assert line in describe(plan)
+
+
+def test_packed_trials_run_in_whole_packs():
+    # A pack holds one trial's share: 2 CPUs hold 2 packs of 3 members; max_concurrent (trials) rounds down to packs.
+    assert concurrency(_spec("resources.pack=3"), cluster_cpus=2) == 6
+    assert concurrency(_spec("resources.pack=3", "resources.max_concurrent=5"), cluster_cpus=2) == 3
+    assert concurrency(_spec("resources.pack=3", "resources.max_concurrent=6"), cluster_cpus=8) == 6
+    one_gpu = _spec("resources.pack=8", "resources.gpu=1")
+    assert concurrency(one_gpu, cluster_cpus=16, cluster_gpus=1) == 8  # one pack on the one GPU
+    plan = build_plan(_spec("resources.pack=3"), TaskInfo("digits", "continuous", 64, 10, levels=17), cluster_cpus=2)
+    assert ("1 CPU + 0 GPU per pack of 3 trials (each member trial reserves 1/3 of the CPUs), up to 6 concurrent "
+            "trials") in describe(plan)

@@ -40,11 +40,13 @@ def test_directory_given_as_spec_is_refused(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_a_packed_study_is_refused_before_anything_starts_until_its_trainable_exists(repo_root, tmp_path, capsys):
+def test_a_packed_study_that_cannot_run_whole_packs_is_refused_before_anything_starts(repo_root, tmp_path, capsys):
     out = tmp_path / "out"
     spec = str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
-    _refused_in_one_paragraph([spec, "--set", "resources.pack=4", "--output", str(out)], capsys,
-                              "resources.pack", "is 4", "--dry-run")
+    _refused_in_one_paragraph([spec, "--set", "resources.pack=4", "--set", "resources.max_concurrent=3", "--output",
+                               str(out)], capsys, "resources.max_concurrent", "a pack of 4 trials", "at least 4")
+    _refused_in_one_paragraph([spec, "--set", "resources.pack=4", "--set", "scheduler.type=hyperband", "--output",
+                               str(out)], capsys, "resources.pack", "hyperband")
     assert not out.exists()
 
 

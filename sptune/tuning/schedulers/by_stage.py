@@ -8,7 +8,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from sptune.tuning.schedulers.halving import trial_index
+from sptune.tuning.schedulers.halving import SuccessiveHalving, trial_index
+from sptune.tuning.schedulers.pack_starts import pack_aware_pick
 
 
 class _StageTrials:
@@ -47,10 +48,12 @@ class StageScheduler(FIFOScheduler):
     first; a paused trial resumes only within the concurrency limit."""
 
     _supports_buffered_results = False  # early stopping must see every epoch's result
+    packed = False  # trials train in packs (resources.pack > 1): resume paused ones pack by pack
 
-    def __init__(self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None) -> None:
+    def __init__(self, schedulers: dict[str, TrialScheduler], max_concurrent: int | None = None,
+                 packed: bool = False) -> None:
         super().__init__()
-        self.schedulers, self.max_concurrent = schedulers, max_concurrent
+        self.schedulers, self.max_concurrent, self.packed = schedulers, max_concurrent, packed
 
     def _of(self, trial: Any) -> TrialScheduler:
         return self.schedulers[trial.config["stage"]]
@@ -77,16 +80,26 @@ class StageScheduler(FIFOScheduler):
         self._of(trial).on_trial_remove(tune_controller, trial)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Any:
-        picks = [s.choose_trial_to_run(self._view(tune_controller, name)) for name, s in self.schedulers.items()]
-        picks = [t for t in picks if t is not None]
+        picks = sorted((t for name, s in self.schedulers.items() for t in self._startable(s, name, tune_controller)),
+                       key=trial_index)
         if not picks:
             return None
-        trial = min(picks, key=trial_index)
+        if self.packed:
+            return pack_aware_pick(picks, tune_controller.get_trials(), self.max_concurrent)
+        trial = picks[0]
         # Tune starts every PENDING trial anyway; resuming a paused one is ours to hold back
         # while the concurrency limit is reached (several may be promoted at once).
         if trial.status == Trial.PAUSED and self._busy(tune_controller) >= (self.max_concurrent or math.inf):
             return None
         return trial
+
+    def _startable(self, scheduler: TrialScheduler, stage: str, tune_controller: Any) -> list:
+        """What the stage's scheduler would start: all of it (synchronous halving), or its one pick."""
+        view = self._view(tune_controller, stage)
+        if isinstance(scheduler, SuccessiveHalving):
+            return scheduler.startable(view)
+        pick = scheduler.choose_trial_to_run(view)
+        return [] if pick is None else [pick]
 
     def _view(self, tune_controller: Any, stage: str) -> _StageTrials:
         views = self.__dict__.setdefault("_views", {})  # not in __init__: a scheduler unpickled by restore

@@ -145,16 +145,22 @@ class SuccessiveHalving(FIFOScheduler):
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         """New trials and promoted paused ones, lowest trial index first; never a trial still
         waiting at a rung."""
+        startable = self.startable(tune_controller)
+        return startable[0] if startable else None
+
+    def startable(self, tune_controller: Any) -> list[Trial]:
+        """Every trial `choose_trial_to_run` may start, lowest trial index first."""
         to_stop = self.__dict__.get("_to_stop", [])  # a scheduler pickled before it had one
         while to_stop:  # here, not in on_trial_add: Tune files a trial under its status after adding it
             tune_controller.stop_trial(to_stop.pop(0).trial)
+        found = []
         for entry in sorted(self.entries.values(), key=lambda e: e.index):
             if entry.trial is None:  # loaded from a snapshot, not (yet) re-added by Tune
                 continue
             status = entry.trial.status
             if status == Trial.PENDING or (status == Trial.PAUSED and entry.resumable):
-                return entry.trial
-        return None
+                found.append(entry.trial)
+        return found
 
     def debug_string(self) -> str:
         waiting = sum(not e.ended and e.passed == self.decided for e in self.entries.values())

@@ -1,0 +1,120 @@
+"""Packed trials in a real study (sptune.tuning.packs; docs/design/tuning.md, "Packed trials"): a cut-down
+digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pack: 3` decides and picks as the
+unpacked study, each member one Optuna trial and one MLflow child run; killed -9 mid-pack and resumed, it ends as
+the uninterrupted packed run.
+
+Per-seed test accuracies may differ: a pack's fused round runs batched kernels, another float order than a solo
+step (and CPU attention has no vmap batching rule, so torch runs it per member), so a fused member's numbers differ
+at float rounding, which a long or high-LR training can amplify (docs/design/tuning.md, "Packed trials": the full
+digits_quick flips a rung decision). This short study keeps the picks; the accuracies stay within 0.005."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from sptune.sweep import main
+from sptune.tracking.optuna_studies import default_url
+from tests.helpers_tiny import PLAIN, child_runs, tiny_spec, trial_checkpointed
+
+pytestmark = pytest.mark.slow
+
+CUT = [
+    "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=3", "--set", "finetune.epochs=4",
+    "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "scheduler.grace_period=2", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
+]  # fmt: skip
+PACKED = ["--set", "resources.pack=3"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _trained(out: Path) -> dict[tuple, int]:
+    """Every trial's (stage, lr, seed) and the last epoch it trained: halving's rung decisions, as trained."""
+    found = {}
+    for params in (out / "ray_results" / "study").glob("*/params.json"):
+        p, result = json.loads(params.read_text()), params.parent / "result.json"
+        lines = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        found[(p["stage"], round(p["lr"], 10), p.get("seed"))] = max(line["training_iteration"] for line in lines)
+    return found
+
+
+def _rows(out: Path) -> list[tuple]:
+    results = json.loads((out / "results.json").read_text())
+    return [(r["variant"], round(r["lr"], 10), r["batch_size"], r["best_epoch"], r["seed"], r["test_acc"])
+            for r in results["rows"]]
+
+
+def _same_picks(a: Path, b: Path) -> None:
+    rows_a, rows_b = _rows(a), _rows(b)
+    assert [r[:5] for r in rows_a] == [r[:5] for r in rows_b]
+    for ra, rb in zip(rows_a, rows_b, strict=True):
+        assert ra[5] == pytest.approx(rb[5], abs=0.005), (ra, rb)
+    differences = [round(ra[5] - rb[5], 6) for ra, rb in zip(rows_a, rows_b, strict=True)]
+    print(f"\n[packs] per-seed test_acc differences: {differences}")
+
+
+def _fused_epochs(out: Path) -> int:
+    """Epochs that two trials trained in one fused round: the pack's wall time, reported to each member."""
+    seen: dict[tuple, int] = {}
+    for result in (out / "ray_results" / "study").glob("*/result.json"):
+        for line in result.read_text().splitlines():
+            row = json.loads(line)
+            if "epoch_seconds" in row:
+                key = (row["epoch"], row["epoch_seconds"])
+                seen[key] = seen.get(key, 0) + 1
+    return sum(n > 1 for n in seen.values())
+
+
+@pytest.fixture(scope="module")
+def unpacked(ray_session, repo_root, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("packs") / "unpacked"
+    assert main([tiny_spec(repo_root), *CUT, "--output", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def packed(ray_session, repo_root, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("packs") / "packed"
+    assert main([tiny_spec(repo_root), *CUT, *PACKED, "--output", str(out)]) == 0
+    return out
+
+
+def test_a_packed_study_decides_and_picks_as_the_unpacked_one(unpacked, packed):
+    assert _trained(packed) == _trained(unpacked)  # the same trials, each stopped at the same rung
+    _same_picks(packed, unpacked)
+    assert _fused_epochs(packed) > 0 and _fused_epochs(unpacked) == 0
+    runs = child_runs(packed)
+    assert len(runs) == len(child_runs(unpacked)) == len(_trained(packed))  # one MLflow child run per member
+    assert all(r.data.tags.get("sptune.pack") for r in runs) and not any("pack" in r.data.params for r in runs)
+    for name in optuna.get_all_study_names(default_url(packed)):  # one Optuna trial per member
+        trials = optuna.load_study(study_name=name, storage=default_url(packed)).trials
+        twin = optuna.load_study(study_name=name, storage=default_url(unpacked)).trials
+        assert len(trials) == len(twin) and len({t.user_attrs["ray_trial_id"] for t in trials}) == len(trials)
+
+
+def test_a_packed_study_killed_mid_pack_resumes_as_the_uninterrupted_one(ray_session, repo_root, packed, tmp_path):
+    out = tmp_path / "killed"
+    argv = [tiny_spec(repo_root), *CUT, *PACKED, "--output", str(out)]
+    address = ray_session.get_runtime_context().gcs_address
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "sptune.sweep", *argv, "--address", address], env=env,
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not trial_checkpointed(out, '"search-scratch"'):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the study ended before a scratch member saved a checkpoint"
+    os.killpg(proc.pid, signal.SIGKILL)  # mid-pack: the pack's executor (detached) lives on, stale
+    proc.wait()
+    assert main([*argv, "--resume"]) == 0
+    assert _trained(out) == _trained(packed)
+    _same_picks(out, packed)
+    runs = child_runs(out)
+    assert len({r.data.tags["sptune.trial_id"] for r in runs if r.info.status == "FINISHED"}) == len(_trained(out))
