@@ -7,8 +7,7 @@
 # files: call_b.log, steps.json, gpu_util.csv, results.json, results.md, report.html, study_state.json, and
 # study.tar.gz (the study folder without checkpoints: per-trial epoch times, MLflow's database).
 # --toy: the CPU rehearsal's run (tests/e2e/test_device_rehearsal.py): the same spec on scikit-learn's digits at a
-# toy size, on the CPU, with no data carried: packed as the spec asks where the preflight runs packs, else unpacked,
-# saying so (the GPU call needs a checkout that runs them: its study is sized for packs).
+# toy size, on the CPU, with no data carried, packed as the spec asks.
 set -u -o pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO" || exit 2
@@ -64,12 +63,6 @@ stamp "imports"
 stamp "dry run"
 "$PY" -m sptune.sweep "$SPEC" "${ARGS[@]}" --dry-run >"$WORK/dry_run.txt" || { cat "$WORK/dry_run.txt"; exit 5; }
 sed -n "/^Cost:/,\$p" "$WORK/dry_run.txt"
-# The rehearsal runs the spec's packs as soon as a real run takes them; until then (the dry run says a real run
-# refuses them) it runs the same study unpacked, and says so. The GPU call never does: a refusal there ends it.
-if [ "$TOY" = 1 ] && grep -q "resources.pack .*a real run refuses it" "$WORK/dry_run.txt"; then
-  echo "toy: resources.pack refused by this checkout's preflight (packed trials cannot run yet): rehearsed with resources.pack=1"
-  ARGS+=(--set resources.pack=1)
-fi
 stamp "sweep (limit ${SWEEP_LIMIT_S} s)"
 # SIGINT to the driver alone (--foreground): it stops the study as Ctrl-C does, saves its state and shuts its Ray
 # down; signalling the whole group would kill Ray's processes under it first. KILL 20 s later if it has not ended.
