@@ -103,3 +103,10 @@ def test_a_pack_being_handed_out_goes_before_another_stage_of_the_same_depth(rep
     assert [(c["stage"], PackSlot.of(c).member) for c in got] == [
         ("pretrain", 0), ("pretrain", 1), ("pretrain", 2), ("search-scratch", 0), ("search-scratch", 1),
         ("search-scratch", 2)]
+
+
+def test_mlflow_reads_the_pack_under_the_key_the_searcher_writes_it():
+    # Two constants (tracking may not import tuning): a renamed key would log packs as params again.
+    from sptune.tracking.mlflow_tracker import PACK_CONFIG_KEY
+
+    assert PACK_CONFIG_KEY == PACK_KEY
