@@ -6,7 +6,8 @@ members neither left (`leave`: the driver saw its trial end, or it was stopped) 
 those at the lowest round train first, ahead ones wait: members restored from checkpoints of different rounds
 (a resume) catch up alone until all are level, then train fused again (`PackLoop` refuses members at different
 optimizer steps). Members at one round train as packs of what `check_packable` accepts (one per batch size); a
-lone member runs its solo loop. A wait longer than `timeout_s` fails with the members it waited for.
+lone member, and every member where the pack does not fuse (``fuses(device)`` false: `resources.pack_fusion`),
+runs its solo loop. A wait longer than `timeout_s` fails with the members it waited for.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ def _on_cpu(value: Any) -> Any:
 
 
 class PackRounds:
-    def __init__(self, name: str, size: int, build: Callable[[dict, Any], Any], timeout_s: float) -> None:
-        self.name, self.size, self.build, self.timeout_s = name, size, build, timeout_s
+    def __init__(self, name: str, size: int, build: Callable[[dict, Any], Any], timeout_s: float,
+                 fuses: Callable[[torch.device], bool] = lambda device: True) -> None:
+        self.name, self.size, self.build, self.timeout_s, self.fuses = name, size, build, timeout_s, fuses
         self.jobs: dict[int, Any] = {}
         self.left: set[int] = set()
         self.diverged: set[int] = set()
@@ -136,6 +138,9 @@ class PackRounds:
     def _groups(self, members: list[int]) -> list[tuple[int, ...]]:
         groups: list[list[int]] = []
         for k in members:
+            if not self.fuses(torch.device(self.jobs[k].loop.device)):
+                groups.append([k])  # looped: its solo loop's round, alone
+                continue
             for group in groups:
                 try:
                     check_packable([self.jobs[m].loop for m in (*group, k)])

@@ -121,3 +121,31 @@ def test_a_diverged_member_reports_it_and_the_pack_goes_on_without_it(digits):
     out.clear()
     _ask(rounds, 0, out).join(timeout=60)  # member 1 is no longer waited for
     assert out[0]["epoch"] == 2
+
+
+def _exact(metrics: dict) -> dict:
+    return {key: value for key, value in metrics.items() if key != "epoch_seconds"}  # all but the clock
+
+
+def test_a_looped_pack_trains_each_member_as_its_solo_loop_bit_for_bit(digits):
+    # resources.pack_fusion: looped (auto on a CPU): the barrier still holds the members in step, but each trains
+    # its own solo loop's round, so its numbers and weights are the unpacked trial's exactly, not within 1e-5.
+    build = _build(digits)
+    rounds = PackRounds("p/s/4", 3, build, timeout_s=60, fuses=lambda device: False)
+    for k, member in enumerate(MEMBERS):
+        rounds.join(k, member, None)
+    solos = [build(member, None).loop for member in MEMBERS]
+    for _ in range(2):
+        out: dict = {}
+        threads = [_ask(rounds, k, out) for k in (0, 1)]
+        threads[0].join(timeout=1.0)
+        assert out == {}, "a looped round ran before member 2 asked"
+        threads.append(_ask(rounds, 2, out))
+        for thread in threads:
+            thread.join(timeout=60)
+        for k, solo in enumerate(solos):
+            assert _exact(out[k]) == _exact(solo.train_round())
+    assert rounds.fused_rounds == 0
+    for k, solo in enumerate(solos):
+        packed = rounds.jobs[k].loop.model.state_dict()
+        assert all(torch.equal(packed[name], value) for name, value in solo.model.state_dict().items())
