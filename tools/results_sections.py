@@ -17,6 +17,7 @@ import yaml
 from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
+from sptune.judging.sequential import FIXED_N_RULE
 from sptune.judging.results import summary_table, with_train_deltas
 from sptune.judging.sequential_results import sequential_lines, stopped_text
 from sptune.judging.stats import Summary
@@ -273,4 +274,5 @@ def derived_values(group: list[tuple[str, Path, dict[str, Any]]]) -> list[float]
 
 def fixed_texts() -> list[str]:
     """Rule sentences the page prints verbatim from sptune's constants: their numbers are the rules', not results."""
-    return [stats.INTERVAL_RULE, stats.MDE_RULE, LR_RULE, EPOCH_RULE, UNCONVERGED_TEXT, *SPREAD_TEXT.values()]
+    return [stats.INTERVAL_RULE, stats.MDE_RULE, FIXED_N_RULE, LR_RULE, EPOCH_RULE, UNCONVERGED_TEXT,
+            *SPREAD_TEXT.values()]
