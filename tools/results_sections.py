@@ -17,8 +17,8 @@ import yaml
 from sptune.judging import stats
 from sptune.judging.budget_report import budget_table
 from sptune.judging.convergence import UNCONVERGED_TEXT
-from sptune.judging.sequential import FIXED_N_RULE
 from sptune.judging.results import summary_table, with_train_deltas
+from sptune.judging.sequential import FIXED_N_RULE
 from sptune.judging.sequential_results import sequential_lines, stopped_text
 from sptune.judging.stats import Summary
 from sptune.judging.trivial_check import trivial_lines

@@ -144,8 +144,8 @@ def estimate(plan: StudyPlan, device: str, table: tuple[dict[str, Any], ...] | N
     packed plan pack-epochs times one pack's epoch."""
     size = plan.spec.resources.pack
     entry = matching_entry(plan, device, measurements() if table is None else table)
-    if entry is None:
-        return Estimate(device, None, pack=size)
+    if entry is None:  # what to measure: a pack's epoch, or where packs loop one trial's
+        return Estimate(device, None, pack=1 if looped(plan, device) else size)
     epochs = stage_epochs(plan) if size == 1 else stage_pack_epochs(plan)
     members = size if looped(plan, device) else 1  # a looped pack-epoch: each member's epoch in turn
     total = members * (epochs.pretrain * epoch_seconds(entry, "pretrain", plan)

@@ -196,6 +196,9 @@ def test_a_looped_pack_is_priced_as_its_members_epochs_of_the_one_trial_entry():
                                ({**solo, "device": "gpu"},))
     assert looped_gpu.seconds == pytest.approx(4 * 550.0)
     assert cost.estimate(_digits_plan("resources.pack=4"), "gpu", ({**solo, "device": "gpu"},)).seconds is None
+    # With no entry, what to measure: one trial's epoch where packs loop, a pack's where they fuse.
+    assert "no measured seconds per epoch" in cost.describe_estimate(cost.estimate(plan, "cpu", (pack4,)), 1)
+    assert "per pack-epoch" in cost.describe_estimate(cost.estimate(plan, "gpu", (pack4,)), 1)
 
 
 def test_a_packed_estimate_says_pack_time_and_estimated_and_the_cost_counts_pack_epochs():
