@@ -307,14 +307,10 @@ class ResourcesSpec(Strict):
     # attention runs member by member under vmap), and no GPU measurement exists yet.
     pack: int | Literal["auto"] = 1
     # How a pack's executor trains its members each round: fused (one vmapped model, one set of batched kernels:
-    # what fills an idle GPU), looped (each member's own solo loop, one after another: the unpacked trial's exact
-    # numbers, as no kernel sums in another order), or auto: fused on a GPU, looped on a CPU, where fusing leaves
-    # nothing idle to fill (BENCHMARKS.md, "Packs on a CPU") and would only change the float order.
-    pack_fusion: Literal["auto", "fused", "looped"] = "auto"
-
-    def fuses_packs(self, on_gpu: bool) -> bool:
-        """Whether a pack's members train as one fused model on this kind of device (see `pack_fusion`)."""
-        return self.pack_fusion == "fused" or (self.pack_fusion == "auto" and on_gpu)
+    # K small steps for about the dispatch cost of one, on a GPU and on a CPU alike, BENCHMARKS.md "Packs on a
+    # CPU"), or looped (each member's own solo loop, one after another: no gain, but the unpacked trials' numbers
+    # bit for bit, as no kernel sums in another order; e.g. to rehearse a GPU study's packed spec on a CPU).
+    pack_fusion: Literal["fused", "looped"] = "fused"
 
     @field_validator("pack", mode="before")
     @classmethod
