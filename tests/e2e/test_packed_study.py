@@ -33,8 +33,7 @@ pytestmark = pytest.mark.slow
 CUT = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=3", "--set", "finetune.epochs=4",
     "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
-    "--set", "scheduler.grace_period=2", "--set", "model.n_layers=1", "--set", "rerun_seeds=2",
-    "--set", "task.train_fraction=0.5", *PLAIN,
+    "--set", "scheduler.grace_period=2", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
 ]  # fmt: skip
 PACKED = ["--set", "resources.pack=3"]
 REPO = Path(__file__).resolve().parents[2]
