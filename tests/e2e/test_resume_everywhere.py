@@ -153,8 +153,8 @@ def _when(ready: Callable[[], bool], act: Callable[[], None], running: Callable[
     def watch() -> None:
         while running():
             if ready():
+                fired.set()  # first: a killed driver's wait() returns at once, maybe before this thread runs on
                 act()
-                fired.set()
                 return
             time.sleep(0.05)
 
