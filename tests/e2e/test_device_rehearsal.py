@@ -5,7 +5,8 @@ image holds fails it here, before a GPU call is spent finding out.
 The bundle is built for this Python with the device bundle's pins (tools/device/bundle.py; wheels cached under the
 git-ignored .device/), installed into a venv's own folder as call A installs it on the device, and the image's
 packages, torch among them, are linked from this environment (tools/device/rehearsal_env.py). Call B's script then
-runs with --toy: the same spec and code path on scikit-learn's digits, at a toy size, on the CPU."""
+runs with --toy: the same spec and code path on scikit-learn's digits, at a toy size (no LR extension round), on
+the CPU."""
 
 from __future__ import annotations
 

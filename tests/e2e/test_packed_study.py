@@ -1,7 +1,9 @@
 """Packed trials in a real study (sptune.tuning.packs; docs/design/tuning.md, "Packed trials"): a cut-down
-digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pack: 3` decides and picks as the
-unpacked study, each member one Optuna trial and one MLflow child run; killed -9 mid-pack and resumed, it ends as
-the uninterrupted packed run.
+digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pack: 3`, killed -9 mid-pack and
+resumed, decides and picks as the uninterrupted unpacked study, each member one Optuna trial and one MLflow child
+run. One packed run serves both tests (the fixture `packed`): killed inside its scratch search's pack (its
+pretraining pack, which runs beside it, is cut too or has just ended), and resumed: its SPT search's and re-runs'
+packs then run uninterrupted.
 
 Per-seed test accuracies may differ: a pack's fused round runs batched kernels, another float order than a solo
 step (and CPU attention has no vmap batching rule, so torch runs it per member), so a fused member's numbers differ
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -81,27 +84,11 @@ def unpacked(ray_session, repo_root, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def packed(ray_session, repo_root, tmp_path_factory) -> Path:
+def packed(ray_session, repo_root, tmp_path_factory) -> SimpleNamespace:
+    """The packed study, run as a subprocess on this session's Ray, killed -9 once a scratch member has saved a
+    checkpoint (mid-pack: the pack's detached executor lives on, stale), and resumed to the end in this process.
+    Both tests read this one run, so the module trains two studies, not three."""
     out = tmp_path_factory.mktemp("packs") / "packed"
-    assert main([tiny_spec(repo_root), *CUT, *PACKED, "--output", str(out)]) == 0
-    return out
-
-
-def test_a_packed_study_decides_and_picks_as_the_unpacked_one(unpacked, packed):
-    assert _trained(packed) == _trained(unpacked)  # the same trials, each stopped at the same rung
-    _same_picks(packed, unpacked)
-    assert _fused_epochs(packed) > 0 and _fused_epochs(unpacked) == 0
-    runs = child_runs(packed)
-    assert len(runs) == len(child_runs(unpacked)) == len(_trained(packed))  # one MLflow child run per member
-    assert all(r.data.tags.get("sptune.pack") for r in runs) and not any("pack" in r.data.params for r in runs)
-    for name in optuna.get_all_study_names(default_url(packed)):  # one Optuna trial per member
-        trials = optuna.load_study(study_name=name, storage=default_url(packed)).trials
-        twin = optuna.load_study(study_name=name, storage=default_url(unpacked)).trials
-        assert len(trials) == len(twin) and len({t.user_attrs["ray_trial_id"] for t in trials}) == len(trials)
-
-
-def test_a_packed_study_killed_mid_pack_resumes_as_the_uninterrupted_one(ray_session, repo_root, packed, tmp_path):
-    out = tmp_path / "killed"
     argv = [tiny_spec(repo_root), *CUT, *PACKED, "--output", str(out)]
     address = ray_session.get_runtime_context().gcs_address
     env = {**os.environ, "PYTHONPATH": str(REPO), "TUNE_GLOBAL_CHECKPOINT_S": "1"}
@@ -111,10 +98,31 @@ def test_a_packed_study_killed_mid_pack_resumes_as_the_uninterrupted_one(ray_ses
     while time.time() < deadline and proc.poll() is None and not trial_checkpointed(out, '"search-scratch"'):
         time.sleep(0.05)
     assert proc.poll() is None, "the study ended before a scratch member saved a checkpoint"
-    os.killpg(proc.pid, signal.SIGKILL)  # mid-pack: the pack's executor (detached) lives on, stale
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    selected = set(json.loads((out / "study_state.json").read_text() or "{}").get("searches", {}))
     assert main([*argv, "--resume"]) == 0
-    assert _trained(out) == _trained(packed)
-    _same_picks(out, packed)
+    return SimpleNamespace(out=out, selected_when_killed=selected)
+
+
+def test_a_packed_study_decides_and_picks_as_the_unpacked_one(unpacked, packed):
+    out = packed.out
+    assert _trained(out) == _trained(unpacked)  # the same trials, each stopped at the same rung
+    _same_picks(out, unpacked)
+    assert _fused_epochs(out) > 0 and _fused_epochs(unpacked) == 0
+    runs = child_runs(out)
+    assert len(runs) == len(child_runs(unpacked)) == len(_trained(out))  # one MLflow child run per member
+    assert all(r.data.tags.get("sptune.pack") for r in runs) and not any("pack" in r.data.params for r in runs)
+    for name in optuna.get_all_study_names(default_url(out)):  # one Optuna trial per member
+        trials = optuna.load_study(study_name=name, storage=default_url(out)).trials
+        twin = optuna.load_study(study_name=name, storage=default_url(unpacked)).trials
+        assert len(trials) == len(twin) and len({t.user_attrs["ray_trial_id"] for t in trials}) == len(trials)
+
+
+def test_a_packed_study_killed_mid_pack_resumes_as_the_uninterrupted_one(unpacked, packed):
+    assert "search-scratch" not in packed.selected_when_killed  # killed inside the scratch search's pack
+    out = packed.out
+    assert _trained(out) == _trained(unpacked)  # nothing trained past its budget or rung, nothing lost
+    _same_picks(out, unpacked)
     runs = child_runs(out)
     assert len({r.data.tags["sptune.trial_id"] for r in runs if r.info.status == "FINISHED"}) == len(_trained(out))

@@ -6,7 +6,8 @@ extension round that always adds trials (a range whose every LR is within 1.5x o
 (top 2) and 2 re-runs. Each case interrupts one run of it six times in a row, once inside each step, resuming in
 between: inside pretraining, the search just after its rung's decision, the LR extension, the candidates, the
 re-runs, and between the test read and MLflow. SIGINT goes to the driver running in this process (Tune's graceful
-stop; exit 130); kill -9 to a driver run as a subprocess on this session's Ray (nothing is written at the end)."""
+stop; exit 130); kill -9 to a driver run as a subprocess on this session's Ray (nothing is written at the end), each
+started while the run before it trains and handed its arguments when its turn comes."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ pretrain:
   objective: masked
   mask_ratio: 0.5
   loss: l2
-  epochs: 4
+  epochs: 2
   num_samples: 1
   search:
     lr: {type: loguniform, low: 1.0e-3, high: 2.0e-3}
@@ -152,8 +153,8 @@ def _when(ready: Callable[[], bool], act: Callable[[], None], running: Callable[
     def watch() -> None:
         while running():
             if ready():
+                fired.set()  # first: a killed driver's wait() returns at once, maybe before this thread runs on
                 act()
-                fired.set()
                 return
             time.sleep(0.05)
 
@@ -176,11 +177,40 @@ def _sigint_at(point: str, argv: list[str], out: Path) -> None:
     assert code == 130, f"SIGINT at {point}: exit {code}"
 
 
-def _kill_at(point: str, argv: list[str], out: Path, address: str) -> None:
-    """Run the study as a subprocess on this session's Ray and kill -9 it at `point`."""
-    run = f"import sys; from {__name__} import slow_main; sys.exit(slow_main(sys.argv[1:]))"
-    proc = subprocess.Popen([sys.executable, "-c", run, *argv, "--address", address], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+# A kill -9 driver that has done its imports (Ray, torch, MLflow, sptune: seconds on a busy machine) and waits for
+# its arguments on stdin. Each is started while the run before it trains, so those seconds overlap that run
+# instead of adding to each of the six.
+_WAITING_DRIVER = (f"import json, sys; from {__name__} import slow_main; "
+                   "sys.exit(slow_main(json.loads(sys.stdin.readline())))")
+
+
+class Drivers:
+    """The kill -9 case's driver processes, each started one run ahead of its run."""
+
+    def __init__(self, runs: int) -> None:
+        self.left, self.waiting = runs, self._start()
+
+    @staticmethod
+    def _start() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", _WAITING_DRIVER], cwd=REPO, stdin=subprocess.PIPE, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def take(self) -> subprocess.Popen:
+        proc, self.left = self.waiting, self.left - 1
+        self.waiting = self._start() if self.left else None
+        return proc
+
+    def close(self) -> None:
+        if self.waiting is not None:
+            self.waiting.kill()
+            self.waiting.wait()
+
+
+def _kill_at(point: str, argv: list[str], out: Path, address: str, proc: subprocess.Popen) -> None:
+    """Run the study in the waiting driver `proc`, on this session's Ray, and kill -9 it at `point`."""
+    assert proc.poll() is None, f"the waiting driver exited ({proc.returncode}) before it was given the study"
+    proc.stdin.write(json.dumps([*argv, "--address", address]) + "\n")
+    proc.stdin.close()
     fired = _when(lambda: POINTS[point](out), lambda: proc.send_signal(signal.SIGKILL), lambda: proc.poll() is None)
     code = proc.wait(timeout=400)
     assert fired.is_set(), f"the study ended (exit {code}) before {point}"
@@ -238,9 +268,14 @@ def test_a_study_interrupted_at_every_step_ends_as_the_uninterrupted_one(
     out = spec.parent / how.replace(" ", "")
     argv = [str(spec), "--output", str(out)]
     address = ray_session.get_runtime_context().gcs_address
-    for n, point in enumerate(POINTS):
-        step = argv + (["--resume"] if n else [])
-        _sigint_at(point, step, out) if how == "SIGINT" else _kill_at(point, step, out, address)
+    drivers = Drivers(len(POINTS)) if how == "kill -9" else None
+    try:
+        for n, point in enumerate(POINTS):
+            step = argv + (["--resume"] if n else [])
+            _sigint_at(point, step, out) if drivers is None else _kill_at(point, step, out, address, drivers.take())
+    finally:
+        if drivers is not None:
+            drivers.close()
     assert main([*argv, "--resume"]) == 0
 
     assert _trained(out) == _trained(uninterrupted)  # the same trials, each trained to the same epoch

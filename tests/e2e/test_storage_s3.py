@@ -155,9 +155,11 @@ def resumed(s3, repo_root, tmp_path_factory):
     t0 = time.time()
     with open(tmp / "first.log", "wb") as log:
         proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
+    # Asked 4 times a second: each ask lists the prefix and reads the snapshot from moto, which shares the 2 cores
+    # with the study; the SPT search it waits inside lasts seconds.
     try:
         wait_for(lambda: proc.poll() is None and _finetune_checkpointed(s3, first, "resumed"), STUDY_TIMEOUT_S,
-                 "an SPT finetune checkpoint under the prefix", interval=0.05)
+                 "an SPT finetune checkpoint under the prefix", interval=0.25)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
         proc.wait()

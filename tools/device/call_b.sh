@@ -7,7 +7,9 @@
 # files: call_b.log, steps.json, gpu_util.csv, results.json, results.md, report.html, study_state.json, and
 # study.tar.gz (the study folder without checkpoints: per-trial epoch times, MLflow's database).
 # --toy: the CPU rehearsal's run (tests/e2e/test_device_rehearsal.py): the same spec on scikit-learn's digits at a
-# toy size, on the CPU, with no data carried, packed as the spec asks.
+# toy size, on the CPU, with no data carried, packed as the spec asks, without the LR extension's round: it trains
+# the same trainable in more packs of the lone-member kind the pretraining's already runs, and reaches no import
+# the searches do not (each round would add a stage, ~10 s, to the rehearsal).
 set -u -o pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO" || exit 2
@@ -49,7 +51,8 @@ ARGS=(--output "$STUDY")
 if [ "$TOY" = 1 ]; then
   ARGS+=(--set "task={name: digits}" --set training.device=cpu --set training.precision=auto
          --set resources.gpu=0 --set resources.cpu=1 --set pretrain.epochs=2 --set finetune.epochs=2
-         --set scheduler.grace_period=1 --set rerun_seeds=2 --set training.warmup_steps=10 --set pretrain.warmup_steps=10)
+         --set scheduler.grace_period=1 --set rerun_seeds=2 --set training.warmup_steps=10 --set pretrain.warmup_steps=10
+         --set lr_extend.max_rounds=0)
   for v in scratch spt qk_init; do
     ARGS+=(--set "variants.$v.search.lr={type: grid, values: [1.0e-3, 3.0e-3], extend: true}")
   done
