@@ -2,11 +2,15 @@
 setting (`searcher.batch_size`), never the number of trials that fit at once.
 
 One tiny study (two variants in one Tuner, 6 and 5 Optuna trials under synchronous halving) runs at
-`resources.max_concurrent` 1, 2 and 3 on the suite's 2-CPU Ray, at its default concurrency (2 CPUs /
+`resources.max_concurrent` 1 and 3 on the suite's 2-CPU Ray, at its default concurrency (2 CPUs /
 0.4 CPU a trial = 5, above the batch size of 4) and on a Ray of 1 CPU (2 at a time; its own Ray in a
-subprocess, as a caller who started Ray with `num_cpus=1` runs sptune). Each stage must propose the same
-configs in the same order and select the same config and epoch. With a batch the size of the concurrency
-TPE's proposals differ from the third trial on.
+subprocess, as a caller who started Ray with `num_cpus=1` runs sptune, alongside the others). Each stage must
+propose the same configs in the same order and select the same config and epoch. With a batch the size of the
+concurrency TPE's proposals differ from the third trial on.
+
+The study's pick is its search's (PLAIN): the stages after a search (LR extension, candidates) are given configs
+that no batch size touches, and tests/rules/test_lr_extension.py and tests/judging/test_robust_selection.py
+show them the same at any concurrency.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from sptune.sweep import main
-from tests.helpers_tiny import selected_rows, tiny_spec
+from tests.helpers_tiny import PLAIN, selected_rows, tiny_spec
 
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining stage
@@ -29,7 +34,7 @@ TINY = [
     "--set", "variants.spt.search.lr.low=3.0e-4",  # its own space: the stages propose different configs
     "--set", "scheduler.type=sha", "--set", "scheduler.grace_period=1", "--set", "scheduler.reduction_factor=2",
     "--set", "searcher.mode=batched", "--set", "model.n_layers=1", "--set", "model.d_model=32",
-    "--set", "model.d_ff=64", "--set", "rerun_seeds=1", "--set", "resources.cpu=0.4",
+    "--set", "model.d_ff=64", "--set", "rerun_seeds=1", "--set", "resources.cpu=0.4", *PLAIN,
 ]  # fmt: skip
 
 # A caller's own Ray of one CPU: sptune runs on the Ray its process is connected to.
@@ -60,13 +65,21 @@ def in_process(spec: str, out: Path, *extra: str) -> dict:
     return outcome(out)
 
 
-def on_one_cpu_ray(spec: str, out: Path, repo_root: str) -> dict:
+def start_on_one_cpu_ray(spec: str, out: Path, repo_root: str) -> subprocess.Popen:
+    """The study on a Ray of its own with one CPU, in a subprocess that runs while the in-process studies do (in
+    its own session: killed with the Ray it starts if the test ends first). It prints to files beside `out`."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(PYTHONPATH=repo_root, SPTUNE_PROGRESS_SECONDS="off")
     cmd = [sys.executable, "-c", ONE_CPU_RAY, spec, "--output", str(out), *TINY]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "up to 2 concurrent trials" in proc.stdout  # the plan counted the caller's one CPU
+    with open(f"{out}.out", "w") as stdout, open(f"{out}.err", "w") as stderr:
+        return subprocess.Popen(cmd, env=env, stdout=stdout, stderr=stderr, cwd=out.parent, start_new_session=True)
+
+
+def finish_on_one_cpu_ray(proc: subprocess.Popen, out: Path) -> dict:
+    proc.wait(timeout=600)
+    printed = Path(f"{out}.out").read_text()
+    assert proc.returncode == 0, printed[-2000:] + Path(f"{out}.err").read_text()[-3000:]
+    assert "up to 2 concurrent trials" in printed  # the plan counted the caller's one CPU
     return outcome(out)
 
 
@@ -74,10 +87,16 @@ def on_one_cpu_ray(spec: str, out: Path, repo_root: str) -> dict:
 def test_selections_do_not_depend_on_concurrency_or_cpus(ray_session, repo_root, tmp_path, monkeypatch):
     monkeypatch.setenv("SPTUNE_PROGRESS_SECONDS", "off")
     spec = tiny_spec(repo_root)
-    runs = {f"max_concurrent {n}": in_process(spec, tmp_path / f"mc{n}", "--set", f"resources.max_concurrent={n}")
-            for n in (1, 2, 3)}
-    runs["2-CPU Ray (5 at a time)"] = in_process(spec, tmp_path / "two_cpus")
-    runs["1-CPU Ray (2 at a time)"] = on_one_cpu_ray(spec, tmp_path / "one_cpu", repo_root)
+    one_cpu = start_on_one_cpu_ray(spec, tmp_path / "one_cpu", repo_root)
+    try:
+        runs = {f"max_concurrent {n}": in_process(spec, tmp_path / f"mc{n}", "--set", f"resources.max_concurrent={n}")
+                for n in (1, 3)}  # 2 at a time: the 1-CPU Ray's
+        runs["2-CPU Ray (5 at a time)"] = in_process(spec, tmp_path / "two_cpus")
+        runs["1-CPU Ray (2 at a time)"] = finish_on_one_cpu_ray(one_cpu, tmp_path / "one_cpu")
+    finally:
+        if one_cpu.poll() is None:
+            os.killpg(one_cpu.pid, signal.SIGKILL)
+            one_cpu.wait()
     reference = runs["max_concurrent 1"]
     assert [len(reference["proposals"][s]) for s in ("search-scratch", "search-spt")] == [6, 5]
     for name, run in runs.items():

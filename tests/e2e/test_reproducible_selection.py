@@ -37,9 +37,12 @@ from sptune.sweep import main
 from sptune.tuning.trainable import StudyTrainable
 from tests.helpers_tiny import PLAIN
 
+# Two epochs: halving's first rung (epoch 1), where finish order would decide who goes on, and one more.
+EPOCHS = 2
 TINY = [
     "--set", "pretrain.epochs=0",  # spt then starts from the untrained (seeded) encoder: no pretraining Tuner
-    "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=6", "--set", "variants.spt.num_samples=5",
+    "--set", f"finetune.epochs={EPOCHS}", "--set", "variants.scratch.num_samples=6",
+    "--set", "variants.spt.num_samples=5",
     "--set", "variants.spt.search.lr.low=3.0e-4",  # its own space and budget (the last batch is smaller)
     "--set", "scheduler.grace_period=1", "--set", "scheduler.reduction_factor=2", "--set", "model.n_layers=1",
     "--set", "rerun_seeds=1",
@@ -110,6 +113,6 @@ def test_a_delay_in_some_trials_changes_no_decision(ray_session, spec, tmp_path)
     for name, run in (("batch 64 slowed", first), ("batch 32 slowed", second)):
         print(f"\n{name}: {run['wall_s']:.0f}s, selected {run['selected']}")
     assert {t[2] for t in first["trials"]} == {32, 64}  # each delay hit some trials, not all
-    assert len(first["trials"]) == 11 and any(t[3] < 4 for t in first["trials"])  # halving stopped some
+    assert len(first["trials"]) == 11 and any(t[3] < EPOCHS for t in first["trials"])  # halving stopped some
     assert second["trials"] == first["trials"]  # same proposals, same trials stopped at the same epochs
     assert second["selected"] == first["selected"]

@@ -5,7 +5,9 @@ the picks, candidates and test numbers are the same."""
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from sptune.sweep import main
@@ -15,7 +17,7 @@ from tests.helpers_tiny import kill_driver_when, selected_rows, tiny_spec, trial
 # (top_k 2, seeds 2) and LR extension stay on (one round, to keep the chain of stages short).
 STEPS = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
-    "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
+    "--set", "finetune.epochs=2", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1",
     "--set", "lr_extend.max_rounds=1",
 ]  # fmt: skip
@@ -25,13 +27,38 @@ def _stages(out: Path) -> Counter:
     return Counter(stage for stage, _, _ in trial_configs(out))
 
 
+def in_a_thread(call: Callable[[], None]) -> Callable[[], None]:
+    """Start `call` in a thread; what it returns waits for it to end and raises what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as err:  # pytest.fail's too
+            raised.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def join() -> None:
+        thread.join()
+        if raised:
+            raise raised[0]
+
+    return join
+
+
 def test_a_study_killed_mid_candidates_resumes_without_training_one_twice(ray_session, repo_root, tmp_path):
     reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    assert main([tiny_spec(repo_root), "--output", str(reference), *STEPS]) == 0
-
-    kill_driver_when(lambda: trial_checkpointed(interrupted, '"candidates-'),
-                     [tiny_spec(repo_root), "--output", str(interrupted), *STEPS], repo_root,
-                     waiting_for="its candidates", timeout_s=400)
+    # The study to kill runs (a subprocess, its own Ray) while the uninterrupted one runs here: neither waits.
+    killed = in_a_thread(lambda: kill_driver_when(
+        lambda: trial_checkpointed(interrupted, '"candidates-'),
+        [tiny_spec(repo_root), "--output", str(interrupted), *STEPS], repo_root,
+        waiting_for="its candidates", timeout_s=400))
+    try:
+        assert main([tiny_spec(repo_root), "--output", str(reference), *STEPS]) == 0
+    finally:
+        killed()
     state = json.loads((interrupted / "study_state.json").read_text())
     assert not {"candidates-scratch", "candidates-spt"} <= set(state["searches"])  # killed before both were picked
     assert main([tiny_spec(repo_root), "--output", str(interrupted), "--resume", *STEPS]) == 0
