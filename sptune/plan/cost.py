@@ -9,8 +9,8 @@ validation rows).
 
 A packed study (``resources.pack: K`` > 1) is priced per pack-epoch, not per member-epoch: one pack's epoch
 trains all its members at once, and costs what an entry with ``pack:`` at least K says one pack's epoch costs
-(docs/design/plan.md, "Packs"). A pack that loops its members (`resources.pack_fusion: looped`) trains them
-one after another: its epoch costs K of one trial's.
+(docs/design/plan.md, "Packs"). A pack that loops its members (`resources.pack_fusion`, on a CPU by default)
+trains them one after another: its epoch costs K of one trial's.
 """
 
 from __future__ import annotations
@@ -110,16 +110,16 @@ def pack_size(entry: dict[str, Any]) -> int:
     return int(entry.get("pack", 1))
 
 
-def looped(plan: StudyPlan) -> bool:
-    """Whether the plan's packs train their members one after another (`resources.pack_fusion: looped`)."""
-    return plan.spec.resources.pack > 1 and plan.spec.resources.pack_fusion == "looped"
+def looped(plan: StudyPlan, device: str) -> bool:
+    """Whether the plan's packs train their members one after another on `device` (no fused model there)."""
+    return plan.spec.resources.pack > 1 and not plan.spec.resources.fuses_packs(device == "gpu")
 
 
 def matching_entry(plan: StudyPlan, device: str, table: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
     """The entry that prices the plan on `device`: unpacked or looped, the first one-trial entry of its config;
     fused packs of K, the entry of the smallest pack of at least K members (the first of them): a pack of fewer
     members, or one whose members stopped, is priced as that full pack, which trains more per step."""
-    size = 1 if looped(plan) else plan.spec.resources.pack
+    size = 1 if looped(plan, device) else plan.spec.resources.pack
     config = config_of(plan)
     found = [e for e in table if e["device"] == device and e["match"] == config]
     if size == 1:
@@ -145,9 +145,9 @@ def estimate(plan: StudyPlan, device: str, table: tuple[dict[str, Any], ...] | N
     size = plan.spec.resources.pack
     entry = matching_entry(plan, device, measurements() if table is None else table)
     if entry is None:  # what to measure: a pack's epoch, or where packs loop one trial's
-        return Estimate(device, None, pack=1 if looped(plan) else size)
+        return Estimate(device, None, pack=1 if looped(plan, device) else size)
     epochs = stage_epochs(plan) if size == 1 else stage_pack_epochs(plan)
-    members = size if looped(plan) else 1  # a looped pack-epoch: each member's epoch in turn
+    members = size if looped(plan, device) else 1  # a looped pack-epoch: each member's epoch in turn
     total = members * (epochs.pretrain * epoch_seconds(entry, "pretrain", plan)
                        + epochs.finetune * epoch_seconds(entry, "finetune", plan))
     source = f"{size} × one trial's epoch, looped: {entry['name']}" if members > 1 else entry["name"]

@@ -182,19 +182,23 @@ def test_a_packed_plan_is_priced_per_pack_epoch_by_the_smallest_pack_entry_that_
 
 
 def test_a_looped_pack_is_priced_as_its_members_epochs_of_the_one_trial_entry():
-    # `pack_fusion: looped` trains each member's solo loop in turn: K one-trial epochs a pack-epoch, on any device.
-    plan = _digits_plan("resources.pack=4", "resources.pack_fusion=looped")
+    # On a CPU `pack_fusion: auto` loops the members (each its solo loop in turn): K one-trial epochs a pack-epoch.
+    plan = _digits_plan("resources.pack=4")
     row = {"match": cost.config_of(plan), "device": "cpu", "train_rows": 1258, "source": "test"}
     solo = {**row, "name": "solo", "seconds": {"pretrain": 1.0, "finetune": 2.0}}
     pack4 = {**row, "name": "pack of 4", "pack": 4, "seconds": {"pretrain": 50.0, "finetune": 50.0}}
     got = cost.estimate(plan, "cpu", (pack4, solo))
     assert got.seconds == pytest.approx(4 * (30 * 1.0 + 260 * 2.0)) and got.pack_epochs == 290
     assert got.source == "4 × one trial's epoch, looped: solo"
-    fused = cost.estimate(_digits_plan("resources.pack=4"), "cpu", (pack4, solo))  # fused, the default
+    fused = cost.estimate(_digits_plan("resources.pack=4", "resources.pack_fusion=fused"), "cpu", (pack4, solo))
     assert fused.source == "pack of 4" and fused.seconds == pytest.approx(290 * 50.0)
+    looped_gpu = cost.estimate(_digits_plan("resources.pack=4", "resources.pack_fusion=looped"), "gpu",
+                               ({**solo, "device": "gpu"},))
+    assert looped_gpu.seconds == pytest.approx(4 * 550.0)
+    assert cost.estimate(_digits_plan("resources.pack=4"), "gpu", ({**solo, "device": "gpu"},)).seconds is None
     # With no entry, what to measure: one trial's epoch where packs loop, a pack's where they fuse.
     assert "no measured seconds per epoch" in cost.describe_estimate(cost.estimate(plan, "cpu", (pack4,)), 1)
-    assert "per pack-epoch" in cost.describe_estimate(cost.estimate(_digits_plan("resources.pack=4"), "cpu", ()), 1)
+    assert "per pack-epoch" in cost.describe_estimate(cost.estimate(plan, "gpu", (pack4,)), 1)
 
 
 def test_a_packed_estimate_says_pack_time_and_estimated_and_the_cost_counts_pack_epochs():

@@ -92,6 +92,9 @@ def test_training_compile_is_off_static_shapes_or_cuda_graphs():
     assert "compile: must be true, false or cuda_graphs (got 'graphs')" in _refused(TrainingSpec, {"compile": "graphs"})
 
 
-def test_pack_fusion_defaults_to_fused_and_takes_looped():
-    assert ResourcesSpec().pack_fusion == "fused" and ResourcesSpec(pack_fusion="looped").pack_fusion == "looped"
-    assert "pack_fusion" in _refused(ResourcesSpec, {"pack_fusion": "auto"})
+def test_pack_fusion_auto_fuses_on_a_gpu_and_loops_on_a_cpu():
+    assert ResourcesSpec().pack_fusion == "auto"
+    assert ResourcesSpec().fuses_packs(on_gpu=True) and not ResourcesSpec().fuses_packs(on_gpu=False)
+    assert ResourcesSpec(pack_fusion="fused").fuses_packs(on_gpu=False)
+    assert not ResourcesSpec(pack_fusion="looped").fuses_packs(on_gpu=True)
+    assert "pack_fusion" in _refused(ResourcesSpec, {"pack_fusion": "vmap"})

@@ -42,7 +42,7 @@ class PackExecutor:
     def __init__(self, name: str, size: int, spec: SweepSpec, data: TaskSplits) -> None:
         torch.set_num_threads(max(1, math.floor(spec.resources.cpu)))
         self.rounds = PackRounds(name, size, lambda config, budget: job_for(spec, data, config, budget), WAIT_S,
-                                 spec.resources.pack_fusion == "fused")
+                                 lambda device: spec.resources.fuses_packs(device.type == "cuda"))
 
     def join(self, k: int, config: dict, budget: Any) -> dict[str, Any]:
         job = self.rounds.join(k, config, budget)

@@ -6,7 +6,7 @@ members neither left (`leave`: the driver saw its trial end, or it was stopped) 
 those at the lowest round train first, ahead ones wait: members restored from checkpoints of different rounds
 (a resume) catch up alone until all are level, then train fused again (`PackLoop` refuses members at different
 optimizer steps). Members at one round train as packs of what `check_packable` accepts (one per batch size); a
-lone member, and every member of a pack that does not fuse (``fuses`` false: `resources.pack_fusion: looped`),
+lone member, and every member where the pack does not fuse (``fuses(device)`` false: `resources.pack_fusion`),
 runs its solo loop. A wait longer than `timeout_s` fails with the members it waited for.
 """
 
@@ -40,7 +40,7 @@ def _on_cpu(value: Any) -> Any:
 
 class PackRounds:
     def __init__(self, name: str, size: int, build: Callable[[dict, Any], Any], timeout_s: float,
-                 fuses: bool = True) -> None:
+                 fuses: Callable[[torch.device], bool] = lambda device: True) -> None:
         self.name, self.size, self.build, self.timeout_s, self.fuses = name, size, build, timeout_s, fuses
         self.jobs: dict[int, Any] = {}
         self.left: set[int] = set()
@@ -138,7 +138,7 @@ class PackRounds:
     def _groups(self, members: list[int]) -> list[tuple[int, ...]]:
         groups: list[list[int]] = []
         for k in members:
-            if not self.fuses:
+            if not self.fuses(torch.device(self.jobs[k].loop.device)):
                 groups.append([k])  # looped: its solo loop's round, alone
                 continue
             for group in groups:

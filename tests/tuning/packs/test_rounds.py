@@ -128,10 +128,10 @@ def _exact(metrics: dict) -> dict:
 
 
 def test_a_looped_pack_trains_each_member_as_its_solo_loop_bit_for_bit(digits):
-    # resources.pack_fusion: looped: the barrier still holds the members in step, but each trains
+    # resources.pack_fusion: looped (auto on a CPU): the barrier still holds the members in step, but each trains
     # its own solo loop's round, so its numbers and weights are the unpacked trial's exactly, not within 1e-5.
     build = _build(digits)
-    rounds = PackRounds("p/s/4", 3, build, timeout_s=60, fuses=False)
+    rounds = PackRounds("p/s/4", 3, build, timeout_s=60, fuses=lambda device: False)
     for k, member in enumerate(MEMBERS):
         rounds.join(k, member, None)
     solos = [build(member, None).loop for member in MEMBERS]
