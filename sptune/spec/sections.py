@@ -303,13 +303,13 @@ class ResourcesSpec(Strict):
     max_concurrent: int | None = ranged(None, POSITIVE, ge=1)
     # Trials of one stage trained K at a time as one fused model (sptune.training.packing; docs/design/training.md,
     # "Packs"): K members per pack, 1 for none, or auto. auto is 1 until a measurement of packs on a GPU shows
-    # where packing pays: on a CPU it does not (a fused pack of 3 or 8 trained 0.74-0.77x the rows per core of one
-    # trial, BENCHMARKS.md "Packs on a CPU"), and no GPU measurement exists yet.
+    # where packing pays: on a CPU it does not (a fused pack trained fewer rows per core than one trial:
+    # docs/design/tuning.md, "Packed trials"), and no GPU measurement exists yet.
     pack: int | Literal["auto"] = 1
     # How a pack's executor trains its members each round: fused (one vmapped model, one set of batched kernels:
     # what fills an idle GPU), looped (each member's own solo loop, one after another: the unpacked trial's exact
     # numbers, as no kernel sums in another order), or auto: fused on a GPU, looped on a CPU, where a fused pack
-    # trained fewer rows per core than one trial (BENCHMARKS.md, "Packs on a CPU").
+    # trained fewer rows per core than one trial (docs/design/tuning.md, "Packed trials").
     pack_fusion: Literal["auto", "fused", "looped"] = "auto"
 
     def fuses_packs(self, on_gpu: bool) -> bool:
