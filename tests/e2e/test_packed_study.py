@@ -1,5 +1,6 @@
 """Packed trials in a real study (sptune.tuning.packs; docs/design/tuning.md, "Packed trials"): a cut-down
-digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pack: 3`, killed -9 mid-pack and
+digits_quick (synchronous halving, Optuna, re-runs per seed) with `resources.pack: 3`, fused (`auto` would loop on a
+CPU and replay the unpacked study bit for bit: tests/tuning/packs/test_rounds.py), killed -9 mid-pack and
 resumed, decides and picks as the uninterrupted unpacked study, each member one Optuna trial and one MLflow child
 run. One packed run serves both tests (the fixture `packed`): killed inside its scratch search's pack (its
 pretraining pack, which runs beside it, is cut too or has just ended), and resumed: its SPT search's and re-runs'
@@ -35,7 +36,7 @@ CUT = [
     "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=2", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
 ]  # fmt: skip
-PACKED = ["--set", "resources.pack=3"]
+PACKED = ["--set", "resources.pack=3", "--set", "resources.pack_fusion=fused"]  # auto would loop on a CPU
 REPO = Path(__file__).resolve().parents[2]
 
 
