@@ -176,13 +176,14 @@ def pack_trainer() -> Any:
 
 def pack_capture_unavailable() -> str | None:
     """Why a pack's whole step cannot be captured (None: it can). The pack trainer says it captures its step
-    when its members ask for training.compile: cuda_graphs with a true ``CAPTURES_WHOLE_STEP`` in its package;
-    without it a "+capture" pack arm would time an eager pack with capturable optimizers, so it is skipped."""
+    when its members ask for training.compile: cuda_graphs with a true ``CAPTURES_WHOLE_STEP`` in its module;
+    without it (an older checkout) a "+capture" pack arm would time an eager pack with capturable optimizers,
+    so it is skipped."""
     try:
-        captures = getattr(importlib.import_module(PACK_MODULE), "CAPTURES_WHOLE_STEP", False)
+        captures = getattr(importlib.import_module(PACK_DEFINED_IN), "CAPTURES_WHOLE_STEP", False)
     except ImportError:
         captures = False
-    return None if captures else f"the pack trainer does not capture its step ({PACK_MODULE}.CAPTURES_WHOLE_STEP)"
+    return None if captures else f"the pack trainer does not capture its step ({PACK_DEFINED_IN}.CAPTURES_WHOLE_STEP)"
 
 
 def pack_unavailable() -> str | None:
@@ -248,7 +249,7 @@ def cpu_pack_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, k
 
 
 # Each process builds one trial's loops, and a pack arm packs such loops itself: the spec's own packing
-# (resources.pack, which refuses training.compile) is not what an arm runs.
+# (resources.pack) is not what an arm runs.
 SOLO = ["resources.pack=1"]
 
 

@@ -339,15 +339,17 @@ def check_variant_budgets(spec: SweepSpec) -> None:
 
 def check_packing(spec: SweepSpec) -> None:
     # A pack's members draw their dropout outside the fused forward, each from its own stream; attention dropout is
-    # drawn inside the attention kernel, and a compiled or captured step is not what a pack runs.
+    # drawn inside the attention kernel. A pack runs its own fused step, which it captures whole on a GPU
+    # (cuda_graphs) but which torch.compile has never compiled.
     if spec.resources.pack == 1:
         return
     if spec.model.attention_dropout > 0:
         raise problem("attention dropout cannot be packed (the attention kernel draws it from no member's own "
                       "stream)", "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")
-    if spec.training.compile:
-        raise problem("packed trials are not compiled (a pack runs its own fused step)",
-                      "set training.compile: false, or resources.pack: 1", "resources.pack")
+    if spec.training.compile is True:
+        raise problem("packed trials are not compiled with torch.compile (a pack runs its own fused step)",
+                      "set training.compile: false, or cuda_graphs (a pack captures its whole step on a GPU), "
+                      "or resources.pack: 1", "resources.pack")
     pack, most = spec.resources.pack, spec.resources.max_concurrent
     if most is not None and most < pack:
         raise problem(f"a pack of {pack} trials cannot run with resources.max_concurrent: {most} (a pack's members "

@@ -58,7 +58,8 @@ def _where(*overrides: str) -> str:
         (["scheduler.type=hyperband", "pretrain.num_samples=2"], "pretrain.num_samples"),
         (["scheduler.type=hyperband", f"variants.g={{kind: scratch, {GRID}}}"], "variants.g.grid_repeats"),
         (["max_failures=-1"], "max_failures"),
-        # A pack draws each member's dropout from its own stream outside the fused forward, and is not compiled.
+        # A pack draws each member's dropout from its own stream outside the fused forward, and is not compiled
+        # (it captures its own step: cuda_graphs is accepted below).
         (["resources.pack=4", "model.attention_dropout=0.1"], "resources.pack"),
         (["resources.pack=4", "training.compile=true"], "resources.pack"),
         (["variants.spt.epochs=0"], "variants.spt.epochs"),
@@ -93,6 +94,7 @@ def test_refused_at(overrides, where):
         ["pretrain=null", "variants.spt.kind=scratch_causal"],  # a causal model with no pretraining
         ["resources.pack=1", "model.attention_dropout=0.1", "training.compile=true"],  # no pack: nothing to refuse
         ["resources.pack=8"],
+        ["resources.pack=8", "training.compile=cuda_graphs"],  # the pack captures its whole step on a GPU
     ],
 )
 def test_accepted(overrides):

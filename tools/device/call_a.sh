@@ -57,7 +57,12 @@ tail -n 20 "$OUT/install.txt"
 
 if [ -f tests/training/test_cuda.py ]; then
   stamp "CUDA tests"
-  timeout -k 5 120 "$PY" -m pytest -q -p no:cacheprovider tests/training/test_cuda.py >"$OUT/test_cuda.log" 2>&1
+  # The CUDA tests, and the packs' GPU tests (masks and dropout on the device, the captured pack step).
+  PACK_GPU=tests/training/packing/test_pack.py::test_on_a_gpu
+  timeout -k 5 150 "$PY" -m pytest -q -p no:cacheprovider tests/training/test_cuda.py \
+    "${PACK_GPU}_members_draw_masks_and_dropout_on_the_device_as_alone" \
+    "${PACK_GPU}_a_captured_pack_trains_as_the_eager_one_and_captures_again_when_a_member_leaves" \
+    >"$OUT/test_cuda.log" 2>&1
   echo "CUDA tests exit $?" | tee -a "$OUT/test_cuda.log"
   tail -n 5 "$OUT/test_cuda.log"
 else

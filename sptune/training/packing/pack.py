@@ -13,6 +13,10 @@ batch indices and masks by the member's own `batch_inputs` (its generator; its `
 generator of its own there), dropout noise from its torch RNG stream (`noise_dropout`). A member whose loss goes
 NaN/inf is frozen (`diverged`); one stopped from outside (`stop`, e.g. early stopping) leaves the pack; the others
 go on.
+
+Members built with `training.compile: cuda_graphs` on a GPU have their fused step (stack, forward, backward, each
+member's clipping and AdamW) captured as one CUDA graph (`step_graph.CapturedStep`), the draws staying outside it
+as in the solo captured step: one replay per full batch for the whole pack.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Literal
 
 import torch
@@ -30,8 +35,13 @@ from sptune.training.epoch_sums import BatchResult, EpochSums
 from sptune.training.loops import DIVERGENCE_CHECK_STEPS, EpochLoop, FinetuneLoop, PretrainLoop
 from sptune.training.models.attention import SelfAttention
 from sptune.training.packing.noise_dropout import NoiseFeed, draw_noise, fed_template
+from sptune.training.step_graph import CapturedStep
 
 Status = Literal["training", "diverged", "stopped"]
+
+# Members with `training.compile: cuda_graphs` on a GPU train with the fused step captured (`PackLoop.graphed`):
+# what a timing script asks before it times a captured pack (one without this would time an eager one).
+CAPTURES_WHOLE_STEP = True
 
 
 class PackError(ValueError):
@@ -51,6 +61,7 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
         "budget (epochs/steps)": lambda m: (m.cfg.epochs, m.cfg.steps, m.cfg.eval_every),
         "device": lambda m: m.device,
         "precision": lambda m: m.cfg.precision,
+        "whole-step capture (training.compile)": lambda m: m.graphed,
         "grad_clip": lambda m: m.cfg.grad_clip > 0,
         "training rows": lambda m: tuple(m.train_x.shape),
         "task": lambda m: m.info,
@@ -102,12 +113,16 @@ class PackLoop:
         lead = self.members[0]
         self.feed = NoiseFeed()
         self.template = fed_template(lead.model, self.feed).to(lead.device)
+        self.graphed = lead.graphed  # the members' training.compile: cuda_graphs, on a GPU (check_packable)
         self.buffers = dict(self.template.named_buffers())
         self.names = [name for name, _ in lead.model.named_parameters()]
         # Each member's parameters in `names` order, looked up once: the stack is rebuilt from them every step.
         self.params = [[m.model.get_parameter(name) for name in self.names] for m in self.members]
         self._specs: dict[tuple, list] = {}
         self._vmapped = vmap(self._member_batch, randomness="error")
+        # The captured fused step and the active members and input count it was captured for: a graph replays
+        # the members it recorded, so a member leaving means a new capture (after its warm-up steps).
+        self._captured: tuple[tuple, CapturedStep] | None = None
 
     # ------------------------------------------------------------------ membership
 
@@ -136,7 +151,9 @@ class PackLoop:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         self.feed.queue = list(noise)
         loss, hits, scored = self._batch_loss(params, inputs)
-        return loss, hits, torch.as_tensor(scored, device=inputs[0].device)  # vmap returns tensors only
+        if not isinstance(scored, torch.Tensor):  # vmap returns tensors only; `full` is a kernel a graph can hold
+            scored = torch.full((), scored, device=inputs[0].device)
+        return loss, hits, scored
 
     def _noise_specs(self, params: dict, inputs: tuple[torch.Tensor, ...]) -> list:
         """The dropout calls one member's forward makes on inputs of these shapes (recorded once per shape)."""
@@ -153,26 +170,47 @@ class PackLoop:
 
     def train_step(self, active: list[int], sums: dict[int, EpochSums]) -> None:
         """One optimizer step of every active member: each draws its batch (and mask) as its solo step does
-        (`batch_inputs`: the same generators), one vmapped forward and one backward serve all, then each runs
-        its solo step's end (`apply_gradients`: clipping and AdamW; `end_step`: schedule and sums)."""
+        (`batch_inputs`: the same generators) and its dropout noise under its own stream, one fused step serves
+        all (`fused_step`, replayed as a CUDA graph where the members capture and the batch is full), then each
+        runs its solo step's end (`end_step`: schedule and sums)."""
         members = [self.members[k] for k in active]
         drawn = [m.batch_inputs(m.batches.next()) for m in members]
-        params = {n: torch.stack([self.params[k][i] for k in active]) for i, n in enumerate(self.names)}
-        specs = self._noise_specs({n: p[0].detach() for n, p in params.items()}, drawn[0])
+        specs = self._noise_specs(dict(zip(self.names, (p.detach() for p in self.params[active[0]]), strict=True)),
+                                  drawn[0])
         noise = []
         for m in members:
             with m.rng.own():
                 noise.append(draw_noise(specs, m.device))
-        inputs = tuple(torch.stack(parts) for parts in zip(*drawn, strict=True))
-        stacked_noise = [torch.stack(parts) for parts in zip(*noise, strict=True)]
-        with autocast(members[0].device, members[0].cfg.precision):
-            loss, hits, scored = self._vmapped(params, inputs, stacked_noise)
+        tensors = [torch.stack(parts) for parts in zip(*drawn, strict=True)]
+        tensors += [torch.stack(parts) for parts in zip(*noise, strict=True)]
+        examples = len(drawn[0][0])
+        step = partial(self.fused_step, tuple(active), len(drawn[0]))
+        if self.graphed and examples == members[0].cfg.batch_size:
+            step = self._captured_step(tuple(active), len(drawn[0]), step)
+        loss, hits, scored, norms = step(tensors)
+        for j, (k, m) in enumerate(zip(active, members, strict=True)):
+            m.end_step(sums[k], BatchResult(loss[j], hits[j], scored[j]), norms[j], examples)
+
+    def fused_step(self, active: tuple[int, ...], n_inputs: int, tensors: Sequence[torch.Tensor]) -> tuple:
+        """The step between the draws and `end_step`, on the members' stacked inputs (the first ``n_inputs``
+        tensors) and noise (the rest): one vmapped forward and one backward for all (members share no weights,
+        so each gets the gradient of its own loss alone), then each member's own clipping and AdamW
+        (`apply_gradients`). Returns the members' losses, hits and scored counts (``[K]``) and pre-clip norms."""
+        members = [self.members[k] for k in active]
+        params = {n: torch.stack([self.params[k][i] for k in active]) for i, n in enumerate(self.names)}
+        inputs, noise = tuple(tensors[:n_inputs]), list(tensors[n_inputs:])
+        with autocast(members[0].device, members[0].cfg.precision, cache=not self.graphed):
+            loss, hits, scored = self._vmapped(params, inputs, noise)
         for m in members:
             m.zero_grad()
-        loss.sum().backward()  # members share no weights: each gets the gradient of its own loss alone
-        examples = len(drawn[0][0])
-        for j, (k, m) in enumerate(zip(active, members, strict=True)):
-            m.end_step(sums[k], BatchResult(loss[j], hits[j], scored[j]), m.apply_gradients(), examples)
+        loss.sum().backward()
+        return loss, hits, scored, [m.apply_gradients() for m in members]
+
+    def _captured_step(self, active: tuple[int, ...], n_inputs: int, step: Callable) -> CapturedStep:
+        key = (active, n_inputs)
+        if self._captured is None or self._captured[0] != key:
+            self._captured = (key, CapturedStep(step))  # the old graph (and its memory) goes with the old entry
+        return self._captured[1]
 
     # ------------------------------------------------------------------ rounds
 

@@ -192,6 +192,32 @@ def test_on_a_gpu_members_draw_masks_and_dropout_on_the_device_as_alone(digits):
         assert all(torch.equal(a, b) for a, b in zip(solo_seen[k].masks, pack_seen[k].masks, strict=True))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@STAGES
+def test_on_a_gpu_a_captured_pack_trains_as_the_eager_one_and_captures_again_when_a_member_leaves(digits, make):
+    """training.compile: cuda_graphs in a pack: the fused step (stack, forward, backward, each member's clipping
+    and AdamW) replays as one graph per full batch; the epoch's short batch runs eagerly. 72 rows at batch 16:
+    4 full batches and one of 8. Epoch 1: 3 warm-up steps, the capture's first replay, the short batch; epoch 2:
+    4 replays. A member stopping changes what the graph stacks: epoch 3 warms up and captures again."""
+    build = lambda compile_setting: [  # noqa: E731
+        make(digits, m, device="cuda", precision="fp32", steps=None, epochs=3, compile=compile_setting) for m in MEMBERS
+    ]
+    graphed, eager = PackLoop(build("cuda_graphs")), PackLoop(build(False))
+    assert graphed.graphed and not eager.graphed
+    for epoch in range(3):
+        if epoch == 2:
+            graphed.stop(0)
+            eager.stop(0)
+        got, want = graphed.train_round(), eager.train_round()
+        assert sorted(got) == sorted(want)
+        for k in want:
+            for key in ("loss", "grad_norm", "lr", "val_loss"):
+                assert math.isclose(got[k][key], want[k][key], rel_tol=1e-3), (epoch, k, key, got[k], want[k])
+        replays = graphed._captured[1].replay_count
+        assert replays == (1, 5, 1)[epoch], (epoch, replays)
+    assert graphed._captured[0][0] == (1, 2) and eager._captured is None
+
+
 def _through_a_file(state: dict) -> dict:
     buffer = io.BytesIO()
     torch.save(state, buffer)
