@@ -289,22 +289,19 @@ class LrExtendSpec(Strict):
     max_rounds: int = ranged(2, "use e.g. 2 (one decade beyond the bound), or 0 (off)", ge=0, le=MAX_EXTENSION_ROUNDS)
 
 
-# What `resources.pack: auto` stands for (see ResourcesSpec.pack): no packing, until a benchmark backs more.
-PACK_AUTO = 1
-
-
 class ResourcesSpec(Strict):
     cpu: float = ranged(1.0, RESOURCES, gt=0)
-    # A share of a GPU per trial, or auto: none on a machine without GPUs, and where there are some, 1/8 of one for
-    # a small model (several trials fill a GPU one small model leaves idle), a whole one for a large model
-    # (sptune.spec.gpu_share). auto counts the GPUs of the machine the spec is read on: on a cluster reached with
-    # --address from a machine without them, give the share.
+    # A share of a GPU per trial (a pack is one trial), or auto: none on a machine without GPUs, and where there
+    # are some, for a small model 1/2 of one per pack or 1/8 per unpacked trial (several fill a GPU one small
+    # model leaves idle), a whole one for a large model (sptune.spec.gpu_share). auto counts the GPUs of the
+    # machine the spec is read on (so does pack: auto): on a cluster reached with --address from a machine
+    # without them, give the share (and the pack).
     gpu: float | Literal["auto"] = 0.0
     max_concurrent: int | None = ranged(None, POSITIVE, ge=1)
     # Trials of one stage trained K at a time as one fused model (sptune.training.packing; docs/design/training.md,
-    # "Packs"): K members per pack, 1 for none, or auto. auto is 1 until a measurement of packs on a GPU shows
-    # where packing pays: on a CPU it does not (a fused pack trained fewer rows per core than one trial:
-    # docs/design/tuning.md, "Packed trials"), and no GPU measurement exists yet.
+    # "Packs"): K members per pack, 1 for none, or auto: packs of 8 for a small model on a machine with GPUs
+    # (sptune.spec.gpu_share), none on a CPU, where a fused pack trained fewer rows per core than one trial
+    # (docs/design/tuning.md, "Packed trials"), nor where a spec's settings refuse packs.
     pack: int | Literal["auto"] = 1
     # How a pack's executor trains its members each round: fused (one vmapped model, one set of batched kernels:
     # what fills an idle GPU), looped (each member's own solo loop, one after another: the unpacked trial's exact
@@ -320,7 +317,7 @@ class ResourcesSpec(Strict):
     @classmethod
     def _pack_size(cls, pack: Any) -> Any:
         if pack == "auto":
-            return PACK_AUTO
+            return pack  # resolved with the whole spec (SweepSpec), as gpu: auto is
         if isinstance(pack, bool) or not isinstance(pack, int) or pack < 1:
             raise problem(f"must be a whole number of trials per pack >= 1, or auto (got {pack!r})",
                           "use e.g. pack: 8 (8 trials of a stage as one model), pack: 1 (no packing) or pack: auto")

@@ -13,7 +13,7 @@ from sptune.rules.seeds import MAX_RERUN_SEEDS, MAX_SEED
 from sptune.spec.budget import repeated_choice_problem
 from sptune.spec.budget_rules import check_budget_mode, check_until_converged, check_variant_units
 from sptune.spec.fields import Strict, problem, ranged
-from sptune.spec.gpu_share import auto_gpu_share
+from sptune.spec.gpu_share import MEMBERS_PER_PACK_SMALL, auto_gpu_share, auto_pack, small_model
 from sptune.spec.names import checked_folder_name
 from sptune.spec.reruns import SequentialRerunSpec, check_rerun_pretrain, resolve_sequential_reruns
 from sptune.spec.search import SearchSpec
@@ -102,11 +102,15 @@ class SweepSpec(Strict):
         return variants
 
     @model_validator(mode="after")
-    def _gpu_share_resolved(self) -> SweepSpec:
-        # Resolved here, once, so every reader of the spec (plan, Tuner, trials, spec.yaml) sees a number.
-        if self.resources.gpu == "auto":
-            self.resources.gpu = auto_gpu_share(self.task.name, self.model.d_model, self.model.n_layers,
-                                               machine.local_gpus())
+    def _resources_resolved(self) -> SweepSpec:
+        # Resolved here, once, so every reader of the spec (plan, Tuner, trials, spec.yaml) sees a number: the pack
+        # first, as a pack is one trial to the GPU share.
+        res, gpus = self.resources, machine.local_gpus()
+        small = small_model(self.task.name, self.model.d_model, self.model.n_layers)
+        if res.pack == "auto":
+            res.pack = auto_pack(small, gpus, packable(self))
+        if res.gpu == "auto":
+            res.gpu = auto_gpu_share(small, gpus, res.pack)
         return self
 
     @model_validator(mode="after")
@@ -335,6 +339,17 @@ def check_variant_budgets(spec: SweepSpec) -> None:
         found = repeated_choice_problem(variant.search, spec.variant_samples(name), f"variants.{name}.")
         if found:
             raise found
+
+
+def packable(spec: SweepSpec) -> bool:
+    """Whether `resources.pack: auto` may pack this study: a transformer trained on a GPU, with nothing
+    `check_packing` refuses for a pack of `MEMBERS_PER_PACK_SMALL` and no language-model variant (GPT-2's
+    backbone is no small model). ``auto`` never makes a spec refused."""
+    most = spec.resources.max_concurrent
+    return (spec.training.device != "cpu" and spec.model.family == "transformer" and spec.model.attention_dropout == 0
+            and spec.training.compile is not True and spec.scheduler.type != "hyperband"
+            and (most is None or most >= MEMBERS_PER_PACK_SMALL)
+            and not any(spec.variant_facts(name).language_model for name in spec.variants))
 
 
 def check_packing(spec: SweepSpec) -> None:
