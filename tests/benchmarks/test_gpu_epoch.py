@@ -144,7 +144,7 @@ def test_random_pixels_take_the_rows_the_spec_reads_and_the_kit_s_arms_ask_for_c
 
 
 def test_a_captured_arm_loads_call_b_s_packed_spec_as_one_trial_s(gpu_epoch):
-    # cifar_1layer_gpu.yaml packs 8 trials, and packs refuse training.compile; an arm's process is one trial.
+    # cifar_1layer_gpu.yaml packs 8 trials; an arm's process is one trial (a pack arm packs such trials itself).
     spec = Path(__file__).resolve().parents[2] / "search_spaces" / "cifar_1layer_gpu.yaml"
     args = argparse.Namespace(spec=str(spec), overrides=[], precision="bf16")
     captured = gpu_epoch.arm_spec(args, "sdpa", cuda=True, trials=8, capture=True)

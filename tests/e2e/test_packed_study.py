@@ -4,7 +4,8 @@ CPU and replay the unpacked study bit for bit: tests/tuning/packs/test_rounds.py
 resumed, decides and picks as the uninterrupted unpacked study, each member one Optuna trial and one MLflow child
 run. One packed run serves both tests (the fixture `packed`): killed inside its scratch search's pack (its
 pretraining pack, which runs beside it, is cut too or has just ended), and resumed: its SPT search's and re-runs'
-packs then run uninterrupted.
+packs then run uninterrupted. That a fused pack resumed from its members' checkpoints goes on as the uninterrupted
+pack bit for bit is tested without Ray (tests/training/packing/test_pack.py).
 
 Per-seed test accuracies may differ: a pack's fused round runs batched kernels, another float order than a solo
 step (and CPU attention has no vmap batching rule, so torch runs it per member), so a fused member's numbers differ

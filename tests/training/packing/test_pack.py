@@ -247,6 +247,29 @@ def test_a_members_checkpoint_resumes_in_a_solo_loop_as_if_it_had_trained_alone(
     # turns that rounding into step-sized moves; the losses are what the members must agree on.
 
 
+@STAGES
+def test_a_fused_pack_resumed_from_its_members_checkpoints_goes_on_as_the_uninterrupted_one_bit_for_bit(digits, make):
+    """What a kill -9 mid-pack and --resume does to a fused pack (tests/e2e/test_packed_study.py runs it through
+    Ray): each member reloads its per-trial checkpoint into a new loop, a new pack trains them on, and every
+    number and weight is the uninterrupted pack's exactly, not within a tolerance (the same kernels, same order)."""
+    budget = {"steps": 60, "eval_every": 20}
+    straight = PackLoop([make(digits, m, **budget) for m in MEMBERS])
+    straight.train_round()
+    states = [_through_a_file(m.state_dict()) for m in straight.members]
+    want = [straight.train_round() for _ in range(2)]
+
+    torch.rand(100)  # a new process's RNG is wherever it is
+    members = [make(digits, m, **budget) for m in MEMBERS]
+    for member, state in zip(members, states, strict=True):
+        member.load_state_dict(state)
+    resumed = PackLoop(members)
+    for got, expected in zip((resumed.train_round() for _ in range(2)), want, strict=True):
+        for k in range(len(MEMBERS)):
+            assert {**got[k], "epoch_seconds": 0} == {**expected[k], "epoch_seconds": 0}, k
+    for k, member in enumerate(members):
+        assert all(torch.equal(w, _weights(straight.members[k])[n]) for n, w in _weights(member).items()), k
+
+
 def test_solo_checkpoints_resume_as_a_pack(digits):
     """The other way: members loaded from solo checkpoints (a resumed pack trial) go on as they would alone."""
     solos = [finetune(digits, m) for m in MEMBERS]
