@@ -26,6 +26,7 @@ TINY = [
     "--set", "pretrain.epochs=3", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=4", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",  # half digits_quick's width: an epoch costs ~27 % less
 ]  # fmt: skip
 
 
@@ -98,6 +99,7 @@ SHOWN = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=3",
     "--set", "variants.scratch.num_samples=4", "--set", "variants.spt.num_samples=4",
     "--set", "scheduler.grace_period=1", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",  # half digits_quick's width: an epoch costs ~27 % less
 ]  # fmt: skip
 SHOWN_TRIALS = {"pretrain": 2, "scratch": 4, "spt": 4}
 SHOWN_RERUN_SEEDS = 2

@@ -117,6 +117,7 @@ RESUME = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2",
     "--set", "finetune.epochs=3", "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.type=fifo", "--set", "model.n_layers=1", "--set", "rerun_seeds=1", *PLAIN,
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",  # half digits_quick's width: an epoch costs ~27 % less
 ]
 # fmt: on
 RESUME_TRIALS = {"pretrain": 2, "scratch": 3, "spt": 3}

@@ -36,6 +36,9 @@ CUT = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=3", "--set", "finetune.epochs=4",
     "--set", "variants.scratch.num_samples=3", "--set", "variants.spt.num_samples=3",
     "--set", "scheduler.grace_period=2", "--set", "model.n_layers=1", "--set", "rerun_seeds=2", *PLAIN,
+    # Half digits_quick's width: a fused pack's round on a CPU costs ~25 % less, and the picks are still the
+    # trained numbers' (a member trained at another LR changes them: both tests fail).
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",
 ]  # fmt: skip
 PACKED = ["--set", "resources.pack=3", "--set", "resources.pack_fusion=fused"]  # auto would loop on a CPU
 REPO = Path(__file__).resolve().parents[2]

@@ -49,6 +49,7 @@ TINY = [
     # Three slots (on 2 CPUs): with two, each variant's first trial would run alone at first, and
     # the first trial to reach a rung is never stopped, so finish order could not matter there.
     "--set", "resources.cpu=0.5", "--set", "resources.max_concurrent=3", *PLAIN,
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",  # half digits_quick's width: an epoch costs ~27 % less
 ]
 DEFAULTS = ["--set", "scheduler.type=sha", "--set", "searcher.mode=batched"]  # the shipped spec names asha
 DECISIONS = os.environ.get("SPTUNE_REPRO_DECISIONS", "").split() or DEFAULTS

@@ -252,11 +252,41 @@ def spec(tmp_path_factory) -> Path:
     return path
 
 
+# The uninterrupted study, run with a Ray of its own (argv[1] CPUs: the shared session's) while the interrupted runs
+# sleep through their epochs on the shared one.
+OWN_RAY = ("import sys, ray; ray.init(num_cpus=int(sys.argv.pop(1)), include_dashboard=False, log_to_driver=False); "
+           "from sptune.sweep import main; sys.exit(main(sys.argv[1:]))")
+
+
+class Uninterrupted:
+    """The study run once without interruption, in a subprocess that trains beside the first case's interrupted
+    runs; `out()` waits for it to finish and returns its output directory."""
+
+    def __init__(self, spec: Path, cpus: int) -> None:
+        self.dir, self.log = spec.parent / "uninterrupted", spec.parent / "uninterrupted.log"
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+        env["PYTHONPATH"] = str(REPO)
+        cmd = [sys.executable, "-c", OWN_RAY, str(cpus), str(spec), "--output", str(self.dir)]
+        with open(self.log, "w") as log:  # the child keeps its own copy open
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def out(self) -> Path:
+        code = self.proc.wait(timeout=600)
+        assert code == 0, self.log.read_text()[-3000:]
+        return self.dir
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(ray_session, spec) -> Path:
-    out = spec.parent / "uninterrupted"
-    assert main([str(spec), "--output", str(out)]) == 0
-    return out
+def uninterrupted(ray_session, spec) -> Uninterrupted:
+    run = Uninterrupted(spec, int(ray_session.cluster_resources()["CPU"]))
+    yield run
+    run.stop()
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "kill -9"])
@@ -277,12 +307,13 @@ def test_a_study_interrupted_at_every_step_ends_as_the_uninterrupted_one(
         if drivers is not None:
             drivers.close()
     assert main([*argv, "--resume"]) == 0
+    reference = uninterrupted.out()
 
-    assert _trained(out) == _trained(uninterrupted)  # the same trials, each trained to the same epoch
-    done, ran = (json.loads((o / "results.json").read_text()) for o in (out, uninterrupted))
-    assert _comparable(done, out) == _comparable(ran, uninterrupted)  # picks, candidates, per-seed test accuracies
+    assert _trained(out) == _trained(reference)  # the same trials, each trained to the same epoch
+    done, ran = (json.loads((o / "results.json").read_text()) for o in (out, reference))
+    assert _comparable(done, out) == _comparable(ran, reference)  # picks, candidates, per-seed test accuracies
     runs = child_runs(out)
     finished = [r for r in runs if r.info.status == "FINISHED"]
-    assert len(finished) == len(child_runs(uninterrupted)) == len(_trained(out))
+    assert len(finished) == len(child_runs(reference)) == len(_trained(out))
     assert len({r.data.tags["sptune.trial_id"] for r in runs}) == len(runs)  # no trial has two runs
     assert len((out / "test_reads.jsonl").read_text().splitlines()) == len(done["rows"])  # the test split read once

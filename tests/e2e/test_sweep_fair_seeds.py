@@ -19,6 +19,7 @@ TINY = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=2", "--set", "finetune.epochs=2",
     "--set", "model.n_layers=1", "--set", "scheduler.grace_period=1",
     "--set", "rerun_seeds=2", "--set", "rerun_pretrain=true", *PLAIN,
+    "--set", "model.d_model=32", "--set", "model.d_ff=64",  # half digits_quick's width: an epoch costs ~27 % less
 ]
 GRID_SEARCH = [
     arg for variant in ("scratch", "spt")
