@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 import optuna
 import pytest
+from ray.tune import ExperimentAnalysis
 
 from sptune.sweep import main
 from sptune.tracking.optuna_studies import default_url
@@ -81,6 +82,18 @@ def _fused_epochs(out: Path) -> int:
     return sum(n > 1 for n in seen.values())
 
 
+def _restorable(out: Path, stage: str) -> bool:
+    """Whether Tune's experiment state (what --resume restores from) holds a checkpoint of a ``stage`` trial: a
+    checkpoint folder alone may not be in it yet, and a trial without one restarts from scratch, loading nothing."""
+    if not trial_checkpointed(out, json.dumps(stage)):
+        return False
+    try:
+        trials = ExperimentAnalysis(str(out / "ray_results" / "study")).trials
+    except Exception:  # noqa: BLE001 - a state the driver is writing now: asked again 50 ms later
+        return False
+    return any(t.checkpoint is not None and t.config.get("stage") == stage for t in trials)
+
+
 @pytest.fixture(scope="module")
 def unpacked(ray_session, repo_root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("packs") / "unpacked"
@@ -90,9 +103,10 @@ def unpacked(ray_session, repo_root, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def packed(ray_session, repo_root, tmp_path_factory) -> SimpleNamespace:
-    """The packed study, run as a subprocess on this session's Ray, killed -9 once a scratch member has saved a
-    checkpoint (mid-pack: the pack's detached executor lives on, stale), and resumed to the end in this process.
-    Both tests read this one run, so the module trains two studies, not three."""
+    """The packed study, run as a subprocess on this session's Ray, killed -9 once Tune's experiment state holds a
+    scratch member's checkpoint (mid-pack: the pack's detached executor lives on, stale; the resumed member
+    restores from that checkpoint into a new executor), and resumed to the end in this process. Both tests read
+    this one run, so the module trains two studies, not three."""
     out = tmp_path_factory.mktemp("packs") / "packed"
     argv = [tiny_spec(repo_root), *CUT, *PACKED, "--output", str(out)]
     address = ray_session.get_runtime_context().gcs_address
@@ -100,9 +114,9 @@ def packed(ray_session, repo_root, tmp_path_factory) -> SimpleNamespace:
     proc = subprocess.Popen([sys.executable, "-m", "sptune.sweep", *argv, "--address", address], env=env,
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None and not trial_checkpointed(out, '"search-scratch"'):
+    while time.time() < deadline and proc.poll() is None and not _restorable(out, "search-scratch"):
         time.sleep(0.05)
-    assert proc.poll() is None, "the study ended before a scratch member saved a checkpoint"
+    assert proc.poll() is None, "the study ended before Tune recorded a scratch member's checkpoint"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     selected = set(json.loads((out / "study_state.json").read_text() or "{}").get("searches", {}))
@@ -124,9 +138,21 @@ def test_a_packed_study_decides_and_picks_as_the_unpacked_one(unpacked, packed):
         assert len(trials) == len(twin) and len({t.user_attrs["ray_trial_id"] for t in trials}) == len(trials)
 
 
+def _rounds_behind(out: Path) -> list[tuple]:
+    """Reports whose loop's round count is not the trial's iteration: a member resumed without its checkpoint's
+    state (a fresh loop) would count its rounds from 0 again, whatever numbers it then trained."""
+    behind = []
+    for result in (out / "ray_results" / "study").glob("*/result.json"):
+        rows = [json.loads(line) for line in result.read_text().splitlines() if line.strip()]
+        behind += [(result.parent.name, r["training_iteration"], r["epoch"]) for r in rows
+                   if "epoch" in r and r["epoch"] != r["training_iteration"]]
+    return behind
+
+
 def test_a_packed_study_killed_mid_pack_resumes_as_the_uninterrupted_one(unpacked, packed):
     assert "search-scratch" not in packed.selected_when_killed  # killed inside the scratch search's pack
     out = packed.out
+    assert _rounds_behind(out) == [] and _rounds_behind(unpacked) == []
     assert _trained(out) == _trained(unpacked)  # nothing trained past its budget or rung, nothing lost
     _same_picks(out, unpacked)
     runs = child_runs(out)
