@@ -2,7 +2,7 @@
 
 CLI::
 
-    python -m sptune.data prepare TASK [--data-dir DIR] [--set KEY=VALUE ...]
+    python -m sptune.data prepare TASK [--data-dir DIR] [--set KEY=VALUE ...] [--force]
     python -m sptune.data info TASK [--data-dir DIR] [--json]
     python -m sptune.data generate {listops,pathfinder,retrieval,bits} --out DIR --seed S ...
 
@@ -64,7 +64,7 @@ def _load(request: TaskRequest) -> TaskSplits:
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     request = _request(args.task, args.data_dir, args.set)
-    with preparing():
+    with preparing(force=args.force):
         splits = _load(request)
     source, marker, directory = splits.source.partition(" [prepared: ")
     if not marker:  # embedded or in-memory tasks load fast and keep no array cache
@@ -181,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="task option")
         if name == "info":
             p.add_argument("--json", action="store_true", help="print one JSON object")
+        else:
+            p.add_argument("--force", action="store_true",
+                           help="prepare anew even where a prepared cache for these sources exists")
         p.set_defaults(func=func)
     g = sub.add_parser("generate", help="write an offline dataset in the official layout")
     g.add_argument("kind", choices=["listops", "pathfinder", "retrieval", "bits", "text"])

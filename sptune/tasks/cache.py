@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +30,6 @@ def digest(payload: Any) -> str:
     """Short stable hash of a JSON-able key: the ``<hash>`` of every cache directory name."""
     text = json.dumps(payload, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def file_fingerprint(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
-    """(path, size, mtime) per file: cheap (no reads) yet changes whenever a file is rewritten."""
-    out = []
-    for path in paths:
-        stat = path.stat()
-        out.append((str(path.resolve()), stat.st_size, stat.st_mtime_ns))
-    return out
 
 
 def ensure_generated(kind: str, params: dict[str, Any], write: Callable[[Path], None]) -> Path:
@@ -58,8 +49,13 @@ def ensure_generated(kind: str, params: dict[str, Any], write: Callable[[Path], 
     return final
 
 
-def publish(tmp: Path, final: Path) -> None:
-    """Rename a completely written ``tmp`` directory to ``final``."""
+def publish(tmp: Path, final: Path, replace: bool = False) -> None:
+    """Rename a completely written ``tmp`` directory to ``final`` (with ``replace``, over a complete one)."""
+    if replace and final.exists():
+        # Moved aside first: a reader opening ``final`` meanwhile sees the old or the new one, never half.
+        old = Path(tempfile.mkdtemp(prefix=f".{final.name}-old-", dir=final.parent))
+        os.replace(final, old / "x")
+        shutil.rmtree(old, ignore_errors=True)
     try:
         os.replace(tmp, final)
     except OSError:

@@ -26,7 +26,8 @@ from PIL import Image, UnidentifiedImageError
 from sptune.errors import DataError, SpecError
 from sptune.tasks.arrays import limit_train
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, seeded_permutation
-from sptune.tasks.cache import ensure_generated, file_fingerprint
+from sptune.tasks.cache import ensure_generated
+from sptune.tasks.content_hash import content_fingerprint, tree_fingerprint
 from sptune.tasks.option_rules import Option
 from sptune.tasks.pathfinder_generator import GENERATOR_VERSION, folder_name, generate_pathfinder
 from sptune.tasks.prepared import cached_splits
@@ -167,8 +168,8 @@ def _loader(task: str):
     def load(request: TaskRequest) -> TaskSplits:
         root, generated = resolve_root(task, request)
         _require_imgs(root)
-        # Directory mtimes change when batches are added or removed; edits inside need `prepare` anew.
-        key = {"files": file_fingerprint(metadata_files(root)), "imgs": file_fingerprint([root / "imgs"])}
+        # Images by stamp: imgs/ holds every split's, and test images stay unopened until their evaluation.
+        key = {"files": content_fingerprint(metadata_files(root)), "imgs": tree_fingerprint(root / "imgs", False)}
         source = source_label(root, generated)
         splits = cached_splits(task, key, lambda: _build(task, root, source))
         return limit_train(pool_splits(splits, _resolution(task, request)), request.option("max_train"))
@@ -205,7 +206,7 @@ def pool_splits(splits: TaskSplits, resolution: int) -> TaskSplits:
     native = int(round(splits.info.seq_len**0.5))
     if resolution == native:
         return splits
-    info = dataclasses.replace(splits.info, seq_len=resolution**2)
+    info = dataclasses.replace(splits.info, seq_len=resolution**2, image_side=resolution)
 
     def pooled(split: ArraySplit) -> ArraySplit:
         return ArraySplit(pool_images(split.x, native, resolution), split.y)

@@ -3,8 +3,9 @@
 ``prepared/<task>-<hash>/`` under `sptune.tasks.cache.cache_root` holds ``{train,val,test}_{x,y}.npy``
 plus ``info.json``, ``vocab.json`` and ``meta.json``. It is written only inside `preparing()`
 (what ``python -m sptune.data prepare`` runs), so ordinary loads never write to disk. The key
-covers the task options that shape the arrays and the size and modification time of every
-source file, so editing a source file invalidates the cache.
+covers the task options that shape the arrays and a fingerprint of every source file
+(`sptune.tasks.content_hash`: their bytes, or stamps for files unopened before the final
+evaluation), so a changed, copied-over, added or removed source file invalidates the cache.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from sptune.tasks.skipped import restore_skipped, skipped_counts
 # Bump when the prepared layout or any tokeniser changes, so old caches are never reused.
 PREPARED_FORMAT = 1
 
-_preparing: contextvars.ContextVar[bool] = contextvars.ContextVar("sptune_preparing", default=False)
+# None: an ordinary load (reads a prepared cache, never writes one); "fill": write one where none is;
+# "force": write it anew even where one is (``prepare --force``).
+_preparing: contextvars.ContextVar[str | None] = contextvars.ContextVar("sptune_preparing", default=None)
 
 
 def prepared_dir(task: str, key: dict[str, Any]) -> Path:
@@ -39,19 +42,21 @@ def prepared_dir(task: str, key: dict[str, Any]) -> Path:
 def cached_splits(task: str, key: dict[str, Any], build: Callable[[], TaskSplits]) -> TaskSplits:
     """Memory-mapped prepared arrays when present; else ``build()`` (saved first under `preparing`)."""
     directory = prepared_dir(task, key)
-    if (directory / "DONE").is_file():
+    mode = _preparing.get()
+    if (directory / "DONE").is_file() and mode != "force":
         return open_prepared(directory)
     splits = build()
-    if not _preparing.get():
+    if mode is None:
         return splits
     save_prepared(splits, directory, key)
     return open_prepared(directory)
 
 
 @contextmanager
-def preparing() -> Iterator[None]:
-    """Inside this block, task loads write their prepared cache (what ``prepare`` runs)."""
-    token = _preparing.set(True)
+def preparing(force: bool = False) -> Iterator[None]:
+    """Inside this block, task loads write their prepared cache (what ``prepare`` runs); with ``force``,
+    anew even where one exists."""
+    token = _preparing.set("force" if force else "fill")
     try:
         yield
     finally:
@@ -82,7 +87,7 @@ def save_prepared(splits: TaskSplits, directory: Path, key: dict[str, Any]) -> N
             np.save(tmp / f"{name}_y.npy", np.ascontiguousarray(split.y))
         _write_description(tmp, splits, key)
         (tmp / "DONE").write_text("")
-        publish(tmp, directory)
+        publish(tmp, directory, replace=_preparing.get() == "force")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

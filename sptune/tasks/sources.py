@@ -15,7 +15,7 @@ from typing import Any
 from sptune.errors import DataError
 from sptune.tasks.arrays import limit_train
 from sptune.tasks.base import TaskSplits
-from sptune.tasks.cache import file_fingerprint
+from sptune.tasks.content_hash import content_fingerprint, stamps_fingerprint
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.registry import TaskRequest
 
@@ -97,6 +97,16 @@ def load_split_files(
     """A task read from split files, through the prepared cache keyed by the files and ``max_len``."""
     max_len = int(request.option("max_len"))
     source = source_label(files["train"].parent, generated)
-    key = {"files": file_fingerprint(files.values()), "max_len": max_len}
+    key = {"files": split_files_key(files), "max_len": max_len}
     splits = cached_splits(task, key, lambda: build(files, max_len, source))
     return limit_train(splits, request.option("max_train"))
+
+
+def split_files_key(files: dict[str, Path]) -> dict[str, object]:
+    """The prepared cache's key for split files: train and validation by content, the test file by its
+    stamp (`sptune.tasks.content_hash`), so the test file stays unopened until the final evaluation."""
+    learned = {split: path for split, path in files.items() if split != "test"}
+    key: dict[str, object] = dict(zip(learned, content_fingerprint(learned.values()), strict=True))
+    if "test" in files:
+        key["test"] = stamps_fingerprint([files["test"]])[0]
+    return key

@@ -22,7 +22,7 @@ import numpy as np
 from sptune.errors import DataError
 from sptune.tasks.arrays import capped_len, limit_train, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation, seeded_permutation
-from sptune.tasks.cache import file_fingerprint
+from sptune.tasks.content_hash import tree_fingerprint
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
@@ -207,8 +207,9 @@ def _build(request: TaskRequest, source: str) -> TaskSplits:
 def load(request: TaskRequest) -> TaskSplits:
     root = imdb_root(request.data_dir)
     if root is not None:
-        dirs = [root / s / sub for s in ("train", "test") for sub, _ in LABEL_DIRS]
-        origin: object = file_fingerprint([d for d in dirs if d.is_dir()])
+        # Training reviews by content, test reviews by stamp: the test split stays unopened until its evaluation.
+        origin: object = {f"{split}/{sub}": tree_fingerprint(root / split / sub, content=split != "test")
+                          for split in ("train", "test") for sub, _ in LABEL_DIRS if (root / split / sub).is_dir()}
         synthetic = (root / SYNTHETIC_MARKER).is_file()
         source = f"{root} (SYNTHETIC reviews, not IMDb)" if synthetic else str(root)
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sptune.tasks.cache import cache_root, digest, ensure_generated, file_fingerprint
+from sptune.tasks.cache import cache_root, digest, ensure_generated
 
 pytestmark = pytest.mark.usefixtures("offline_data_env")
 
@@ -22,15 +22,6 @@ def test_digest_is_stable_so_existing_caches_stay_valid():
     # Values written by the code before the helpers moved: a change here orphans every user's cache.
     assert digest({"v": 1, "seed": 0, "n": 30, "resolution": 32, "contour_length": 14}) == "137071292afbee03"
     assert digest({"b": 1, "a": [1, 2]}) == digest({"a": [1, 2], "b": 1})  # key order does not matter
-
-
-def test_fingerprint_changes_when_a_file_is_rewritten(tmp_path):
-    path = tmp_path / "f.txt"
-    path.write_text("one")
-    before = file_fingerprint([path])
-    assert before == [(str(path.resolve()), 3, path.stat().st_mtime_ns)]
-    path.write_text("three")
-    assert file_fingerprint([path]) != before
 
 
 def test_ensure_generated_writes_once_and_publishes_a_complete_directory(tmp_path):
