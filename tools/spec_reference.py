@@ -2,7 +2,8 @@
 
 Every section reachable from SweepSpec gets a table of its fields: name, type (with its range), default, and what
 it does, taken from the field's `description` where it has one, else from the comments written above the field and
-after it on its line. A model class is rendered once, where the spec first reaches it; later places link to it.
+after it on its line, else from its line (`field: what it is`) in the class docstring. A model class is rendered
+once, where the spec first reaches it; later places link to it. Then each shipped task's options.
 
     python tools/spec_reference.py            # rewrite docs/reference/spec.md
     python tools/spec_reference.py --check    # exit 1 if the page is stale
@@ -166,7 +167,7 @@ def render_section(path: str, cls: type[BaseModel]) -> str:
     comments = field_comments(cls)
     lines += ["| field | type | default | what it does |", "|---|---|---|---|"]
     for name, info in cls.model_fields.items():
-        what = info.description or entries.get(name) or comments.get(name, "")
+        what = info.description or comments.get(name) or entries.get(name, "")
         if not what and models_in(info.annotation):
             what = "its own section, below"
         kind = type_text(info.annotation) + bounds_text(info)

@@ -38,6 +38,31 @@ from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_buil
 
 
 class SweepSpec(Strict):
+    """A whole study as its YAML spec gives it, validated: every rule that needs more than one section is here.
+
+    name: the study's name (the output folder's, the MLflow experiment's, the Optuna studies' prefix)
+    seed: the study's seed; every trial's and re-run's seed is this plus an offset
+    max_failures: retries of a trial that raises, from its last checkpoint
+    rerun_seeds: seeds each variant's pick is re-trained with (1: none; the search trial is tested)
+    rerun_pretrain: re-pretrain SPT with each re-run seed, so the spread includes pretraining
+    rerun_sequential: seeds added in looks until each comparison is decided (None: a fixed rerun_seeds)
+    task: the data: a task's name and its options
+    model: the model's family, sizes, positions, attention kernel and pooling
+    pretrain: SPT's pretraining: objective, masking, loss, budget and its own search (None: no SPT variant)
+    finetune: every variant's finetuning budget and defaults
+    variants: name -> what is compared: its kind and its own search
+    baseline: the variant every Δ is paired against
+    budget: how budgets match across variants (finetune_matched or total_matched)
+    selection: seed-robust selection of each variant's pick (off by default)
+    lr_extend: how far an LR search at a bound of its range may extend
+    scheduler: early stopping: sha, hyperband, asha or fifo, with its rungs
+    searcher: how range searches propose configs: Optuna or random, batched or async
+    resources: CPUs and GPU share per trial, concurrency, packs
+    training: device, precision, LR schedule and warm-up, clipping, compilation, determinism
+    tracking: where MLflow writes
+    language_model: a local Hugging Face checkpoint for the FPT variants (None: none)
+    """
+
     name: str
     # Every seed of the study is this plus an offset (sptune.rules.seeds): all must stay numpy's and torch's.
     seed: int = ranged(0, f"use a seed in [0, {MAX_SEED}], e.g. 0", ge=0, le=MAX_SEED)

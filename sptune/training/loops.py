@@ -59,11 +59,16 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-_EpochSums = EpochSums  # the name the CUDA tests import from here
-
-
 class EpochLoop:
-    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state."""
+    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state.
+
+    model: the network to train (moved to the loop's device; `net` is its compiled form where asked)
+    info: the task's inputs and labels as the model sees them (sequence length, classes, padding id)
+    train: the training split, copied to the device once and shuffled each epoch
+    val: the validation split, evaluated after each epoch (or evaluation round of a steps budget)
+    cfg: the trial's optimiser and budget: LR, batch size, epochs or steps, warm-up and schedule, clipping,
+        device, precision, compilation, determinism and seed
+    """
 
     # The name of the training accuracy this loop reports each epoch: the running mean over the epoch's
     # minibatches (dropout on, weights moving), not the checkpoint's accuracy on the training split, which the
