@@ -38,32 +38,9 @@ from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_buil
 
 
 class SweepSpec(Strict):
-    """A whole study as its YAML spec gives it, validated: every rule that needs more than one section is here.
+    """A whole study as its YAML spec gives it, validated; each field's comment says what it is (docs/reference/)."""
 
-    name: the study's name (the output folder's, the MLflow experiment's, the Optuna studies' prefix)
-    seed: the study's seed; every trial's and re-run's seed is this plus an offset
-    max_failures: retries of a trial that raises, from its last checkpoint
-    rerun_seeds: seeds each variant's pick is re-trained with (1: none; the search trial is tested)
-    rerun_pretrain: re-pretrain SPT with each re-run seed, so the spread includes pretraining
-    rerun_sequential: seeds added in looks until each comparison is decided (None: a fixed rerun_seeds)
-    task: the data: a task's name and its options
-    model: the model's family, sizes, positions, attention kernel and pooling
-    pretrain: SPT's pretraining: objective, masking, loss, budget and its own search (None: no SPT variant)
-    finetune: every variant's finetuning budget and defaults
-    variants: name -> what is compared: its kind and its own search
-    baseline: the variant every Δ is paired against
-    budget: how budgets match across variants (finetune_matched or total_matched)
-    selection: seed-robust selection of each variant's pick (off by default)
-    lr_extend: how far an LR search at a bound of its range may extend
-    scheduler: early stopping: sha, hyperband, asha or fifo, with its rungs
-    searcher: how range searches propose configs: Optuna or random, batched or async
-    resources: CPUs and GPU share per trial, concurrency, packs
-    training: device, precision, LR schedule and warm-up, clipping, compilation, determinism
-    tracking: where MLflow writes
-    language_model: a local Hugging Face checkpoint for the FPT variants (None: none)
-    """
-
-    name: str
+    name: str  # the study's name: its output folder's, MLflow experiment's and Optuna studies' prefix
     # Every seed of the study is this plus an offset (sptune.rules.seeds): all must stay numpy's and torch's.
     seed: int = ranged(0, f"use a seed in [0, {MAX_SEED}], e.g. 0", ge=0, le=MAX_SEED)
     # Retries per trial that raises (Ray Tune FailureConfig).
@@ -77,11 +54,11 @@ class SweepSpec(Strict):
     # Re-runs until decided (off by default): seeds added per look while a variant's Δ is undecided, at an error
     # rate that holds across the looks (sptune.judging.sequential). Sets rerun_seeds to its max: the worst case.
     rerun_sequential: SequentialRerunSpec | None = None
-    task: TaskSpec
-    model: ModelSpec = Field(default_factory=ModelSpec)
-    pretrain: PretrainSpec | None = None
-    finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)
-    variants: dict[str, VariantSpec]
+    task: TaskSpec  # the data: a task's name and its options
+    model: ModelSpec = Field(default_factory=ModelSpec)  # family, sizes, positions, attention kernel, pooling
+    pretrain: PretrainSpec | None = None  # SPT's objective, masking, budget and search (None: no SPT variant)
+    finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)  # every variant's finetuning budget and defaults
+    variants: dict[str, VariantSpec]  # name -> what is compared: its kind and its own search
     # The variant every other one's Δ is paired against (by seed); no Δ when no variant has this name.
     baseline: str = "scratch"
     # finetune_matched (the papers' main tables): every variant the same finetuning budget, SPT's pretraining
@@ -92,12 +69,12 @@ class SweepSpec(Strict):
     selection: SelectionSpec = Field(default_factory=SelectionSpec)
     # How far a variant's `search.lr.extend` may go beyond its LR range (rounds of half a decade).
     lr_extend: LrExtendSpec = Field(default_factory=LrExtendSpec)
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    searcher: SearcherSpec = Field(default_factory=SearcherSpec)
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    training: TrainingSpec = Field(default_factory=TrainingSpec)
-    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
-    language_model: LanguageModelSpec | None = None
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)  # early stopping and its rungs
+    searcher: SearcherSpec = Field(default_factory=SearcherSpec)  # how range searches propose configs
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)  # CPUs, GPU share, concurrency, packs
+    training: TrainingSpec = Field(default_factory=TrainingSpec)  # device, precision, LR schedule, clipping, ...
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)  # where MLflow writes
+    language_model: LanguageModelSpec | None = None  # a local Hugging Face checkpoint for the FPT variants
     # The fields (section.field) the task's defaults filled in: a check may treat a value the spec did not ask for
     # differently from one it wrote (sptune.plan.warmups).
     _inherited: frozenset[str] = PrivateAttr(default=frozenset())
@@ -338,8 +315,7 @@ def _searches_for_budget(spec: SweepSpec) -> list[tuple[str, int, int]]:
 
 
 def check_baseline(spec: SweepSpec) -> None:
-    # The default may be absent (then no Δ is printed, and the results say why); a name the
-    # user wrote must be one of the variants.
+    # The default may be absent (then no Δ is printed, and the results say why); a written name must be a variant.
     if "baseline" in spec.model_fields_set and spec.baseline not in spec.variants:
         fix = f"name one of the variants: {', '.join(spec.variants)}"
         raise problem(f"'{spec.baseline}' is not a variant of this spec", fix, "baseline")

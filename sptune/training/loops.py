@@ -60,15 +60,10 @@ class Diverged(RuntimeError):
 
 
 class EpochLoop:
-    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state.
-
-    model: the network to train (moved to the loop's device; `net` is its compiled form where asked)
-    info: the task's inputs and labels as the model sees them (sequence length, classes, padding id)
-    train: the training split, copied to the device once and shuffled each epoch
-    val: the validation split, evaluated after each epoch (or evaluation round of a steps budget)
-    cfg: the trial's optimiser and budget: LR, batch size, epochs or steps, warm-up and schedule, clipping,
-        device, precision, compilation, determinism and seed
-    """
+    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state. `model`: the network
+    (moved to the device); `info`: the task's inputs and labels; `train`, `val`: the splits, copied to the device
+    once (train shuffled each epoch, val evaluated after each); `cfg`: the trial's optimiser, budget, device,
+    precision, compilation, determinism and seed."""
 
     # The name of the training accuracy this loop reports each epoch: the running mean over the epoch's
     # minibatches (dropout on, weights moving), not the checkpoint's accuracy on the training split, which the
