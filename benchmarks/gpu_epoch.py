@@ -9,7 +9,7 @@ runs as N separate processes at once on the one device, as N fractional-GPU tria
 slowest epoch, its ratio to one trial alone, and the GPU-busy fraction (nvidia-smi's utilisation, sampled
 while the measured epochs run). SPT and finetuning batch sizes are set separately.
 
-Beside the N processes, two more ways to fill a GPU (issue 40):
+Beside the N processes, two more ways to fill a GPU:
   packs    ``--packs 1,8,16``: K members (the same stage's trials, lr and seed differing) trained as one fused
            model in one process, by the pack trainer ``sptune.training.packing.train_pack_steps(members,
            n_steps)`` (imported when a pack arm runs; without it the arm is skipped, saying so).
@@ -159,7 +159,7 @@ def cpu_epoch(stage: str, spec: Any, data: Any, args: argparse.Namespace, barrie
     }
 
 
-# The pack trainer (another part of issue 40): imported by name only where a pack arm runs, so that this script
+# The pack trainer: imported by name only where a pack arm runs, so that this script
 # runs, and its other arms measure, on a checkout without it.
 # Its package, or the package's module that defines it.
 PACK_MODULE, PACK_FUNCTION = "sptune.training.packing", "train_pack_steps"

@@ -14,7 +14,7 @@ trial actor:
 
 "per extra trial" = (sum over actors at N=max - sum at N=1) / (max - 1), for USS and PSS, and
 for the PSS of the whole node (this driver and every Ray process it started). Two modes, each
-in its own Ray session: "before" ships the data as sptune did before issue 14 (the splits as
+in its own Ray session: "before" ships the data as sptune once did (the splits as
 loaded; ListOps from the prepared cache is an np.memmap, which pickles in band, so every trial
 unpickled its own copy; a Tuner put its own copy into the store), "after" ships them through
 `sptune.tuning.tuner.trial_data` (one plain-ndarray object per session; trials map it zero-copy).
@@ -244,7 +244,7 @@ def run_tuner(data: Any, n: int, storage: str) -> dict[str, Any]:
 
 
 def old_shipping() -> None:
-    """What sptune shipped before issue 14: the splits as loaded, put into the store per Tuner."""
+    """What sptune once shipped: the splits as loaded, put into the store per Tuner."""
     import sptune.tuning.tuner
     from sptune.tasks.base import TaskSplits, _no_test_in_trials
 

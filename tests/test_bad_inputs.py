@@ -1,4 +1,4 @@
-"""Every bad input refused before anything trains (issue 42), for the three command lines: `python -m sptune.sweep
+"""Every bad input refused before anything trains, for the three command lines: `python -m sptune.sweep
 --dry-run`, `python -m sptune.report` and `python -m sptune.data`. Each case asserts the exit code (2 for the
 input, 1 where a real run's preflight gives 1: a service that does not answer), no traceback, one paragraph, and
 the field (or flag, or file) named; a sweep case also that nothing was written.

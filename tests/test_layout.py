@@ -49,3 +49,39 @@ def test_every_note_names_a_module_without_its_own_test_file_and_existing_tests(
         assert tests, f"{module}: its {NOTES} row names no test file (`tests/...py`)"
         absent = [t for t in tests if not (REPO / t).is_file()]
         assert not absent, f"{module}: {NOTES} names test files that do not exist: {absent}"
+
+
+# Code reads as today's code: no issue, session, date or path outside the repository in sptune/ (comments, docstrings,
+# messages, data files), and no issue or session in the tests and specs a user reads.
+HISTORY = r"\bissues?\s+#?\d+|\bsessions?\s+\d+|(?<![\w\"'#:&-])#\d{1,4}(?!\w)"
+OUTSIDE = r"\.\./shared|/work/|\b[\w/]+/\w+\.py:\d+|\b20\d\d-\d\d-\d\d\b"
+SCANNED = {"sptune": HISTORY + "|" + OUTSIDE, "tests": HISTORY, "search_spaces": HISTORY, "sweeps": HISTORY}
+SUFFIXES = {".py", ".yaml", ".yml", ".j2", ".md", ".txt"}
+
+
+def history_mentions(folder: str, pattern: str) -> list[str]:
+    """'file:line: match' of every mention `pattern` finds in the folder's source and data files."""
+    found, compiled = [], re.compile(pattern, re.IGNORECASE)
+    for path in sorted((REPO / folder).rglob("*")):
+        if path.suffix not in SUFFIXES or "__pycache__" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            found += [f"{path.relative_to(REPO)}:{number}: {m[0]}" for m in compiled.finditer(line)]
+    return found
+
+
+def test_code_names_no_issue_session_date_or_outside_path():
+    found = [hit for folder, pattern in SCANNED.items() for hit in history_mentions(folder, pattern)]
+    assert not found, (
+        "say what the code does now, not the issue, session or date it came from, nor a path outside the "
+        f"repository: {found}"
+    )
+
+
+def test_the_history_check_finds_what_it_looks_for():
+    n = 40  # the samples are built, so this file does not match its own check
+    sample = f"the fix of issue {n}; round #{n}, Session {n}"
+    assert re.findall(HISTORY, sample, re.IGNORECASE) == [f"issue {n}", f"#{n}", f"Session {n}"]
+    assert re.findall(HISTORY, 'color "#333333", a PALETTE "#0072B2", #  1. a heading') == []
+    outside = f"../{'shared'}/data, training/models/attention.py:{n}, {2000 + n}-11-28"
+    assert len(re.findall(OUTSIDE, outside)) == 3

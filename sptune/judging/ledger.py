@@ -95,7 +95,15 @@ def chain_depths(stages: list[Stage]) -> dict[str, int]:
 
 class Ledger:
     """Every stage of the study's one Tuner, from what was selected before (`selections`, `ranked`: a resumed
-    study's state) and what pretrainings give without trials (`checkpoints`)."""
+    study's state) and what pretrainings give without trials (`checkpoints`).
+
+    stages: the plan's stages, each naming the stages it waits for (`needs`)
+    checkpoints: pretraining label -> seed (None: the one checkpoint every trial starts from) -> the SPT
+        checkpoint a spec gives, so that stage needs no trials
+    selections: stage label -> the selections already made (a resumed study's), in seed order
+    ranked: stage label -> its best configs, best first (a resumed study's), for the stages that choose among
+        them (seed-robust candidates); None: none yet
+    """
 
     def __init__(self, stages: list[Stage], checkpoints: StartingCheckpoints, selections: dict[str, list[Selection]],
                  ranked: dict[str, list[Selection]] | None = None) -> None:

@@ -38,7 +38,9 @@ from sptune.spec.variant_kinds import KINDS, VARIANT_KINDS, VariantKind, as_buil
 
 
 class SweepSpec(Strict):
-    name: str
+    """A whole study as its YAML spec gives it, validated; each field's comment says what it is (docs/reference/)."""
+
+    name: str  # the study's name: its output folder's, MLflow experiment's and Optuna studies' prefix
     # Every seed of the study is this plus an offset (sptune.rules.seeds): all must stay numpy's and torch's.
     seed: int = ranged(0, f"use a seed in [0, {MAX_SEED}], e.g. 0", ge=0, le=MAX_SEED)
     # Retries per trial that raises (Ray Tune FailureConfig).
@@ -52,11 +54,11 @@ class SweepSpec(Strict):
     # Re-runs until decided (off by default): seeds added per look while a variant's Δ is undecided, at an error
     # rate that holds across the looks (sptune.judging.sequential). Sets rerun_seeds to its max: the worst case.
     rerun_sequential: SequentialRerunSpec | None = None
-    task: TaskSpec
-    model: ModelSpec = Field(default_factory=ModelSpec)
-    pretrain: PretrainSpec | None = None
-    finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)
-    variants: dict[str, VariantSpec]
+    task: TaskSpec  # the data: a task's name and its options
+    model: ModelSpec = Field(default_factory=ModelSpec)  # family, sizes, positions, attention kernel, pooling
+    pretrain: PretrainSpec | None = None  # SPT's objective, masking, budget and search (None: no SPT variant)
+    finetune: FinetuneSpec = Field(default_factory=FinetuneSpec)  # every variant's finetuning budget and defaults
+    variants: dict[str, VariantSpec]  # name -> what is compared: its kind and its own search
     # The variant every other one's Δ is paired against (by seed); no Δ when no variant has this name.
     baseline: str = "scratch"
     # finetune_matched (the papers' main tables): every variant the same finetuning budget, SPT's pretraining
@@ -67,12 +69,12 @@ class SweepSpec(Strict):
     selection: SelectionSpec = Field(default_factory=SelectionSpec)
     # How far a variant's `search.lr.extend` may go beyond its LR range (rounds of half a decade).
     lr_extend: LrExtendSpec = Field(default_factory=LrExtendSpec)
-    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
-    searcher: SearcherSpec = Field(default_factory=SearcherSpec)
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    training: TrainingSpec = Field(default_factory=TrainingSpec)
-    tracking: TrackingSpec = Field(default_factory=TrackingSpec)
-    language_model: LanguageModelSpec | None = None
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)  # early stopping and its rungs
+    searcher: SearcherSpec = Field(default_factory=SearcherSpec)  # how range searches propose configs
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)  # CPUs, GPU share, concurrency, packs
+    training: TrainingSpec = Field(default_factory=TrainingSpec)  # device, precision, LR schedule, clipping, ...
+    tracking: TrackingSpec = Field(default_factory=TrackingSpec)  # where MLflow writes
+    language_model: LanguageModelSpec | None = None  # a local Hugging Face checkpoint for the FPT variants
     # The fields (section.field) the task's defaults filled in: a check may treat a value the spec did not ask for
     # differently from one it wrote (sptune.plan.warmups).
     _inherited: frozenset[str] = PrivateAttr(default=frozenset())
@@ -313,8 +315,7 @@ def _searches_for_budget(spec: SweepSpec) -> list[tuple[str, int, int]]:
 
 
 def check_baseline(spec: SweepSpec) -> None:
-    # The default may be absent (then no Δ is printed, and the results say why); a name the
-    # user wrote must be one of the variants.
+    # The default may be absent (then no Δ is printed, and the results say why); a written name must be a variant.
     if "baseline" in spec.model_fields_set and spec.baseline not in spec.variants:
         fix = f"name one of the variants: {', '.join(spec.variants)}"
         raise problem(f"'{spec.baseline}' is not a variant of this spec", fix, "baseline")

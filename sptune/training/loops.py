@@ -59,11 +59,11 @@ class Diverged(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-_EpochSums = EpochSums  # the name the CUDA tests import from here
-
-
 class EpochLoop:
-    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state."""
+    """Shared machinery: data on the device, shuffling, optimizer, schedule, RNGs, state. `model`: the network
+    (moved to the device); `info`: the task's inputs and labels; `train`, `val`: the splits, copied to the device
+    once (train shuffled each epoch, val evaluated after each); `cfg`: the trial's optimiser, budget, device,
+    precision, compilation, determinism and seed."""
 
     # The name of the training accuracy this loop reports each epoch: the running mean over the epoch's
     # minibatches (dropout on, weights moving), not the checkpoint's accuracy on the training split, which the

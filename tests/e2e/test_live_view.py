@@ -65,7 +65,7 @@ REPORTER_UPDATE_MS = 1000  # node stats' cadence: under the 2 x METRICS_REPORT_M
 # The shipped config scrapes every 5 s, right for real trials. This tiny study's trials last a couple of
 # seconds on a fast machine, and Ray drops a series 2 x METRICS_REPORT_MS after its last update: with 5 s
 # scrapes a trial's series was sometimes sampled once or never, so a rate (two samples of one series) or a
-# pretraining trial's gauge returned nothing on both runs (CI, 2026-11-23). Scraping every second samples
+# pretraining trial's gauge returned nothing on both runs in CI. Scraping every second samples
 # every series several times; what the test proves, that every query finds its series, is unchanged.
 SCRAPE_S = 1.0
 STEP_S = 1  # range-query resolution: no finer than a scrape, so no scraped sample is skipped

@@ -1,4 +1,4 @@
-"""A study survives losing a Ray node mid-study (issue 13: node loss).
+"""A study survives losing a Ray node mid-study.
 
 What it kills: a real two-node cluster on this machine (`ray start --head` with 1 CPU, a worker node
 `ray start --address` with 1 CPU, token auth, own temp dirs, shared `--storage` directory) runs a small

@@ -56,7 +56,7 @@ def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir,
         total, pre, fine, rows = map(int, re.search(cost_line, text).groups())
         assert total == planned == pre + fine and pre > 0 and fine > 0  # the plan's own count, split by stage
         assert "re-trained with seeds 1000–1002" in text  # 3 seeds per variant: their re-runs are in the count
-        if name == "image":  # d64 x 3: issue 33's arithmetic (7 s an epoch), said to be an estimate
+        if name == "image":  # d64 x 3: arithmetic (7 s an epoch), said to be an estimate
             assert re.search(r"  gpu: [\d.,]+ (h|min) of trial time \(.*; estimated: CIFAR-LRA 3 layers", text)
         else:  # no GPU number: never a guess, and the line says how to get one
             hint = "`python tools/epoch_seconds.py --spec SPEC` on a GPU and add it to sptune/plan/epoch_seconds.yaml)"
@@ -228,7 +228,7 @@ def test_the_table_s_pack_entries_are_estimates_until_measured_and_hold_one_pack
     assert packs, "call B's study needs a pack entry"
     for entry in packs:
         assert entry["estimate"] is True and "TARGET" in entry["source"]
-        # The issue's target, 0.6 ms per member-step at batch 32, over 45,000 rows, plus the validation split off.
+        # The packs' target, 0.6 ms per member-step at batch 32, over 45,000 rows, plus the validation split off.
         steps = math.ceil(entry["train_rows"] / 32)
         train = entry["seconds"]["pretrain"] - entry["val_seconds"]["pretrain"]
         assert train == pytest.approx(steps * entry["pack"] * 0.6e-3, abs=0.01)

@@ -1,4 +1,4 @@
-"""sweeps/lra_table.yaml trains each study in the papers' settings (../shared/DESIGN.md "Reference numbers"), and
+"""sweeps/lra_table.yaml trains each study in the papers' settings (the papers' reference numbers), and
 its batch sizes leave no variant a different batch at one LR. Its dry run on data is in tests/test_cost.py."""
 
 from __future__ import annotations

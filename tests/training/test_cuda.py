@@ -17,7 +17,8 @@ import torch
 from sptune.rules.budgets import variant_budget
 from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
-from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective, _EpochSums
+from sptune.training.epoch_sums import EpochSums
+from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
 from sptune.training.model_configs import optim_config
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
@@ -51,7 +52,7 @@ def _no_host_syncs() -> Iterator[None]:
 def _two_steps(loop: EpochLoop) -> float:
     """Two training steps under the sync check; then (outside it) their mean loss."""
     loop.model.train()
-    sums = _EpochSums(loop.device)
+    sums = EpochSums(loop.device)
     with loop.rng.own(), _no_host_syncs():
         loop.train_step(sums)
         loop.train_step(sums)
@@ -116,7 +117,7 @@ def test_a_trial_without_a_gpu_share_trains_on_the_cpu(repo_root):
     assert all(p.device.type == "cpu" for p in loop.model.parameters())
 
 
-# ---------------------------------------------------------------- the whole step as one CUDA graph (issue 40)
+# ---------------------------------------------------------------- the whole step as one CUDA graph
 
 
 def _weights(loop: EpochLoop) -> dict[str, torch.Tensor]:

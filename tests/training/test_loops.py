@@ -438,7 +438,7 @@ def test_a_constant_schedule_holds_the_peak_after_its_warm_up_in_steps():
     assert warming.last_lr == pytest.approx(1e-2 * 4 / 8)  # step 4 of an 8-step linear warm-up
 
 
-# ---------------------------------------------------------------- the step's waste cut (issue 40)
+# ---------------------------------------------------------------- the step's waste cut
 
 
 def test_the_gradient_norm_is_one_foreach_norm_call_per_step_and_the_norm_of_all_gradients(monkeypatch):

@@ -7,7 +7,7 @@ check on the block's input would never pick flash-attn.
 
 SDPA comes first wherever its cuDNN backend runs the call: on an H200 at head dim 16 (batch 32,
 4 heads, 1,024 tokens, bf16, forward + backward) cuDNN took 0.44 ms and flash-attn 2.61 ms
-(issue 40; ../shared/gpu/2026-11-28-h200/env_report.json). flash-attn stays the choice only where
+(measured by the device kit's first call). flash-attn stays the choice only where
 cuDNN's attention cannot run (GPUs before Hopper, head sizes it lacks).
 """
 

@@ -69,7 +69,18 @@ class _Entry:
 
 
 class SuccessiveHalving(FIFOScheduler):
-    """One bracket of synchronous successive halving over one stage's `n_trials` trials."""
+    """One bracket of synchronous successive halving over one stage's `n_trials` trials.
+
+    n_trials: the stage's trials, all of which enter the first rung
+    max_t: the budget in epochs (or evaluation rounds); at it every trial ends
+    grace_period: the first rung's epoch
+    reduction_factor: η: each rung keeps ⌈entered/η⌉ of the trials that entered it, and rungs sit at
+        grace_period·η^k below max_t
+    metric: the result key trials are ranked by at a rung (with the ranking rule's tie-breaks)
+    mode: "max" or "min", the metric's direction
+    rungs: the rung epochs, given for a bracket of Hyperband that starts at a later rung of the same ladder;
+        None: the ladder from grace_period
+    """
 
     _supports_buffered_results = False  # every epoch's result must be seen at its rung
 

@@ -251,7 +251,7 @@ def test_rotary_positions_are_applied_in_fp32_under_bf16():
     assert torch.equal(got_k, apply_rotary(k.float(), cos, sin).to(torch.bfloat16))
 
 
-# ---------------------------------------------------------------- cuDNN's SDPA before flash-attn (issue 40)
+# ---------------------------------------------------------------- cuDNN's SDPA before flash-attn
 
 
 def test_where_cudnn_runs_the_call_auto_picks_sdpa_over_flash_and_forcing_flash_still_works():

@@ -23,7 +23,7 @@ from sptune.training.rng_stream import MASK_SEED_OFFSET
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 STEPS = 200
-TOLERANCE = 1e-5  # relative, on every step's loss and pre-clip gradient norm (issue 40's Done-when)
+TOLERANCE = 1e-5  # relative, on every step's loss and pre-clip gradient norm (what a pack promises)
 
 # Three members of one stage: different lr, weight decay, warm-up and seed.
 MEMBERS = [
