@@ -46,9 +46,22 @@ from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
 DEFAULTS: dict[str, Any] = {
-    "source": None, "subset": None, "input": "text", "input_column": "text", "pair_column": None,
-    "label_column": "label", "splits": None, "validation_fraction": 0.1, "max_length": 1024, "vocab": "bytes",
-    "max_vocab": None, "vocab_size": None, "color": "gray", "side": None, "num_classes": None, "max_train": None,
+    "source": None,
+    "subset": None,
+    "input": "text",
+    "input_column": "text",
+    "pair_column": None,
+    "label_column": "label",
+    "splits": None,
+    "validation_fraction": 0.1,
+    "max_length": 1024,
+    "vocab": "bytes",
+    "max_vocab": None,
+    "vocab_size": None,
+    "color": "gray",
+    "side": None,
+    "num_classes": None,
+    "max_train": None,
 }
 RULES = {
     "source": Option(object, means=f"a path, an fsspec URI, {{{'|'.join(FORMATS)}: FILES}} or a hub id"),
@@ -57,8 +70,12 @@ RULES = {
     "input_column": Option(str),
     "pair_column": Option(str, nullable=True, null_means="one input per example"),
     "label_column": Option(str),
-    "splits": Option(object, nullable=True, means="a mapping of train, validation, test to split names",
-                     null_means="train, test, and validation when the dataset has one"),
+    "splits": Option(
+        object,
+        nullable=True,
+        means="a mapping of train, validation, test to split names",
+        null_means="train, test, and validation when the dataset has one",
+    ),
     "validation_fraction": Option(float, low=0, high=1, low_open=True),
     "max_length": Option(int, low=1),
     "vocab": Option(str, choices=("bytes", "char", "word")),
@@ -83,15 +100,19 @@ class Plan:
 def _plan(request: TaskRequest) -> Plan:
     """Everything the dry run can refuse, from the dataset's features and row counts only (no values read)."""
     if request.option("source") is None:
-        raise SpecError("task.source", "task hf needs a source", "set task.source to a save_to_disk folder, data "
-                        "files ({parquet: [FILE, ...]}, arrow, csv, json) or a hub id")
+        raise SpecError(
+            "task.source",
+            "task hf needs a source",
+            "set task.source to a save_to_disk folder, data "
+            "files ({parquet: [FILE, ...]}, arrow, csv, json) or a hub id",
+        )
     input_kind = request.option("input")
     if request.option("pair_column") and input_kind == "image":
-        raise SpecError("task.pair_column", "pairs of images are not supported", "drop pair_column, or use text or "
-                        "token inputs")
+        raise SpecError(
+            "task.pair_column", "pairs of images are not supported", "drop pair_column, or use text or token inputs"
+        )
     opened = open_source(request.option("source"), request.data_dir, request.option("subset"))
-    parts = choose_parts(opened, request.option("splits"), float(request.option("validation_fraction")),
-                         request.seed)
+    parts = choose_parts(opened, request.option("splits"), float(request.option("validation_fraction")), request.seed)
     columns = tuple(c for c in (request.option("input_column"), request.option("pair_column")) if c)
     label = request.option("label_column")
     for role, part in parts.items():
@@ -101,9 +122,12 @@ def _plan(request: TaskRequest) -> Plan:
                 if field == "pair_column" and len(columns) == 1:
                     continue
                 if column not in features:
-                    raise SpecError(f"task.{field}", f"no column '{column}' in split '{split}' ({role}) of "
-                                    f"{opened.where}; its columns: {', '.join(features)}",
-                                    f"set task.{field} to one of: {', '.join(features)}")
+                    raise SpecError(
+                        f"task.{field}",
+                        f"no column '{column}' in split '{split}' ({role}) of "
+                        f"{opened.where}; its columns: {', '.join(features)}",
+                        f"set task.{field} to one of: {', '.join(features)}",
+                    )
             for column in columns:
                 check_input("column", column, features[column], input_kind)
             check_label(label, features[label])
@@ -142,25 +166,27 @@ def _encoders(request: TaskRequest, plan: Plan, train: Any, val: Any) -> tuple[E
     features = train.features
     labels_seen = np.asarray([], dtype=np.int64)
     if kind == "image":
-        x, side = encode_images(_column(train, plan.columns[0]), request.option("color"), request.option("side"),
-                                "train split")
+        x, side = encode_images(
+            _column(train, plan.columns[0]), request.option("color"), request.option("side"), "train split"
+        )
         vocabulary, seq_len = None, x.shape[1]
     else:
         vocab_kind = "ids" if kind == "tokens" else request.option("vocab")
         train_values = [v for c in plan.columns for v in _column(train, c)]
-        vocabulary = build_vocabulary(vocab_kind, train_values, request.option("max_vocab"),
-                                      request.option("vocab_size"))
+        vocabulary = build_vocabulary(
+            vocab_kind, train_values, request.option("max_vocab"), request.option("vocab_size")
+        )
         rows = vocabulary.encode(train_values)
         seq_len, side, x = capped_len(rows, int(request.option("max_length"))), None, None
     if feature_kind(features[plan.label]) in ("int", "bool"):
         labels_seen = np.concatenate([np.asarray(_column(d, plan.label), dtype=np.int64) for d in (train, val)])
-    labels = label_mapping(features[plan.label], _column(train, plan.label), labels_seen,
-                           request.option("num_classes"))
+    labels = label_mapping(features[plan.label], _column(train, plan.label), labels_seen, request.option("num_classes"))
     return Encoders(vocabulary, side, labels, seq_len), x
 
 
-def _split(request: TaskRequest, plan: Plan, role: str, enc: Encoders, details: dict[str, Any],
-           x: np.ndarray | None = None) -> ArraySplit:
+def _split(
+    request: TaskRequest, plan: Plan, role: str, enc: Encoders, details: dict[str, Any], x: np.ndarray | None = None
+) -> ArraySplit:
     dataset = rows_of(plan.opened, plan.parts[role])
     where = f"{plan.opened.where} ({role}: {plan.parts[role].written})"
     truncated = 0
@@ -185,11 +211,26 @@ def load(request: TaskRequest) -> TaskSplits:
 def _info(request: TaskRequest, plan: Plan, enc: Encoders) -> TaskInfo:
     classes = enc.labels.num_classes
     if request.option("input") == "image":
-        return TaskInfo(name="hf", input_kind="continuous", seq_len=enc.seq_len, num_classes=classes, levels=256,
-                        image_side=enc.side or 0)
+        return TaskInfo(
+            name="hf",
+            input_kind="continuous",
+            seq_len=enc.seq_len,
+            num_classes=classes,
+            levels=256,
+            image_side=enc.side or 0,
+        )
     table = enc.vocabulary.table
-    return TaskInfo(name="hf", input_kind="tokens", seq_len=enc.seq_len, num_classes=classes, vocab_size=len(table),
-                    pad_id=0, mask_id=1, paired=len(plan.columns) == 2, vocab=table)
+    return TaskInfo(
+        name="hf",
+        input_kind="tokens",
+        seq_len=enc.seq_len,
+        num_classes=classes,
+        vocab_size=len(table),
+        pad_id=0,
+        mask_id=1,
+        paired=len(plan.columns) == 2,
+        vocab=table,
+    )
 
 
 def _details(request: TaskRequest, plan: Plan, enc: Encoders) -> dict[str, Any]:
@@ -206,14 +247,23 @@ def _details(request: TaskRequest, plan: Plan, enc: Encoders) -> dict[str, Any]:
     else:
         details["max_length"] = int(request.option("max_length"))
         details["seq_len"] = enc.seq_len
-        details["vocab"] = {"kind": enc.vocabulary.kind, "size": len(enc.vocabulary.table),
-                            "specials": list(SPECIALS) if enc.vocabulary.kind != "bytes" else None}
+        details["vocab"] = {
+            "kind": enc.vocabulary.kind,
+            "size": len(enc.vocabulary.table),
+            "specials": list(SPECIALS) if enc.vocabulary.kind != "bytes" else None,
+        }
     details["truncated"] = {}
     return details
 
 
-register(TaskDef(
-    name="hf", description="any Hugging Face datasets dataset: a save_to_disk folder, parquet/arrow/csv/json files, "
-    "or a hub id; columns mapped by the spec", defaults=DEFAULTS, load=load, check_available=check_available,
-    rules=RULES,
-))
+register(
+    TaskDef(
+        name="hf",
+        description="any Hugging Face datasets dataset: a save_to_disk folder, parquet/arrow/csv/json files, "
+        "or a hub id; columns mapped by the spec",
+        defaults=DEFAULTS,
+        load=load,
+        check_available=check_available,
+        rules=RULES,
+    )
+)

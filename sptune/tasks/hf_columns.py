@@ -68,19 +68,26 @@ _INPUT_FIX = {
 def check_input(field: str, column: str, feature: Any, input_kind: str) -> None:
     found = feature_kind(feature)
     if found not in INPUT_KINDS[input_kind]:
-        raise SpecError("task.input", f"is '{input_kind}', but {field} '{column}' holds {found} ({feature})",
-                        _INPUT_FIX[input_kind])
+        raise SpecError(
+            "task.input", f"is '{input_kind}', but {field} '{column}' holds {found} ({feature})", _INPUT_FIX[input_kind]
+        )
 
 
 def check_label(column: str, feature: Any) -> None:
     found = feature_kind(feature)
     if found == "float":
-        raise SpecError("task.label_column", f"'{column}' holds float labels ({feature}); a class must be a whole "
-                        "number or a name", "cast it, e.g. ds.cast_column('label', datasets.Value('int64')), or "
-                        "name a column of whole-number or string labels")
+        raise SpecError(
+            "task.label_column",
+            f"'{column}' holds float labels ({feature}); a class must be a whole number or a name",
+            "cast it, e.g. ds.cast_column('label', datasets.Value('int64')), or "
+            "name a column of whole-number or string labels",
+        )
     if found not in LABEL_KINDS:
-        raise SpecError("task.label_column", f"'{column}' holds {feature}, not class labels",
-                        "name a column of whole numbers, booleans, class names or a ClassLabel")
+        raise SpecError(
+            "task.label_column",
+            f"'{column}' holds {feature}, not class labels",
+            "name a column of whole numbers, booleans, class names or a ClassLabel",
+        )
 
 
 # ----------------------------------------------------------------------------- labels
@@ -98,9 +105,11 @@ class Labels:
         ids = {name: i for i, name in enumerate(self.names)}
         unknown = sorted({str(v) for v in values if v not in ids})
         if unknown:
-            raise DataError(where, f"class names {unknown[:5]} are not among the training rows' classes "
-                            f"{list(self.names)[:20]}", "give every class some training rows, or map the labels "
-                            "to ids yourself")
+            raise DataError(
+                where,
+                f"class names {unknown[:5]} are not among the training rows' classes {list(self.names)[:20]}",
+                "give every class some training rows, or map the labels to ids yourself",
+            )
         return np.asarray([ids[v] for v in values], dtype=np.int64)
 
 
@@ -142,16 +151,16 @@ class Vocabulary:
             rows = [np.asarray(v if v is not None else [], dtype=np.int64) + len(SPECIALS) for v in values]
             return [np.where((r >= self.size) | (r < len(SPECIALS)), UNK, r) for r in rows]
         index = {token: i + len(SPECIALS) for i, token in enumerate(self.tokens)}
-        return [np.asarray([index.get(t, UNK) for t in split_text(v or "", self.kind)], dtype=np.int64)
-                for v in values]
+        return [np.asarray([index.get(t, UNK) for t in split_text(v or "", self.kind)], dtype=np.int64) for v in values]
 
 
 def split_text(text: str, kind: str) -> Sequence[str]:
     return list(text) if kind == "char" else text.split()
 
 
-def build_vocabulary(kind: str, train_values: Sequence[Any], max_vocab: int | None,
-                     vocab_size: int | None) -> Vocabulary:
+def build_vocabulary(
+    kind: str, train_values: Sequence[Any], max_vocab: int | None, vocab_size: int | None
+) -> Vocabulary:
     """The vocabulary of ``kind`` from the training rows only (bytes need none)."""
     if kind == "bytes":
         return Vocabulary("bytes")
@@ -178,8 +187,11 @@ def _pixels(value: Any, color: str, where: str) -> np.ndarray:
         return np.asarray(value.convert("L" if color == "gray" else "RGB"), dtype=np.uint8)
     array = np.asarray(value)
     if array.dtype.kind not in "iu" or (array.size and (int(array.min()) < 0 or int(array.max()) > 255)):
-        raise DataError(where, f"pixels of dtype {array.dtype} are not whole levels 0..255",
-                        "store uint8 pixels, e.g. np.rint(x * 255).astype(np.uint8)")
+        raise DataError(
+            where,
+            f"pixels of dtype {array.dtype} are not whole levels 0..255",
+            "store uint8 pixels, e.g. np.rint(x * 255).astype(np.uint8)",
+        )
     if array.ndim == 1:  # a flat row: a square image
         side = int(round(np.sqrt(array.size)))
         if side * side != array.size:
@@ -216,8 +228,11 @@ def encode_images(values: Sequence[Any], color: str, side: int | None, where: st
     if side is None:
         shapes = {im.shape[:2] for im in images}
         if len(shapes) != 1 or next(iter(shapes))[0] != next(iter(shapes))[1]:
-            raise SpecError("task.side", f"{where} holds images of sizes {sorted(shapes)[:4]}: no one square side",
-                            "set task.side: N to resize (or pool) every image to N x N")
+            raise SpecError(
+                "task.side",
+                f"{where} holds images of sizes {sorted(shapes)[:4]}: no one square side",
+                "set task.side: N to resize (or pool) every image to N x N",
+            )
         side = next(iter(shapes))[0]
     rows = []
     for image in images:

@@ -37,9 +37,11 @@ SUFFIXES = {suffix: builder for builder, suffixes in FORMATS.items() for suffix 
 ROLES = ("train", "validation", "test")
 # A dataset's validation split under the names hubs use for it, taken when task.splits names none.
 VALIDATION_NAMES = ("validation", "valid", "val", "dev")
-SOURCE_FIX = ("set task.source to a save_to_disk folder, a .parquet/.arrow/.csv/.json/.jsonl file or folder (a path "
-              "or an fsspec URI), {parquet: [FILE, ...]} (or arrow, csv, json; a mapping of split to files names the "
-              "splits), or a hub id in your Hugging Face cache")
+SOURCE_FIX = (
+    "set task.source to a save_to_disk folder, a .parquet/.arrow/.csv/.json/.jsonl file or folder (a path "
+    "or an fsspec URI), {parquet: [FILE, ...]} (or arrow, csv, json; a mapping of split to files names the "
+    "splits), or a hub id in your Hugging Face cache"
+)
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,21 @@ def _files(value: Any, base: Path) -> Any:
         return [_files(v, base) for v in value]
     if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
         return {split: _files(v, base) for split, v in value.items()}
-    raise SpecError("task.source", f"data files {value!r} are not a path, a list of paths or a mapping of split "
-                    "names to paths", SOURCE_FIX)
+    raise SpecError(
+        "task.source",
+        f"data files {value!r} are not a path, a list of paths or a mapping of split names to paths",
+        SOURCE_FIX,
+    )
 
 
 def _missing_files(files: Any) -> list[str]:
-    flat = [files] if isinstance(files, str) else files if isinstance(files, list) else \
-        [f for v in files.values() for f in ([v] if isinstance(v, str) else v)]
+    flat = (
+        [files]
+        if isinstance(files, str)
+        else files
+        if isinstance(files, list)
+        else [f for v in files.values() for f in ([v] if isinstance(v, str) else v)]
+    )
     return [f for f in flat if not _is_uri(f) and not Path(f).exists()]
 
 
@@ -124,8 +134,11 @@ def open_source(source: Any, data_dir: Path | None, subset: str | None = None) -
     base = data_dir if data_dir is not None else Path(os.getcwd())
     if isinstance(source, dict):
         if len(source) != 1 or next(iter(source)) not in FORMATS:
-            raise SpecError("task.source", f"a mapping must have one key, the file format ({', '.join(FORMATS)}); "
-                            f"got {sorted(source)}", SOURCE_FIX)
+            raise SpecError(
+                "task.source",
+                f"a mapping must have one key, the file format ({', '.join(FORMATS)}); got {sorted(source)}",
+                SOURCE_FIX,
+            )
         builder, files = next(iter(source.items()))
         return _open_files(builder, _files(files, base))
     if not isinstance(source, str) or not source.strip():
@@ -140,12 +153,14 @@ def open_source(source: Any, data_dir: Path | None, subset: str | None = None) -
         return _open_folder(path)
     if path.is_file():
         if path.suffix not in SUFFIXES:
-            raise DataError(f"task.source {path}", f"is not a data file datasets reads ({', '.join(SUFFIXES)})",
-                            SOURCE_FIX)
+            raise DataError(
+                f"task.source {path}", f"is not a data file datasets reads ({', '.join(SUFFIXES)})", SOURCE_FIX
+            )
         return _open_files(SUFFIXES[path.suffix], str(path))
     if _looks_local(source):
-        raise DataError(f"task.source {path}", "no such file or folder (a path is never looked up on the hub)",
-                        SOURCE_FIX)
+        raise DataError(
+            f"task.source {path}", "no such file or folder (a path is never looked up on the hub)", SOURCE_FIX
+        )
     return _open_hub(source, path, subset)
 
 
@@ -153,9 +168,12 @@ def _open_hub(repo_id: str, path: Path, subset: str | None) -> Opened:
     try:
         loaded = load_hub_dataset(repo_id, **({"name": subset} if subset else {}))
     except Exception as err:  # any hub failure means "not available"
-        raise DataError(f"task.source {repo_id}", f"is no local file or folder ({path} does not exist), and the "
-                        f"hub dataset could not be loaded ({hub_problem(err)})",
-                        f"{SOURCE_FIX}; {OFFLINE_FIX}") from err
+        raise DataError(
+            f"task.source {repo_id}",
+            f"is no local file or folder ({path} does not exist), and the "
+            f"hub dataset could not be loaded ({hub_problem(err)})",
+            f"{SOURCE_FIX}; {OFFLINE_FIX}",
+        ) from err
     return Opened(_as_dict(loaded), f"hf:{repo_id}" + (f" ({subset})" if subset else ""))
 
 
@@ -175,15 +193,24 @@ def _role_names(opened: Opened, splits: Any) -> dict[str, str | None]:
     if splits is None:
         splits = {}
     if not isinstance(splits, dict) or not all(isinstance(v, str) for v in splits.values()):
-        raise SpecError("task.splits", f"is {splits!r}: expected a mapping of {', '.join(ROLES)} to split names",
-                        "write e.g. splits: {train: train, test: test} (validation: carved from train if absent)")
+        raise SpecError(
+            "task.splits",
+            f"is {splits!r}: expected a mapping of {', '.join(ROLES)} to split names",
+            "write e.g. splits: {train: train, test: test} (validation: carved from train if absent)",
+        )
     unknown = sorted(set(splits) - set(ROLES))
     if unknown:
-        raise SpecError(f"task.splits.{unknown[0]}", f"is not a role (roles: {', '.join(ROLES)})",
-                        "name the splits for train, validation and test")
+        raise SpecError(
+            f"task.splits.{unknown[0]}",
+            f"is not a role (roles: {', '.join(ROLES)})",
+            "name the splits for train, validation and test",
+        )
     default_val = next((n for n in VALIDATION_NAMES if n in opened.splits), None)
-    return {"train": splits.get("train", "train"), "validation": splits.get("validation", default_val),
-            "test": splits.get("test", "test")}
+    return {
+        "train": splits.get("train", "train"),
+        "validation": splits.get("validation", default_val),
+        "test": splits.get("test", "test"),
+    }
 
 
 def _part(opened: Opened, role: str, written: str) -> Part:
@@ -195,8 +222,9 @@ def _part(opened: Opened, role: str, written: str) -> Part:
         pieces = ReadInstruction.from_spec(written).to_absolute(sizes)
     except (ValueError, KeyError, AssertionError) as err:
         problem = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        raise SpecError(f"task.splits.{role}", f"'{written}' is not a split of {opened.where} ({problem})",
-                        fix) from err
+        raise SpecError(
+            f"task.splits.{role}", f"'{written}' is not a split of {opened.where} ({problem})", fix
+        ) from err
     part = Part(tuple((p.splitname, np.arange(p.from_, p.to)) for p in pieces), written)
     if not len(part):
         raise SpecError(f"task.splits.{role}", f"'{written}' holds no rows", fix)
@@ -219,12 +247,15 @@ def choose_parts(opened: Opened, splits: Any, validation_fraction: float, seed: 
     parts = {role: _part(opened, role, written) for role, written in names.items() if written is not None}
     roles = list(parts)
     for i, first in enumerate(roles):
-        for second in roles[i + 1:]:
+        for second in roles[i + 1 :]:
             shared = _overlap(parts[first], parts[second])
             if shared:
-                raise SpecError(f"task.splits.{second}", f"'{parts[second].written}' shares {shared[1]} rows of "
-                                f"split '{shared[0]}' with {first} ('{parts[first].written}')",
-                                "give each role rows of its own, e.g. train: train[:90%], validation: train[90%:]")
+                raise SpecError(
+                    f"task.splits.{second}",
+                    f"'{parts[second].written}' shares {shared[1]} rows of "
+                    f"split '{shared[0]}' with {first} ('{parts[first].written}')",
+                    "give each role rows of its own, e.g. train: train[:90%], validation: train[90%:]",
+                )
     if "validation" not in parts:
         parts["train"], parts["validation"] = _carve(parts["train"], validation_fraction, seed)
     return parts
@@ -234,10 +265,12 @@ def _carve(train: Part, fraction: float, seed: int) -> tuple[Part, Part]:
     rows = [(name, r) for name, rows in train.pieces for r in rows]
     n_val = int(round(fraction * len(rows)))
     if not 1 <= n_val <= len(rows) - MIN_TRAIN_ROWS:
-        raise SpecError("task.validation_fraction", f"{fraction:g} of the {len(rows)} training rows is {n_val} "
-                        "validation rows, which leaves no validation or no training set",
-                        "use a fraction that leaves rows on both sides, e.g. 0.1, or name a validation split "
-                        "in task.splits")
+        raise SpecError(
+            "task.validation_fraction",
+            f"{fraction:g} of the {len(rows)} training rows is {n_val} "
+            "validation rows, which leaves no validation or no training set",
+            "use a fraction that leaves rows on both sides, e.g. 0.1, or name a validation split in task.splits",
+        )
     order = seeded_permutation(len(rows), seed)
     picked = {"validation": np.sort(order[:n_val]), "train": np.sort(order[n_val:])}
     out = []

@@ -70,8 +70,10 @@ def cache_folders(repo_id: str) -> list[Path]:
     arrow files of ``datasets`` (the names those libraries give them)."""
     hub = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or hf_home() / "hub")
     prepared = Path(os.environ.get("HF_DATASETS_CACHE") or hf_home() / "datasets")
-    return [hub.expanduser() / f"datasets--{repo_id.replace('/', '--')}",
-            prepared.expanduser() / repo_id.replace("/", "___")]
+    return [
+        hub.expanduser() / f"datasets--{repo_id.replace('/', '--')}",
+        prepared.expanduser() / repo_id.replace("/", "___"),
+    ]
 
 
 def in_cache(repo_id: str) -> bool:
@@ -83,8 +85,10 @@ def why_not_online() -> str | None:
     if offline_requested():
         return "HF_HUB_OFFLINE is set"
     if not hub_reachable():
-        return f"{endpoint()} did not answer within {PROBE_SECONDS:g} s (no network; set HF_HUB_OFFLINE=1 to skip "\
-               "this probe)"
+        return (
+            f"{endpoint()} did not answer within {PROBE_SECONDS:g} s (no network; set HF_HUB_OFFLINE=1 to skip "
+            "this probe)"
+        )
     return None
 
 
@@ -122,5 +126,7 @@ def hub_problem(err: Exception) -> str:
     return f"{type(err).__name__}: {first}"
 
 
-OFFLINE_FIX = ("or, for the hub copy, load it once online (it stays in the Hugging Face cache) and set "
-               "HF_HUB_OFFLINE=1 to read the cache without waiting on the network")
+OFFLINE_FIX = (
+    "or, for the hub copy, load it once online (it stays in the Hugging Face cache) and set "
+    "HF_HUB_OFFLINE=1 to read the cache without waiting on the network"
+)
