@@ -304,7 +304,7 @@ register(
         check_available=check_available,
         rules={
             "path": Option(str, nullable=True, null_means="--data-dir itself"),
-            "input": Option(str, choices=("tokens", "continuous")),
+            "input": Option(str, nullable=True, null_means="not set: the task asks", choices=("tokens", "continuous")),
             "vocab_size": Option(int, low=1, nullable=True, null_means="one more than the largest training id"),
             "levels": Option(int, low=2, nullable=True, null_means="one more than the largest training value"),
             "pad_id": Option(int, low=0, nullable=True, null_means="no padding id"),

@@ -64,7 +64,12 @@ DEFAULTS: dict[str, Any] = {
     "max_train": None,
 }
 RULES = {
-    "source": Option(object, means=f"a path, an fsspec URI, {{{'|'.join(FORMATS)}: FILES}} or a hub id"),
+    "source": Option(
+        object,
+        nullable=True,
+        null_means="not set: the task asks for one",
+        means=f"a path, an fsspec URI, {{{'|'.join(FORMATS)}: FILES}} or a hub id",
+    ),
     "subset": Option(str, nullable=True, null_means="the dataset's default configuration"),
     "input": Option(str, choices=("text", "image", "tokens")),
     "input_column": Option(str),
