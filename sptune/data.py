@@ -100,6 +100,7 @@ def task_info(request: TaskRequest) -> dict[str, Any]:
         "splits": {k: len(v) for k, v in parts.items()},
         "label_balance": {k: _balance(v.y) for k, v in parts.items()},
         "skipped": skipped_counts(info.name),
+        **({"details": splits.details} if splits.details else {}),
     }
 
 

@@ -382,3 +382,74 @@ def test_the_dry_run_says_which_checks_it_could_not_make(tmp_path, capsys, monke
 def test_pretraining_for_zero_epochs_stays_the_budget_axis_origin(capsys):
     """pretrain.epochs: 0 is sweeps/listops_budget.yaml's first study (SPT from an untrained encoder)."""
     assert sweep_main([str(DIGITS), "--dry-run", "--set", "pretrain.epochs=0", "--set", "scheduler.type=fifo"]) == 0
+
+
+# ------------------------------------------------------------------ your own data: tasks hf and arrays
+# A block of its own (its own data, fixture and test), so that other cases can be added above independently.
+OWN_GRID = "search: {lr: {type: grid, values: [1.0e-3]}, batch_size: {type: choice, values: [16]}}"
+OWN_HF_SPEC = f"""name: own_hf
+task: {{name: hf, source: {{hf_disk}}, max_length: 32}}
+model: {{d_model: 16, n_layers: 1, n_heads: 2, d_ff: 32}}
+pretrain: {{epochs: 1, num_samples: 1, loss: ce, mask_ratio: 0.15, {OWN_GRID}}}
+finetune: {{epochs: 1}}
+variants:
+  scratch: {{{OWN_GRID}}}
+  spt: {{{OWN_GRID}}}
+scheduler: {{type: fifo}}
+training: {{warmup_fraction: 0.1}}
+"""
+OWN_ARRAYS_SPEC = OWN_HF_SPEC.replace("{name: hf, source: {hf_disk}, max_length: 32}",
+                                      "{name: arrays, path: {npz_no_test}, input: tokens}")
+
+
+def own_hf(id: str, names: str, *assignments: str, spec: str = "{own_hf}") -> Case:
+    return sweep(id, names, *(a for s in assignments for a in ("--set", s)), spec=spec)
+
+
+OWN_DATA = [
+    own_hf("hf-missing-column", "task.label_column", "task.label_column=stars"),
+    own_hf("hf-missing-input-column", "task.input_column", "task.input_column=body"),
+    own_hf("hf-float-labels", "task.label_column", "task.label_column=score"),
+    own_hf("hf-text-column-as-image", "task.input", "task.input=image"),
+    own_hf("hf-overlapping-splits", "task.splits.validation", "task.splits={train: train, validation: 'train[:10]'}"),
+    own_hf("hf-no-such-split", "task.splits.test", "task.splits.test=tset"),
+    own_hf("hf-source-missing-path", "task.source", "task.source=./nowhere"),
+    own_hf("hf-source-unknown-format", "task.source", "task.source={xlsx: [a.xlsx]}"),
+    own_hf("hf-vocab-unknown", "task.vocab", "task.vocab=bpe"),
+    own_hf("hf-validation-fraction-1", "task.validation_fraction", "task.validation_fraction=1.0"),
+    own_hf("arrays-missing-key", "y_test", spec="{own_arrays}"),
+    own_hf("arrays-no-input", "task.input", "task.input=null", spec="{own_arrays}"),
+    data("info-hf-missing-column", "task.label_column", "info", "hf", "--set", "source={hf_disk}", "--set",
+         "label_column=stars"),
+    data("info-arrays-missing-key", "y_test", "info", "arrays", "--set", "path={npz_no_test}", "--set",
+         "input=tokens"),
+]
+
+
+@pytest.fixture(scope="module")
+def own_places(tmp_path_factory, places) -> dict[str, str]:
+    import datasets
+
+    root = tmp_path_factory.mktemp("own_data")
+    rows = {"text": [f"review {i} {'good' if i % 2 else 'bad'}" for i in range(100)], "label": [i % 2 for i in
+            range(100)], "score": [i / 10 for i in range(100)]}  # fmt: skip
+    ds = datasets.Dataset.from_dict(rows)
+    datasets.DatasetDict({"train": ds.select(range(80)), "test": ds.select(range(80, 100))}).save_to_disk(
+        str(root / "hf_disk"))
+    arrays = {"x_train": np.zeros((60, 8), np.int64), "y_train": np.arange(60) % 2}
+    np.savez(root / "no_test.npz", **arrays)
+    found = {"hf_disk": str(root / "hf_disk"), "npz_no_test": str(root / "no_test.npz")}
+    (root / "own_hf.yaml").write_text(_fill(OWN_HF_SPEC, found))
+    (root / "own_arrays.yaml").write_text(_fill(OWN_ARRAYS_SPEC, found))
+    return {**places, **found, "own_hf": str(root / "own_hf.yaml"), "own_arrays": str(root / "own_arrays.yaml")}
+
+
+@pytest.mark.parametrize("case", OWN_DATA, ids=[c.id for c in OWN_DATA])
+def test_own_data_mistakes_are_refused_naming_the_field(case: Case, tmp_path, own_places, capsys):
+    test_bad_input_is_refused_naming_the_field(case, tmp_path, own_places, capsys)
+
+
+def test_the_small_own_data_spec_is_accepted(own_places, capsys):
+    """The base every hf case above breaks one thing of: valid as it stands."""
+    assert sweep_main([own_places["own_hf"], "--dry-run"]) == 0
+    assert "72 train / 8 val" in capsys.readouterr().out

@@ -33,12 +33,21 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
     summary = (
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
         "test split sealed until the final evaluation"
-    )
+    ) + _truncation_note(data)
     sources = _load_source_tasks(spec, data_dir)
     plan = build_plan(spec, data.info, data_summary=summary, source_data=sources, train_rows=len(data.train),
                       val_rows=len(data.val))
     _check_inherited_warmups(plan)
     return StudyInputs(spec, data, plan)
+
+
+def _truncation_note(data: TaskSplits) -> str:
+    """How many rows a reader cut at the task's length (the hf task counts them), for the dry run's data line."""
+    cut = data.details.get("truncated")
+    if not cut:
+        return ""
+    counts = ", ".join(f"{n} {role}" for role, n in cut.items())
+    return f"; rows cut at {data.info.seq_len} tokens: {counts}"
 
 
 def _check_inherited_warmups(plan: StudyPlan) -> None:

@@ -23,6 +23,8 @@ def data_fingerprints(data: TaskSplits, audit: Path) -> dict[str, Any]:
                     "test": seen[0] if seen else None}
     if len(seen) > 1:
         fingerprints["test_differs_between_reads"] = seen
+    if data.details:  # how the reader mapped the user's data: columns, class names -> ids, truncation
+        fingerprints["details"] = data.details
     if data.info.input_kind == "continuous":
         # What every model input was standardised with (sptune.tasks.value_stats), from the train split above.
         fingerprints["input_standardisation"] = {"mean": data.info.value_mean, "std": data.info.value_std,

@@ -3,6 +3,7 @@ its report; a campaign runs its studies one after another and merges their resul
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -105,7 +106,9 @@ def _parent_params(ready: ReadyStudy) -> dict[str, str]:
     own = {"task": spec.task.name, "seed": str(spec.seed), "output_dir": str(ready.output_dir.resolve()),
            "optuna_storage": redact(ready.optuna_storage) if ready.optuna_storage else OPTUNA_DB,
            "storage": ready.storage or f"OUTPUT/{RAY_RESULTS}"}  # a URI without credentials (preflight refuses them)
-    return {**own, **parent_run_params(ready.spec_path, ready.overrides)}
+    # How the reader mapped the user's data (e.g. class names -> ids), as in results.json's provenance.
+    details = {f"task.{key}": json.dumps(value, default=str) for key, value in ready.data.details.items()}
+    return {**own, **details, **parent_run_params(ready.spec_path, ready.overrides)}
 
 
 def _log_spec_files(tracker: Tracker, ready: ReadyStudy) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -86,13 +86,18 @@ class TaskInfo:
 
 @dataclass
 class TaskSplits:
-    """Train/val in memory; test only through the guard (see `sptune.tasks.holdout`)."""
+    """Train/val in memory; test only through the guard (see `sptune.tasks.holdout`).
+
+    ``details``: what a reader records of how it made the arrays from the user's data (columns, class names and
+    their ids, splits, rows truncated); results.json's provenance and the MLflow parent run carry it.
+    """
 
     info: TaskInfo
     train: ArraySplit
     val: ArraySplit
     _load_test: Callable[[], ArraySplit] = field(repr=False)
     source: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def test(self) -> ArraySplit:
@@ -125,13 +130,15 @@ class TaskSplits:
             val if val is not None else self.val,
             load_test,
             source if source is not None else self.source,
+            self.details,
         )
 
     def without_test(self) -> TaskSplits:
         """What is shipped to trials: the splits with a test split that cannot be read at all,
         and train/val as `ArraySplit.shareable` arrays, so that concurrent trials on a node read
         one shared copy instead of each holding its own."""
-        return TaskSplits(self.info, self.train.shareable(), self.val.shareable(), _no_test_in_trials, self.source)
+        return TaskSplits(self.info, self.train.shareable(), self.val.shareable(), _no_test_in_trials, self.source,
+                          self.details)
 
 
 def _no_test_in_trials() -> ArraySplit:

@@ -3,7 +3,8 @@
 Sources, in order: a local ``.npz`` (``--data-dir`` / ``SPTUNE_DATA_DIR``) holding uint8
 arrays ``x_train, y_train, x_test, y_test``; else the official python-format release
 ``cifar-10-batches-py/`` (``data_batch_1..5``, ``test_batch``) under the data dir; else the
-Hugging Face hub via ``datasets`` (when reachable or cached). Images may be stored gray
+Hugging Face hub via ``datasets`` (when reachable or cached; never with a ``--data-dir`` of the user's own, and
+refused at once without a network unless cached: `sptune.tasks.hub`). Images may be stored gray
 (N, 1024) or RGB (N, 32, 32, 3).
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 from sptune.errors import DataError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
 from sptune.tasks.contract import check_arrays
+from sptune.tasks.hub import OFFLINE_FIX, hub_problem, load_hub_dataset
 from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
@@ -102,16 +104,21 @@ def _read_batches(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def _missing_error(data_dir: Path | None, hub_problem: str) -> DataError:
-    looked = (f"no {' or '.join(NPZ_NAMES)} and no {BATCHES_DIR}/ in {data_dir}" if data_dir
-              else "no --data-dir given")
+_LOCAL_FIX = (f"pass --data-dir DIR (or set SPTUNE_DATA_DIR) to a folder with cifar10_gray.npz holding uint8 arrays "
+              f"x_train, y_train, x_test, y_test, or with the extracted {BATCHES_DIR}/ (or use task name: hf on a "
+              "local save_to_disk folder or parquet/arrow/csv/json files)")
+
+
+def _missing_error(data_dir: Path | None, problem: str | None) -> DataError:
+    """No local files; ``problem`` says why the hub copy could not be loaded (None: the hub was not asked, since
+    --data-dir names a folder of the user's own)."""
+    if data_dir is not None:
+        return DataError(f"--data-dir {data_dir}", f"holds no {' or '.join(NPZ_NAMES)} and no {BATCHES_DIR}/ "
+                         "(with --data-dir the Hugging Face hub is not asked)", _LOCAL_FIX)
     return DataError(
         "task image (CIFAR-10)",
-        f"{looked}, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded ({hub_problem})",
-        "pass --data-dir DIR (or set SPTUNE_DATA_DIR) to a folder with cifar10_gray.npz holding uint8 "
-        f"arrays x_train, y_train, x_test, y_test, or with the extracted {BATCHES_DIR}/; "
-        "or make the hub reachable / pre-cache it with "
-        f"`python -c \"import datasets; datasets.load_dataset('{HF_DATASET}')\"`",
+        f"no --data-dir given, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded ({problem})",
+        f"{_LOCAL_FIX}; {OFFLINE_FIX}",
     )
 
 
@@ -142,15 +149,9 @@ def _open_npz(path: Path) -> np.lib.npyio.NpzFile:
 
 @functools.lru_cache(maxsize=2)
 def _hub_arrays(split: str) -> tuple[np.ndarray, np.ndarray]:
-    import datasets  # here: a slow import, needed only when the files are not on disk
-
-    ds = datasets.load_dataset(HF_DATASET, split=split)
+    ds = load_hub_dataset(HF_DATASET, split=split)
     images = np.stack([np.asarray(img.convert("RGB")) for img in ds["img"]])
     return to_gray(images), np.asarray(ds["label"], dtype=np.int64)
-
-
-def _hub_error(err: Exception) -> str:
-    return f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err) else ''}"
 
 
 def check_available(request: TaskRequest) -> None:
@@ -165,10 +166,12 @@ def check_available(request: TaskRequest) -> None:
                 raise DataError(str(batches / name), "CIFAR-10 batch file not found",
                                 f"extract cifar-10-python.tar.gz completely ({BATCHES_DIR}/)")
         return
+    if request.data_dir is not None:
+        raise _missing_error(request.data_dir, None)
     try:
         _hub_arrays("train")
     except Exception as err:  # any hub failure means "not available": report both options
-        raise _missing_error(request.data_dir, _hub_error(err)) from err
+        raise _missing_error(None, hub_problem(err)) from err
 
 
 def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarray]:
@@ -185,11 +188,13 @@ def _read_split(request: TaskRequest, split: str) -> tuple[np.ndarray, np.ndarra
         path = find_batches(request.data_dir)
         x, y = _read_batches(path, split)
         where = str(path)
+    elif request.data_dir is not None:
+        raise _missing_error(request.data_dir, None)
     else:
         try:
             x, y = _hub_arrays(split)
         except Exception as err:
-            raise _missing_error(request.data_dir, _hub_error(err)) from err
+            raise _missing_error(None, hub_problem(err)) from err
         where = f"hf:{HF_DATASET}"
     x = _gray_images(where, x)
     check_arrays(where, x, y, NUM_CLASSES, fix=_NPZ_FIX)

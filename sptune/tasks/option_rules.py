@@ -18,7 +18,8 @@ from sptune.rules.seeds import MAX_SEED
 
 @dataclass(frozen=True)
 class Option:
-    """What one task option accepts: a type (int, float or bool), a range, null, a number it must divide."""
+    """What one task option accepts: a type (int, float, bool, str, or object for a value the task checks
+    itself, e.g. a mapping), a range, the words allowed (``choices``), null, a number it must divide."""
 
     kind: type
     low: float | None = None
@@ -27,12 +28,17 @@ class Option:
     nullable: bool = False
     divides: int | None = None  # the value must divide this (a pooled image side)
     null_means: str = ""  # what null does, for the message
+    choices: tuple[str, ...] = ()  # a str option's allowed words (empty: any text)
+    means: str = ""  # an object option's allowed values, as the message says them
 
     def allowed(self) -> str:
         """The allowed values, as the message says them."""
-        kind = {int: "a whole number", float: "a number", bool: "true or false"}[self.kind]
+        kind = {int: "a whole number", float: "a number", bool: "true or false", str: "a text",
+                object: self.means or "a value"}[self.kind]
         parts = [kind]
-        if self.divides:
+        if self.choices:
+            parts = [f"one of {', '.join(self.choices)}"]
+        elif self.divides:
             divisors = [d for d in range(1, self.divides + 1) if self.divides % d == 0 and (self.low or 1) <= d]
             parts = [f"one of {', '.join(map(str, divisors))} (dividing {self.divides})"]
         elif self.low is not None and self.high is not None:
@@ -49,6 +55,12 @@ class Option:
             return None if self.nullable else "may not be null"
         if self.kind is bool:
             return None if isinstance(value, bool) else "is not true or false"
+        if self.kind is object:
+            return None  # the task checks it (sptune.tasks.registry.TaskDef.check_available)
+        if self.kind is str:
+            if not isinstance(value, str):
+                return "is not a text"
+            return None if not self.choices or value in self.choices else "is not one of the allowed words"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "is not a number"
         if self.kind is int and not float(value).is_integer():

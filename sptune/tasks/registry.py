@@ -58,6 +58,8 @@ _TASK_MODULES = (
     "sptune.tasks.text",
     "sptune.tasks.retrieval",
     "sptune.tasks.bits",
+    "sptune.tasks.hf",
+    "sptune.tasks.array_files",
 )
 
 

@@ -23,6 +23,7 @@ from sptune.errors import DataError
 from sptune.tasks.arrays import capped_len, limit_train, pad_rows
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation, seeded_permutation
 from sptune.tasks.content_hash import tree_fingerprint
+from sptune.tasks.hub import OFFLINE_FIX, hub_problem, load_hub_dataset
 from sptune.tasks.prepared import cached_splits
 from sptune.tasks.registry import TaskDef, TaskRequest, register
 
@@ -147,25 +148,26 @@ def generate_synthetic_imdb(
 # ----------------------------------------------------------------------------- hub fallback
 @functools.lru_cache(maxsize=2)
 def _hub_split(split: str) -> tuple[tuple[str, ...], np.ndarray]:
-    import datasets  # here: a slow import, needed only when the files are not on disk
-
-    ds = datasets.load_dataset(HF_DATASET, split=split)
+    ds = load_hub_dataset(HF_DATASET, split=split)
     return tuple(ds["text"]), np.asarray(ds["label"], dtype=np.int64)
 
 
+_LOCAL_FIX = (f"pass --data-dir DIR holding {FOLDER}/{{train,test}}/{{pos,neg}}/*.txt (aclImdb_v1.tar.gz extracted), "
+              "or use task name: hf on a local save_to_disk folder or parquet/arrow/csv/json files")
+
+
 def _hub_or_error(data_dir: Path | None, split: str) -> tuple[list[str], np.ndarray]:
+    if data_dir is not None:  # a folder of the user's own: never the hub
+        raise DataError(f"--data-dir {data_dir}", f"holds no {FOLDER}/ folder (with --data-dir the Hugging Face hub "
+                        "is not asked)", _LOCAL_FIX)
     try:
         texts, labels = _hub_split(split)
     except Exception as err:  # any hub failure means "not available": report both options
-        looked = f"no {data_dir / FOLDER}/ folder" if data_dir else "no --data-dir given"
-        detail = str(err).splitlines()[0][:160] if str(err) else ""
         raise DataError(
             "task text (IMDb)",
-            f"{looked}, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded "
-            f"({type(err).__name__}: {detail})",
-            f"pass --data-dir DIR holding {FOLDER}/{{train,test}}/{{pos,neg}}/*.txt (aclImdb_v1.tar.gz "
-            f"extracted), or make the hub reachable / pre-cache it with "
-            f"`python -c \"import datasets; datasets.load_dataset('{HF_DATASET}')\"`",
+            f"no --data-dir given, and the Hugging Face hub copy '{HF_DATASET}' could not be loaded "
+            f"({hub_problem(err)})",
+            f"{_LOCAL_FIX}; {OFFLINE_FIX}",
         ) from err
     return list(texts), labels
 

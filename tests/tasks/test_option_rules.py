@@ -44,3 +44,14 @@ def test_bounds_in_order():
     with pytest.raises(SpecError) as caught:
         check_order({"gen_min_len": 300, "gen_max_len": 300})
     assert caught.value.where == "task.gen_min_len"
+
+
+@pytest.mark.parametrize("rule, value, found", [
+    (Option(str, choices=("bytes", "char")), "bpe", "is not one of the allowed words"),
+    (Option(str, choices=("bytes", "char")), "char", None), (Option(str), 5, "is not a text"),
+    (Option(str), "label", None), (Option(str, nullable=True), None, None), (Option(object), {"parquet": []}, None),
+    (Option(object), None, "may not be null"),
+])  # fmt: skip
+def test_text_and_structured_options(rule, value, found):
+    assert rule.problem(value) == found
+    assert "bytes, char" in Option(str, choices=("bytes", "char")).allowed()

@@ -74,9 +74,14 @@ def test_imdb_without_folder_or_hub_names_both_options(tmp_path, monkeypatch):
     # The env vars only count when datasets is first imported; pin the parsed flags as well.
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty Hugging Face cache
+    with pytest.raises(DataError) as err:
+        check_task(TaskRequest("text", {}, 0, None))
+    assert "aclImdb" in str(err.value) and "stanfordnlp/imdb" in str(err.value) and "HF_HUB_OFFLINE" in str(err.value)
+    # A --data-dir of the user's own without aclImdb/: named, and the hub never asked.
     with pytest.raises(DataError) as err:
         check_task(TaskRequest("text", {}, 0, tmp_path))
-    assert "aclImdb" in str(err.value) and "stanfordnlp/imdb" in str(err.value)
+    assert "aclImdb" in str(err.value) and "hub is not asked" in str(err.value)
 
 
 # ----------------------------------------------------------------------------- retrieval
