@@ -3,6 +3,7 @@ its trials, rungs, seeds and budget, what selection adds, the re-runs and the to
 
 from __future__ import annotations
 
+from sptune import discovery
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.packs import describe_packs
 from sptune.plan.phases import Phase
@@ -12,6 +13,8 @@ from sptune.plan.warmups import long_warmups, warmup_rounds
 from sptune.rules import rungs, seeds
 from sptune.rules.ranking import TIE_RULE
 from sptune.spec import ParamSpace, SweepSpec
+from sptune.spec.sections import BUILT_IN_FAMILIES
+from sptune.tasks.registry import task_origin
 
 
 def _describe_param(p: ParamSpace) -> str:
@@ -179,16 +182,30 @@ def _share_holder(spec: SweepSpec) -> str:
     return "trial" if pack == 1 else f"pack of {pack} trials (each member trial reserves 1/{pack} of the CPUs)"
 
 
+def _task_origin(name: str) -> str:
+    origin = task_origin(name)
+    return "" if origin == "built-in" else f" from {origin}"
+
+
+def _describe_model(s: SweepSpec) -> str:
+    m = s.model
+    if m.family in BUILT_IN_FAMILIES:
+        return (f"Model: {m.family} d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
+                f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}")
+    options = f" options={m.options}" if m.options else ""
+    return (f"Model: plug-in family '{m.family}' from {discovery.origin(m.family, discovery.MODEL_GROUP)}, "
+            f"d_model={m.d_model} layers={m.n_layers} pooling={m.pooling} dropout={m.dropout}{options}")
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     m = s.model
     stops_early = s.scheduler.type != "fifo"
     lines = [
         f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "
-        f"{info.num_classes} classes), seed {s.seed}",
+        f"{info.num_classes} classes){_task_origin(s.task.name)}, seed {s.seed}",
         f"Data: {plan.data_summary}",
-        f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
-        f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
+        _describe_model(s),
         _describe_scheduler(s),
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per {_share_holder(s)}, "
