@@ -110,3 +110,22 @@ def _available(request) -> None:
 FLOAT_ROWS = TaskDef("floats", "x of float dtype", {}, _float_rows, _available)
 SHORT_ROWS = TaskDef("short", "rows shorter than TaskInfo.seq_len", {}, _short_rows, _available)
 NOT_SPLITS = TaskDef("not_splits", "load returns a dict", {}, _not_splits, _available)
+
+
+# What the recording family's factory last received: (ModelSection, TaskInfo).
+RECEIVED: list[tuple] = []
+
+
+def _recording(model, info) -> nn.Module:
+    RECEIVED.append((model, info))
+    return _PerPosition(model.d_model, info)
+
+
+RECORDING = ModelFamily("recording", _recording, options={"width_scale": 1, "cell": "gru"})
+
+
+def _raising(model, info) -> nn.Module:
+    raise ValueError("no such width")
+
+
+RAISING = ModelFamily("raising", _raising)

@@ -57,6 +57,10 @@ def _check_plugin_split(where: str, split: ArraySplit, info: TaskInfo) -> ArrayS
     if x.ndim != (3 if info.paired else 2) or (info.paired and x.shape[1] != 2):
         raise DataError(where, f"x has shape {x.shape}; a {'paired ' if info.paired else ''}task's x is {rows}",
                         f"return x of shape {rows}, seq_len = {info.seq_len} (TaskInfo.seq_len)")
+    if x.shape[-1] != info.seq_len:
+        raise DataError(where, f"x has rows of {x.shape[-1]} values, but TaskInfo.seq_len is {info.seq_len}",
+                        f"return x of shape {rows} with seq_len {info.seq_len}, or set TaskInfo.seq_len to the rows' "
+                        "length (pad shorter sequences with pad_id)")
     if x.dtype.kind not in "iu":
         raise DataError(where, f"x has dtype {x.dtype}; sptune reads whole numbers (token ids, or continuous levels "
                         f"0..levels-1 that TaskInfo.levels scales)",

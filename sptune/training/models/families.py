@@ -124,10 +124,7 @@ def get_family(name: str) -> ModelFamily:
 
 def family_origin(name: str) -> str:
     """Where family ``name`` comes from ('built-in', or its entry point / import path)."""
-    if name not in _ORIGINS:
-        ep = discovery.installed(discovery.MODEL_GROUP).get(name)
-        return discovery.entry_point_origin(ep) if ep is not None else "unknown"
-    return _ORIGINS[name]
+    return _ORIGINS.get(name) or discovery.origin(name, discovery.MODEL_GROUP)
 
 
 def _task_of(cfg: EncoderConfig) -> TaskInfo:
