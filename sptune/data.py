@@ -25,6 +25,7 @@ import numpy as np
 
 from sptune import discovery
 from sptune.errors import DataError, SptuneError
+from sptune.spec.sections import BUILT_IN_FAMILIES
 from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.bits import generate_bits_files
@@ -32,8 +33,15 @@ from sptune.tasks.listops import generate_listops
 from sptune.tasks.option_rules import SEED, Option, check_order
 from sptune.tasks.pathfinder_generator import generate_pathfinder
 from sptune.tasks.prepared import preparing
-from sptune.spec.sections import BUILT_IN_FAMILIES
-from sptune.tasks.registry import TaskRequest, check_task, get_task, load_task, resolve_data_dir, task_names, task_origin
+from sptune.tasks.registry import (
+    TaskRequest,
+    check_task,
+    get_task,
+    load_task,
+    resolve_data_dir,
+    task_names,
+    task_origin,
+)
 from sptune.tasks.retrieval import generate_retrieval
 from sptune.tasks.skipped import skipped_counts
 from sptune.tasks.text import generate_synthetic_imdb

@@ -56,26 +56,38 @@ def _imported(module: str, ref: str, field: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
         missing = err.name or module
-        raise SpecError(field, f"'{ref}' names module '{module}', which does not import (no module named "
-                        f"'{missing}' on this Python's path)",
-                        f"install the package that holds it (pip install ...), or put its folder on PYTHONPATH; "
-                        f"the form is package.module:attribute (see {GUIDE})") from None
+        raise SpecError(
+            field,
+            f"'{ref}' names module '{module}', which does not import (no module named "
+            f"'{missing}' on this Python's path)",
+            f"install the package that holds it (pip install ...), or put its folder on PYTHONPATH; "
+            f"the form is package.module:attribute (see {GUIDE})",
+        ) from None
     except Exception as err:  # noqa: BLE001 - the plug-in's own code failed: name it, the user fixes it
-        raise SpecError(field, f"importing module '{module}' (from '{ref}') raised {type(err).__name__}: {err}",
-                        f"fix that module (python -c 'import {module}' shows the traceback)") from None
+        raise SpecError(
+            field,
+            f"importing module '{module}' (from '{ref}') raised {type(err).__name__}: {err}",
+            f"fix that module (python -c 'import {module}' shows the traceback)",
+        ) from None
 
 
 def load_reference(ref: str, field: str) -> Found:
     """The object an import path ``module:attr`` names (``attr`` may be dotted)."""
     module, _, attr = ref.partition(":")
     if not module or not attr:
-        raise SpecError(field, f"'{ref}' is not an import path of the form module:attribute",
-                        "write e.g. my_pkg.models:GRU (a module, a colon, the object in it)")
+        raise SpecError(
+            field,
+            f"'{ref}' is not an import path of the form module:attribute",
+            "write e.g. my_pkg.models:GRU (a module, a colon, the object in it)",
+        )
     value: Any = _imported(module, ref, field)
     for part in attr.split("."):
         if not hasattr(value, part):
-            raise SpecError(field, f"module '{module}' has no attribute '{attr}' (from '{ref}')",
-                            f"name an object the module defines, e.g. {module}:{_example(value)}")
+            raise SpecError(
+                field,
+                f"module '{module}' has no attribute '{attr}' (from '{ref}')",
+                f"name an object the module defines, e.g. {module}:{_example(value)}",
+            )
         value = getattr(value, part)
     return Found(value, f"import path {ref}")
 
@@ -89,8 +101,11 @@ def load_entry_point(ep: EntryPoint, field: str) -> Found:
     try:
         value = ep.load()
     except Exception as err:  # noqa: BLE001 - an installed plug-in that fails to import: name it
-        raise SpecError(field, f"{entry_point_origin(ep)} fails to load: {type(err).__name__}: {err}",
-                        f"fix or reinstall that package, or uninstall it (pip uninstall {_dist(ep)})") from None
+        raise SpecError(
+            field,
+            f"{entry_point_origin(ep)} fails to load: {type(err).__name__}: {err}",
+            f"fix or reinstall that package, or uninstall it (pip uninstall {_dist(ep)})",
+        ) from None
     return Found(value, entry_point_origin(ep))
 
 
@@ -110,7 +125,9 @@ def find(ref: str, group: str, field: str) -> Found | None:
 def expect(found: Found, kind: type, ref: str, field: str) -> Any:
     """The found object, which must be a ``kind`` (a TaskDef, a ModelFamily)."""
     if not isinstance(found.value, kind):
-        raise SpecError(field, f"'{ref}' ({found.origin}) is a {type(found.value).__name__}, not a "
-                        f"sptune.plugins.{kind.__name__}",
-                        f"point it at a sptune.plugins.{kind.__name__} object (see {GUIDE})")
+        raise SpecError(
+            field,
+            f"'{ref}' ({found.origin}) is a {type(found.value).__name__}, not a sptune.plugins.{kind.__name__}",
+            f"point it at a sptune.plugins.{kind.__name__} object (see {GUIDE})",
+        )
     return found.value

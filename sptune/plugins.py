@@ -35,10 +35,15 @@ kind whose outputs look ahead, or an attention kind without the parameter names 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sptune.errors import DataError, SpecError
 from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits, carve_validation
 from sptune.tasks.option_rules import Option
 from sptune.tasks.registry import TaskDef, TaskRequest
+
+if TYPE_CHECKING:
+    from sptune.training.models.families import ModelFamily, ModelSection
 
 # The model half imports torch: loaded on first use, so a task plug-in (and `sptune.data`) stays torch-free.
 _FROM_FAMILIES = ("ModelFamily", "ModelSection")

@@ -23,8 +23,23 @@ def install_example(target: Path) -> Path:
     folders never land in the repository."""
     source = target.parent / f"{target.name}-source"
     shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
@@ -76,22 +91,28 @@ INTEGER = ModelFamily("integer", lambda m, info: _Integer(m.d_model))
 # Declares scratch and spt only: a spec asking it for qk_init is refused.
 PER_POSITION = ModelFamily("per_position", lambda m, info: _PerPosition(m.d_model, info))
 # Declares an attention kind without the parameter names that kind copies.
-NO_ATTENTION_NAMES = ModelFamily("no_attention_names", lambda m, info: _PerPosition(m.d_model, info),
-                                 kinds={"scratch", "spt", "qk_init"})
-LOOKS_AHEAD = ModelFamily("looks_ahead", lambda m, info: _LooksAhead(m.d_model, info),
-                          kinds={"scratch", "spt", "scratch_causal", "spt_causal"})
+NO_ATTENTION_NAMES = ModelFamily(
+    "no_attention_names", lambda m, info: _PerPosition(m.d_model, info), kinds={"scratch", "spt", "qk_init"}
+)
+LOOKS_AHEAD = ModelFamily(
+    "looks_ahead",
+    lambda m, info: _LooksAhead(m.d_model, info),
+    kinds={"scratch", "spt", "scratch_causal", "spt_causal"},
+)
 NOT_A_FAMILY = {"factory": "a dict is not a ModelFamily"}
 
 
 def _splits(x: np.ndarray, y: np.ndarray, info: TaskInfo) -> TaskSplits:
-    return TaskSplits(info, ArraySplit(x, y), ArraySplit(x[:20], y[:20]), lambda: ArraySplit(x[:20], y[:20]),
-                      source="a test plug-in")
+    return TaskSplits(
+        info, ArraySplit(x, y), ArraySplit(x[:20], y[:20]), lambda: ArraySplit(x[:20], y[:20]), source="a test plug-in"
+    )
 
 
 def _float_rows(request) -> TaskSplits:
     rng = np.random.default_rng(0)
-    return _splits(rng.random((100, 16)).astype(np.float32), np.arange(100) % 2, TaskInfo("floats", "continuous",
-                                                                                          16, 2))
+    return _splits(
+        rng.random((100, 16)).astype(np.float32), np.arange(100) % 2, TaskInfo("floats", "continuous", 16, 2)
+    )
 
 
 def _short_rows(request) -> TaskSplits:

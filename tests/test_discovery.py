@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from sptune import discovery
-from sptune.tasks import registry
 from sptune.errors import SpecError
+from sptune.tasks import registry
 from sptune.tasks.registry import TaskDef, get_task, is_plugin, task_names, task_origin
 
 TASK_MODULE = """
@@ -43,11 +43,13 @@ def installed(tmp_path, monkeypatch):
     info = tmp_path / "fake_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""\
         [sptune.tasks]
         tiny_ep = fake_plugin_mod:TINY
         broken_ep = broken_plugin_mod:TINY
-        """))
+        """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     for name in ("fake_plugin_mod", "broken_plugin_mod"):
@@ -71,8 +73,11 @@ def test_an_import_path_is_found_without_installing(installed):
 
 
 def test_an_entry_point_whose_module_raises_is_named_with_its_package(installed):
-    with pytest.raises(SpecError, match=r"broken_ep = broken_plugin_mod:TINY of fake-plugin 0.1 fails to load: "
-                                        r"RuntimeError: boom at import") as err:
+    with pytest.raises(
+        SpecError,
+        match=r"broken_ep = broken_plugin_mod:TINY of fake-plugin 0.1 fails to load: "
+        r"RuntimeError: boom at import",
+    ) as err:
         get_task("broken_ep")
     assert err.value.where == "task.name" and "pip uninstall fake-plugin" in err.value.fix
 
@@ -91,8 +96,11 @@ def test_a_missing_attribute_and_a_malformed_path_are_named(installed):
 
 
 def test_an_object_of_the_wrong_type_is_refused(installed):
-    with pytest.raises(SpecError, match=r"'fake_plugin_mod:load' \(import path fake_plugin_mod:load\) is a "
-                                        r"function, not a sptune.plugins.TaskDef"):
+    with pytest.raises(
+        SpecError,
+        match=r"'fake_plugin_mod:load' \(import path fake_plugin_mod:load\) is a "
+        r"function, not a sptune.plugins.TaskDef",
+    ):
         get_task("fake_plugin_mod:load")
 
 

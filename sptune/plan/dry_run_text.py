@@ -199,7 +199,6 @@ def _describe_model(s: SweepSpec) -> str:
 
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
-    m = s.model
     stops_early = s.scheduler.type != "fifo"
     lines = [
         f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "

@@ -40,13 +40,15 @@ class GRUEncoder(nn.Module):
         if model.options["cell"] not in CELLS:
             raise SpecError("model.options.cell", f"unknown cell {model.options['cell']!r}", "use gru or lstm")
         d = model.d_model
-        self.embed = nn.Embedding(info.vocab_size, d) if info.input_kind == "tokens" else nn.Linear(
-            model.input_channels, d)
+        self.embed = (
+            nn.Embedding(info.vocab_size, d) if info.input_kind == "tokens" else nn.Linear(model.input_channels, d)
+        )
         self.layers = nn.ModuleList(GRULayer(d, model.dropout, model.options["cell"]) for _ in range(model.n_layers))
         self.norm = nn.LayerNorm(d)
 
-    def forward(self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None,
-                causal: bool = False) -> torch.Tensor:
+    def forward(
+        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None, causal: bool = False
+    ) -> torch.Tensor:
         h = self.embed(inputs)
         if key_padding is not None:
             h = h.masked_fill(key_padding.unsqueeze(-1), 0.0)  # padding carries nothing into the state

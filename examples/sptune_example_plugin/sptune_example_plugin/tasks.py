@@ -34,17 +34,29 @@ def load(request: TaskRequest) -> TaskSplits:
     # One generator per split, seeded from gen_seed: the test split is drawn only when sptune reads it.
     seeds = np.random.SeedSequence(o["gen_seed"]).spawn(3)
     shape = (o["seq_len"], o["symbols"])
-    info = TaskInfo("majority", "tokens", o["seq_len"], num_classes=2, vocab_size=2 + o["symbols"], pad_id=PAD,
-                    mask_id=MASK)
+    info = TaskInfo(
+        "majority", "tokens", o["seq_len"], num_classes=2, vocab_size=2 + o["symbols"], pad_id=PAD, mask_id=MASK
+    )
     train = generate(o["n_train"], *shape, np.random.default_rng(seeds[0]))
     val = generate(o["n_val"], *shape, np.random.default_rng(seeds[1]))
-    return TaskSplits(info, train, val, lambda: generate(o["n_test"], *shape, np.random.default_rng(seeds[2])),
-                      source=f"majority (generated, gen_seed {o['gen_seed']})")
+    return TaskSplits(
+        info,
+        train,
+        val,
+        lambda: generate(o["n_test"], *shape, np.random.default_rng(seeds[2])),
+        source=f"majority (generated, gen_seed {o['gen_seed']})",
+    )
 
 
 def available(request: TaskRequest) -> None:
     """Generated: always available."""
 
 
-MAJORITY = TaskDef(name="majority", description="generated: is symbol 2 more frequent than symbol 3 (2 classes)",
-                   defaults=DEFAULTS, load=load, check_available=available, rules=RULES)
+MAJORITY = TaskDef(
+    name="majority",
+    description="generated: is symbol 2 more frequent than symbol 3 (2 classes)",
+    defaults=DEFAULTS,
+    load=load,
+    check_available=available,
+    rules=RULES,
+)

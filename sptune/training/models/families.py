@@ -45,8 +45,9 @@ class ModelSection:
 
 Factory = Callable[[ModelSection, TaskInfo], nn.Module]
 # The kinds whose model is causal: a family declaring one of them honours `causal=True` in its forward.
-CAUSAL_KINDS = frozenset(name for name, kind in KINDS.items() if kind.architecture == "causal" and
-                         not kind.language_model)
+CAUSAL_KINDS = frozenset(
+    name for name, kind in KINDS.items() if kind.architecture == "causal" and not kind.language_model
+)
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,12 @@ def get_family(name: str) -> ModelFamily:
         return _FAMILIES[name]
     found = discovery.find(name, discovery.MODEL_GROUP, "model.family")
     if found is None:
-        raise SpecError("model.family", f"unknown model family '{name}'",
-                        f"use one of: {', '.join(family_names())}; or a plug-in's import path module:attribute "
-                        f"(see {discovery.GUIDE})")
+        raise SpecError(
+            "model.family",
+            f"unknown model family '{name}'",
+            f"use one of: {', '.join(family_names())}; or a plug-in's import path module:attribute "
+            f"(see {discovery.GUIDE})",
+        )
     return register(discovery.expect(found, ModelFamily, name, "model.family"), found.origin, name)
 
 

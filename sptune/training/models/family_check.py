@@ -46,8 +46,11 @@ def _check_options(spec: SweepSpec, family: ModelFamily, label: str) -> None:
     unknown = sorted(set(spec.model.options) - set(family.options))
     if unknown:
         allowed = ", ".join(f"{k} (default {v!r})" for k, v in family.options.items()) or "none"
-        raise SpecError(f"model.options.{unknown[0]}", f"model family {label} has no option '{unknown[0]}'",
-                        f"use its options: {allowed}")
+        raise SpecError(
+            f"model.options.{unknown[0]}",
+            f"model family {label} has no option '{unknown[0]}'",
+            f"use its options: {allowed}",
+        )
 
 
 def _check_kinds(spec: SweepSpec, family: ModelFamily, label: str) -> None:
@@ -57,15 +60,20 @@ def _check_kinds(spec: SweepSpec, family: ModelFamily, label: str) -> None:
         if facts.language_model:
             continue  # trains the language model's backbone, whatever model.family is
         if kind not in family.kinds:
-            raise SpecError(f"variants.{variant}", f"variant kind '{kind}' is not supported by model family {label} "
-                            f"(it supports {supported})",
-                            f"drop the variant, or use a family that supports it (e.g. model.family: transformer); a "
-                            f"family declares its kinds in ModelFamily.kinds ({GUIDE})")
+            raise SpecError(
+                f"variants.{variant}",
+                f"variant kind '{kind}' is not supported by model family {label} (it supports {supported})",
+                f"drop the variant, or use a family that supports it (e.g. model.family: transformer); a "
+                f"family declares its kinds in ModelFamily.kinds ({GUIDE})",
+            )
         if facts.architecture == "causal" and not family.causal:
-            raise SpecError(f"variants.{variant}", f"variant '{variant}' (kind '{kind}', pretrain.objective: causal) "
-                            f"trains a causal model, and model family {label} declares no causal kind "
-                            f"({', '.join(sorted(CAUSAL_KINDS))})",
-                            "use pretrain.objective: masked, or a family whose encoder honours causal=True")
+            raise SpecError(
+                f"variants.{variant}",
+                f"variant '{variant}' (kind '{kind}', pretrain.objective: causal) "
+                f"trains a causal model, and model family {label} declares no causal kind "
+                f"({', '.join(sorted(CAUSAL_KINDS))})",
+                "use pretrain.objective: masked, or a family whose encoder honours causal=True",
+            )
 
 
 def _built(spec: SweepSpec, info: TaskInfo, label: str) -> nn.Module:
@@ -74,11 +82,17 @@ def _built(spec: SweepSpec, info: TaskInfo, label: str) -> nn.Module:
     except SptuneError:
         raise  # the factory's own refusal, naming its field
     except Exception as err:  # noqa: BLE001 - the plug-in's own code: name what it raised
-        raise SpecError("model.family", f"the factory of model family {label} raised {type(err).__name__}: {err}",
-                        f"fix the factory (it receives sptune.plugins.ModelSection and TaskInfo; {GUIDE})") from None
+        raise SpecError(
+            "model.family",
+            f"the factory of model family {label} raised {type(err).__name__}: {err}",
+            f"fix the factory (it receives sptune.plugins.ModelSection and TaskInfo; {GUIDE})",
+        ) from None
     if not isinstance(encoder, nn.Module):
-        raise SpecError("model.family", f"the factory of model family {label} returned a {type(encoder).__name__}, "
-                        "not a torch.nn.Module", f"return the encoder module ({GUIDE})")
+        raise SpecError(
+            "model.family",
+            f"the factory of model family {label} returned a {type(encoder).__name__}, not a torch.nn.Module",
+            f"return the encoder module ({GUIDE})",
+        )
     return encoder
 
 
@@ -98,27 +112,40 @@ def tiny_batch(info: TaskInfo, channels: int = 2) -> tuple[torch.Tensor, torch.T
 def _check_forward(encoder: nn.Module, d_model: int, info: TaskInfo, label: str, causal: bool) -> None:
     inputs, padding = tiny_batch(info)
     expected = (BATCH, info.seq_len, d_model)
-    given = f"inputs {tuple(inputs.shape)} {inputs.dtype}, key_padding {'None' if padding is None else 'bool'}, " \
-            f"causal={causal}"
+    given = (
+        f"inputs {tuple(inputs.shape)} {inputs.dtype}, key_padding {'None' if padding is None else 'bool'}, "
+        f"causal={causal}"
+    )
     encoder.eval()
     try:
         with torch.no_grad():
             out = encoder(inputs, padding, causal)
     except Exception as err:  # noqa: BLE001 - the plug-in's own forward
-        raise SpecError("model.family", f"the encoder of model family {label} raised {type(err).__name__}: {err} "
-                        f"on {given}", f"make forward(inputs, key_padding, causal) accept what sptune feeds "
-                        f"({GUIDE})") from None
+        raise SpecError(
+            "model.family",
+            f"the encoder of model family {label} raised {type(err).__name__}: {err} on {given}",
+            f"make forward(inputs, key_padding, causal) accept what sptune feeds ({GUIDE})",
+        ) from None
     if not isinstance(out, torch.Tensor):
-        raise SpecError("model.family", f"the encoder of model family {label} returned a {type(out).__name__} on "
-                        f"{given}", f"return one tensor of hidden states {expected}")
+        raise SpecError(
+            "model.family",
+            f"the encoder of model family {label} returned a {type(out).__name__} on {given}",
+            f"return one tensor of hidden states {expected}",
+        )
     if tuple(out.shape) != expected:
-        raise SpecError("model.family", f"the encoder of model family {label} returned shape {tuple(out.shape)} on "
-                        f"{given}; sptune's classification and SPT reconstruction heads need one hidden state per "
-                        f"position, (batch, length, d_model) = {expected}",
-                        "return every position's hidden state of width model.d_model (no pooling: sptune pools)")
+        raise SpecError(
+            "model.family",
+            f"the encoder of model family {label} returned shape {tuple(out.shape)} on "
+            f"{given}; sptune's classification and SPT reconstruction heads need one hidden state per "
+            f"position, (batch, length, d_model) = {expected}",
+            "return every position's hidden state of width model.d_model (no pooling: sptune pools)",
+        )
     if not out.is_floating_point():
-        raise SpecError("model.family", f"the encoder of model family {label} returned dtype {out.dtype} on {given}",
-                        "return floating-point hidden states (e.g. float32)")
+        raise SpecError(
+            "model.family",
+            f"the encoder of model family {label} returned dtype {out.dtype} on {given}",
+            "return floating-point hidden states (e.g. float32)",
+        )
 
 
 def _check_causal(encoder: nn.Module, info: TaskInfo, label: str) -> None:
@@ -129,9 +156,12 @@ def _check_causal(encoder: nn.Module, info: TaskInfo, label: str) -> None:
     with torch.no_grad():
         before, after = encoder(inputs, padding, True), encoder(changed, padding, True)
     if info.seq_len > 1 and not torch.allclose(before[:, :-1], after[:, :-1], atol=1e-5):
-        raise SpecError("model.family", f"model family {label} declares causal kinds, but with causal=True its "
-                        "outputs at earlier positions change when only the last input does",
-                        "make causal=True look only at earlier positions, or drop the causal kinds it declares")
+        raise SpecError(
+            "model.family",
+            f"model family {label} declares causal kinds, but with causal=True its "
+            "outputs at earlier positions change when only the last input does",
+            "make causal=True look only at earlier positions, or drop the causal kinds it declares",
+        )
 
 
 def _check_named_parts(spec: SweepSpec, encoder: nn.Module, label: str) -> None:
@@ -141,10 +171,16 @@ def _check_named_parts(spec: SweepSpec, encoder: nn.Module, label: str) -> None:
         if kind in NAMED_PARTS:
             parts, described = NAMED_PARTS[kind]
             if not all(any(part in name for name in names) for part in parts):
-                raise SpecError(f"variants.{variant}", f"model family {label} declares kind '{kind}', which copies "
-                                f"or freezes parameters named {described}, and its encoder has none",
-                                f"name them so, or drop '{kind}' from its kinds ({GUIDE})")
+                raise SpecError(
+                    f"variants.{variant}",
+                    f"model family {label} declares kind '{kind}', which copies "
+                    f"or freezes parameters named {described}, and its encoder has none",
+                    f"name them so, or drop '{kind}' from its kinds ({GUIDE})",
+                )
         if kind == "spt_frozen" and not any(part in name for part in SPT_FROZEN_PARTS for name in names):
-            raise SpecError(f"variants.{variant}", f"model family {label} declares kind 'spt_frozen', which freezes "
-                            "parameters named blocks.<i>.attn.*, .ssm.* or .mlp.*, and its encoder has none",
-                            f"name its blocks so, or drop 'spt_frozen' from its kinds ({GUIDE})")
+            raise SpecError(
+                f"variants.{variant}",
+                f"model family {label} declares kind 'spt_frozen', which freezes "
+                "parameters named blocks.<i>.attn.*, .ssm.* or .mlp.*, and its encoder has none",
+                f"name its blocks so, or drop 'spt_frozen' from its kinds ({GUIDE})",
+            )

@@ -61,10 +61,16 @@ def test_a_plugin_family_trains_under_sptunes_heads_and_hands_its_spt_weights_ov
 
 def test_the_factory_receives_the_model_section_with_its_options_and_the_task():
     helpers_plugins.RECEIVED.clear()
-    spec = ModelSpec(family="tests.helpers_plugins:RECORDING", d_model=8, n_layers=3, dropout=0.25,
-                     options={"cell": "lstm"}, pooling="max")
+    spec = ModelSpec(
+        family="tests.helpers_plugins:RECORDING",
+        d_model=8,
+        n_layers=3,
+        dropout=0.25,
+        options={"cell": "lstm"},
+        pooling="max",
+    )
     Classifier(classifier_config(spec, PIXELS))
-    (section, info), = helpers_plugins.RECEIVED
+    ((section, info),) = helpers_plugins.RECEIVED
     assert (section.d_model, section.n_layers, section.dropout) == (8, 3, 0.25)
     assert dict(section.options) == {"width_scale": 1, "cell": "lstm"}  # the spec's over the family's defaults
     assert section.input_channels == 2 and info == PIXELS
