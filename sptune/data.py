@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from sptune import discovery
 from sptune.errors import DataError, SptuneError
-from sptune.spec.sections import BUILT_IN_FAMILIES
+from sptune.spec import plugin_refs
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.bits import generate_bits_files
@@ -125,9 +125,9 @@ def _describe_task(name: str) -> str:
 def catalogue() -> dict[str, list[dict[str, str]]]:
     """Every task and model family a spec may name, built-in or plug-in, with where each comes from."""
     tasks = [{"name": n, "origin": task_origin(n), "description": _describe_task(n)} for n in task_names()]
-    plugins = discovery.installed(discovery.MODEL_GROUP)
+    plugins = plugin_refs.installed(plugin_refs.MODEL_GROUP)
     families = [{"name": n, "origin": "built-in"} for n in BUILT_IN_FAMILIES]
-    families += [{"name": n, "origin": discovery.entry_point_origin(ep)} for n, ep in sorted(plugins.items())
+    families += [{"name": n, "origin": plugin_refs.entry_point_origin(ep)} for n, ep in sorted(plugins.items())
                  if n not in BUILT_IN_FAMILIES]
     return {"tasks": tasks, "model_families": families}
 

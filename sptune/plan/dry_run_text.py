@@ -3,7 +3,6 @@ its trials, rungs, seeds and budget, what selection adds, the re-runs and the to
 
 from __future__ import annotations
 
-from sptune import discovery
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.packs import describe_packs
 from sptune.plan.phases import Phase
@@ -12,8 +11,8 @@ from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
 from sptune.plan.warmups import long_warmups, warmup_rounds
 from sptune.rules import rungs, seeds
 from sptune.rules.ranking import TIE_RULE
-from sptune.spec import ParamSpace, SweepSpec
-from sptune.spec.sections import BUILT_IN_FAMILIES
+from sptune.spec import ParamSpace, SweepSpec, plugin_refs
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks.registry import task_origin
 
 
@@ -193,7 +192,7 @@ def _describe_model(s: SweepSpec) -> str:
         return (f"Model: {m.family} d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
                 f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}")
     options = f" options={m.options}" if m.options else ""
-    return (f"Model: plug-in family '{m.family}' from {discovery.origin(m.family, discovery.MODEL_GROUP)}, "
+    return (f"Model: plug-in family '{m.family}' from {plugin_refs.origin(m.family, plugin_refs.MODEL_GROUP)}, "
             f"d_model={m.d_model} layers={m.n_layers} pooling={m.pooling} dropout={m.dropout}{options}")
 
 

@@ -12,7 +12,7 @@ from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, build_plan
 from sptune.plan.warmups import long_warmups
 from sptune.spec import SweepSpec, load_spec
-from sptune.spec.sections import BUILT_IN_FAMILIES
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
 from sptune.tasks.registry import resolve_data_dir

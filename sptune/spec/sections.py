@@ -12,6 +12,7 @@ from sptune.rules.lr_extension import MAX_EXTENSION_ROUNDS
 from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
+from sptune.spec.plugin_refs import family_problem
 from sptune.spec.search import SearchSpec
 from sptune.spec.tracking_uri import FIX as TRACKING_FIX
 from sptune.spec.tracking_uri import tracking_uri_problem
@@ -76,25 +77,6 @@ class PretrainSource:
         return name
 
 
-# The families sptune ships; any other model.family names a plug-in (sptune.training.models.families).
-BUILT_IN_FAMILIES = ("transformer", "ssm")
-
-
-def family_problem(family: str) -> PydanticCustomError | None:
-    """A family that is neither built-in, an import path (resolved by the dry run), nor an installed entry point.
-    Reads package metadata only: the spec stays torch-free."""
-    from sptune import discovery
-
-    if family in BUILT_IN_FAMILIES or discovery.is_import_path(family):
-        return None
-    installed = sorted(discovery.installed(discovery.MODEL_GROUP))
-    if family in installed:
-        return None
-    names = ", ".join([*BUILT_IN_FAMILIES, *installed])
-    return problem(f"unknown model family '{family}'", f"use one of: {names}; or a plug-in's import path "
-                   f"module:attribute (see {discovery.GUIDE})", "family")
-
-
 class ModelSpec(Strict):
     # transformer, ssm, an installed plug-in's entry point name, or a plug-in's import path (module:attr).
     family: str = "transformer"
@@ -118,7 +100,7 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _shapes_fit(self) -> ModelSpec:
-        found = family_problem(self.family) or self._plugin_problem()
+        found = family_problem(self.family, self.options, self.pooling, self.attention_kernel)
         if found:
             raise found
         if self.d_model % self.n_heads:
@@ -132,21 +114,6 @@ class ModelSpec(Strict):
         if self.family == "ssm" and self.ssm_state < 1:
             raise problem(f"must be >= 1 (got {self.ssm_state})", POSITIVE, "ssm_state")
         return self
-
-    def _plugin_problem(self) -> PydanticCustomError | None:
-        if self.family in BUILT_IN_FAMILIES:
-            if self.options:
-                return problem(f"the built-in family '{self.family}' takes no options (its settings are model's "
-                               "own fields: d_model, n_layers, n_heads ...)", "drop model.options", "options")
-            return None
-        # A plug-in builds its own encoder, so sptune's [CLS] vector and attention kernels are not in it.
-        if self.pooling == "cls":
-            return problem(f"cls pooling reads a [CLS] position that only the built-in families prepend; "
-                           f"'{self.family}' is a plug-in", "use pooling: mean, max or last", "pooling")
-        if self.attention_kernel == "flash":
-            return problem(f"'{self.family}' is a plug-in: it builds its own encoder, with no sptune attention "
-                           "kernel to choose", "use attention_kernel: auto", "attention_kernel")
-        return None
 
     def _flash_fits(self) -> None:
         # The shape limits of flash-attn 2 (sptune.training.models.attention.flash_unsupported); whether

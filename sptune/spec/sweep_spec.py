@@ -18,7 +18,6 @@ from sptune.spec.names import checked_folder_name
 from sptune.spec.reruns import SequentialRerunSpec, check_rerun_pretrain, resolve_sequential_reruns
 from sptune.spec.search import SearchSpec
 from sptune.spec.sections import (
-    BUILT_IN_FAMILIES,
     FinetuneSpec,
     LanguageModelSpec,
     LrExtendSpec,
@@ -359,10 +358,6 @@ def check_packing(spec: SweepSpec) -> None:
     # (cuda_graphs) but which torch.compile has never compiled.
     if spec.resources.pack == 1:
         return
-    if spec.model.family not in BUILT_IN_FAMILIES:
-        raise problem(f"model family '{spec.model.family}' is a plug-in: a pack fuses the built-in families' own "
-                      "modules (their dropout draws from each member's stream)", "set resources.pack: 1",
-                      "resources.pack")
     if spec.model.attention_dropout > 0:
         raise problem("attention dropout cannot be packed (the attention kernel draws it from no member's own "
                       "stream)", "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sptune import discovery
 from sptune.errors import DataError, SpecError
+from sptune.spec import plugin_refs
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.contract import checked_plugin_splits, checked_splits
@@ -78,7 +78,7 @@ def task_names() -> list[str]:
     """Built-in tasks and the installed plug-ins' (by entry point name; listing them imports nothing)."""
     _load_modules()
     built_in = {name for name in _REGISTRY if name not in _PLUGIN_ORIGINS}
-    return sorted(built_in | set(discovery.installed(discovery.TASK_GROUP)))
+    return sorted(built_in | set(plugin_refs.installed(plugin_refs.TASK_GROUP)))
 
 
 def task_origin(name: str) -> str:
@@ -88,8 +88,8 @@ def task_origin(name: str) -> str:
         return "built-in"
     if name in _PLUGIN_ORIGINS:
         return _PLUGIN_ORIGINS[name]
-    ep = discovery.installed(discovery.TASK_GROUP).get(name)
-    return discovery.entry_point_origin(ep) if ep is not None else "unknown"
+    ep = plugin_refs.installed(plugin_refs.TASK_GROUP).get(name)
+    return plugin_refs.entry_point_origin(ep) if ep is not None else "unknown"
 
 
 def is_plugin(name: str) -> bool:
@@ -101,16 +101,16 @@ def get_task(name: str) -> TaskDef:
     _load_modules()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    found = discovery.find(name, discovery.TASK_GROUP, "task.name")
+    found = plugin_refs.find(name, plugin_refs.TASK_GROUP, "task.name")
     if found is None:
         raise SpecError(
             "task.name",
             f"unknown task '{name}'",
             f"use one of: {', '.join(task_names())}; or a plug-in's import path module:attribute "
-            f"(see {discovery.GUIDE})",
+            f"(see {plugin_refs.GUIDE})",
         )
     # Registered under the name the spec used, so a second lookup neither imports nor checks again.
-    _REGISTRY[name] = discovery.expect(found, TaskDef, name, "task.name")
+    _REGISTRY[name] = plugin_refs.expect(found, TaskDef, name, "task.name")
     _PLUGIN_ORIGINS[name] = found.origin
     return _REGISTRY[name]
 

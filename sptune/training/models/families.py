@@ -15,8 +15,8 @@ from typing import Any
 
 from torch import nn
 
-from sptune import discovery
 from sptune.errors import SpecError
+from sptune.spec import plugin_refs
 from sptune.spec.variant_kinds import ATTENTION_ONLY_KINDS, KINDS, LANGUAGE_MODEL_KINDS
 from sptune.tasks.base import TaskInfo
 from sptune.training.models.encoder import Encoder, EncoderConfig
@@ -108,27 +108,27 @@ BUILT_IN_FAMILIES = tuple(_FAMILIES)
 
 def family_names() -> list[str]:
     """The built-in families and the installed plug-ins' (by entry point name; listing imports nothing)."""
-    return sorted(set(_FAMILIES) | set(discovery.installed(discovery.MODEL_GROUP)))
+    return sorted(set(_FAMILIES) | set(plugin_refs.installed(plugin_refs.MODEL_GROUP)))
 
 
 def get_family(name: str) -> ModelFamily:
     """The family ``model.family`` names: built-in, an installed entry point, or an import path."""
     if name in _FAMILIES:
         return _FAMILIES[name]
-    found = discovery.find(name, discovery.MODEL_GROUP, "model.family")
+    found = plugin_refs.find(name, plugin_refs.MODEL_GROUP, "model.family")
     if found is None:
         raise SpecError(
             "model.family",
             f"unknown model family '{name}'",
             f"use one of: {', '.join(family_names())}; or a plug-in's import path module:attribute "
-            f"(see {discovery.GUIDE})",
+            f"(see {plugin_refs.GUIDE})",
         )
-    return register(discovery.expect(found, ModelFamily, name, "model.family"), found.origin, name)
+    return register(plugin_refs.expect(found, ModelFamily, name, "model.family"), found.origin, name)
 
 
 def family_origin(name: str) -> str:
     """Where family ``name`` comes from ('built-in', or its entry point / import path)."""
-    return _ORIGINS.get(name) or discovery.origin(name, discovery.MODEL_GROUP)
+    return _ORIGINS.get(name) or plugin_refs.origin(name, plugin_refs.MODEL_GROUP)
 
 
 def _task_of(cfg: EncoderConfig) -> TaskInfo:

@@ -31,6 +31,13 @@ def check_plugin_family(spec: SweepSpec, info: TaskInfo) -> ModelFamily:
     name = spec.model.family
     family = get_family(name)
     label = f"'{name}' ({family_origin(name)})"
+    if spec.resources.pack != 1:  # auto never packs a plug-in (sptune.spec.sweep_spec.packable)
+        raise SpecError(
+            "resources.pack",
+            f"model family {label} is a plug-in: a pack fuses the built-in families' "
+            "own modules (their dropout draws from each member's stream)",
+            "set resources.pack: 1",
+        )
     _check_options(spec, family, label)
     _check_kinds(spec, family, label)
     encoder = _built(spec, info, label)

@@ -1,4 +1,5 @@
-"""Finding plug-ins: by Python entry point (an installed package's metadata) or by an import path in the spec.
+"""How a spec names a plug-in, and finding it: by Python entry point (an installed package's metadata) or by an
+import path in the spec.
 
 Torch-free: a spec names a plug-in by an entry-point name (``task: {name: majority}``) or by ``module:attr``, the
 entry points' own convention (``task: {name: my_pkg.tasks:MY_TASK}``); listing the installed plug-ins reads package
@@ -12,7 +13,10 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from pydantic_core import PydanticCustomError
+
 from sptune.errors import SpecError
+from sptune.spec.fields import problem
 
 TASK_GROUP = "sptune.tasks"
 MODEL_GROUP = "sptune.models"
@@ -131,3 +135,43 @@ def expect(found: Found, kind: type, ref: str, field: str) -> Any:
             f"point it at a sptune.plugins.{kind.__name__} object (see {GUIDE})",
         )
     return found.value
+
+
+# The families sptune ships; any other model.family names a plug-in (sptune.training.models.families).
+BUILT_IN_FAMILIES = ("transformer", "ssm")
+
+
+def family_problem(family: str, options: dict, pooling: str, attention_kernel: str) -> PydanticCustomError | None:
+    """The model section's family against what exists (built-in, an import path the dry run resolves, or an
+    installed entry point: package metadata only, so the spec stays torch-free) and the fields it fits."""
+    if family in BUILT_IN_FAMILIES:
+        if options:
+            return problem(
+                f"the built-in family '{family}' takes no options (its settings are model's own fields: "
+                "d_model, n_layers, n_heads ...)",
+                "drop model.options",
+                "options",
+            )
+        return None
+    found = sorted(installed(MODEL_GROUP))
+    if not is_import_path(family) and family not in found:
+        names = ", ".join([*BUILT_IN_FAMILIES, *found])
+        return problem(
+            f"unknown model family '{family}'",
+            f"use one of: {names}; or a plug-in's import path module:attribute (see {GUIDE})",
+            "family",
+        )
+    # A plug-in builds its own encoder, so sptune's [CLS] vector and attention kernels are not in it.
+    if pooling == "cls":
+        return problem(
+            f"cls pooling reads a [CLS] position that only the built-in families prepend; '{family}' is a plug-in",
+            "use pooling: mean, max or last",
+            "pooling",
+        )
+    if attention_kernel == "flash":
+        return problem(
+            f"'{family}' is a plug-in: it builds its own encoder, with no sptune attention kernel to choose",
+            "use attention_kernel: auto",
+            "attention_kernel",
+        )
+    return None

@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from sptune import discovery
 from sptune.errors import SpecError
+from sptune.spec import plugin_refs
 from sptune.tasks import registry
 from sptune.tasks.registry import TaskDef, get_task, is_plugin, task_names, task_origin
 
@@ -92,7 +92,7 @@ def test_a_missing_attribute_and_a_malformed_path_are_named(installed):
     with pytest.raises(SpecError, match="module 'fake_plugin_mod' has no attribute 'NOPE'"):
         get_task("fake_plugin_mod:NOPE")
     with pytest.raises(SpecError, match="not an import path of the form module:attribute"):
-        discovery.load_reference("fake_plugin_mod:", "task.name")
+        plugin_refs.load_reference("fake_plugin_mod:", "task.name")
 
 
 def test_an_object_of_the_wrong_type_is_refused(installed):
