@@ -79,3 +79,16 @@ def test_the_plugins_task_sweeps_scratch_vs_spt_with_a_built_in_model(user):
     results, printed, _ = _sweep(user, "majority", TRANSFORMER_ON_MAJORITY)
     assert "on task 'majority'" in printed and "from entry point sptune.tasks:majority" in printed
     assert _tested(results) == {"scratch", "spt"}
+
+
+def test_sptune_data_info_lists_the_plugins_beside_the_built_ins(user):
+    home, env = user
+    done = subprocess.run([sys.executable, "-m", "sptune.data", "info", "--json"], cwd=home, env=env,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    found = json.loads(done.stdout)
+    tasks = {t["name"]: t for t in found["tasks"]}
+    families = {f["name"]: f["origin"] for f in found["model_families"]}
+    assert tasks["digits"]["origin"] == "built-in" and families["transformer"] == "built-in"
+    assert tasks["majority"]["origin"].startswith("entry point sptune.tasks:majority = sptune_example_plugin")
+    assert "symbol 2" in tasks["majority"]["description"]
+    assert families["gru"].endswith("sptune_example_plugin.models:GRU of sptune-example-plugin 0.1.0")
