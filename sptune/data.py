@@ -4,6 +4,7 @@ CLI::
 
     python -m sptune.data prepare TASK [--data-dir DIR] [--set KEY=VALUE ...] [--force]
     python -m sptune.data info TASK [--data-dir DIR] [--json]
+    python -m sptune.data info [--json]     (every task and model family, built-in or plug-in, and where from)
     python -m sptune.data generate {listops,pathfinder,retrieval,bits} --out DIR --seed S ...
 
 ``prepare`` fills the prepared-array cache (`sptune.tasks.prepared`) under ``SPTUNE_CACHE_DIR``;
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from sptune.errors import DataError, SptuneError
+from sptune.spec import plugin_refs
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks import holdout
 from sptune.tasks.base import TaskSplits
 from sptune.tasks.bits import generate_bits_files
@@ -30,7 +33,15 @@ from sptune.tasks.listops import generate_listops
 from sptune.tasks.option_rules import SEED, Option, check_order
 from sptune.tasks.pathfinder_generator import generate_pathfinder
 from sptune.tasks.prepared import preparing
-from sptune.tasks.registry import TaskRequest, check_task, load_task, resolve_data_dir
+from sptune.tasks.registry import (
+    TaskRequest,
+    check_task,
+    get_task,
+    load_task,
+    resolve_data_dir,
+    task_names,
+    task_origin,
+)
 from sptune.tasks.retrieval import generate_retrieval
 from sptune.tasks.skipped import skipped_counts
 from sptune.tasks.text import generate_synthetic_imdb
@@ -104,8 +115,47 @@ def task_info(request: TaskRequest) -> dict[str, Any]:
     }
 
 
+def _describe_task(name: str) -> str:
+    try:
+        description = get_task(name).description
+    except SptuneError as err:  # a broken plug-in is listed with its problem, not a failed listing
+        description = f"(does not load: {err.problem})"
+    return description.strip().splitlines()[0] if description.strip() else ""
+
+
+def catalogue() -> dict[str, list[dict[str, str]]]:
+    """Every task and model family a spec may name, built-in or plug-in, with where each comes from."""
+    tasks = [{"name": n, "origin": task_origin(n), "description": _describe_task(n)} for n in task_names()]
+    plugins = plugin_refs.installed(plugin_refs.MODEL_GROUP)
+    families = [{"name": n, "origin": "built-in"} for n in BUILT_IN_FAMILIES]
+    families += [{"name": n, "origin": plugin_refs.entry_point_origin(ep)} for n, ep in sorted(plugins.items())
+                 if n not in BUILT_IN_FAMILIES]
+    return {"tasks": tasks, "model_families": families}
+
+
+def _print_catalogue(as_json: bool) -> int:
+    found = catalogue()
+    if as_json:
+        print(json.dumps(found))
+        return 0
+    print("tasks (task: {name: NAME}, or a plug-in's import path module:attr):")
+    for t in found["tasks"]:
+        print(_listed(t["name"], t["origin"], t["description"]))
+    print("model families (model: {family: NAME}, or a plug-in's import path module:attr):")
+    for f in found["model_families"]:
+        print(_listed(f["name"], f["origin"], ""))
+    return 0
+
+
+def _listed(name: str, origin: str, description: str) -> str:
+    line = f"  {name:<12} {'built-in' if origin == 'built-in' else 'plug-in':<9} {description}".rstrip()
+    return line if origin == "built-in" else f"{line}\n  {'':<12} {'':<9} from {origin}"
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    result = task_info(_request(args.task, args.data_dir, args.set))
+    if args.task is None:
+        return _print_catalogue(args.json)
+    result = {**task_info(_request(args.task, args.data_dir, args.set)), "origin": task_origin(args.task)}
     if args.json:
         print(json.dumps(result))
         return 0
@@ -174,10 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func, helptext in (
         ("prepare", cmd_prepare, "load a task once and cache its arrays for memory-mapped loads"),
-        ("info", cmd_info, "split sizes, sequence length, vocabulary size, label balance"),
+        ("info", cmd_info, "split sizes, sequence length, vocabulary size, label balance; without TASK: every "
+         "task and model family, built-in or plug-in"),
     ):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("task")
+        if name == "info":  # without a task: every task and model family, built-in or plug-in
+            p.add_argument("task", nargs="?", default=None)
+        else:
+            p.add_argument("task")
         p.add_argument("--data-dir", default=None, help="root of the data (default: $SPTUNE_DATA_DIR)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="task option")
         if name == "info":

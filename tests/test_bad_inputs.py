@@ -261,7 +261,32 @@ DATA = [
     data("info-text-n_val-negative", "task.n_val", "info", "text", "--set", "n_val=-1"),
     data("prepare-digits-train_fraction-0", "task.train_fraction", "prepare", "digits", "--set", "train_fraction=0"),
 ]
-CASES = TRACEBACKS + SPLITS + VALUES + WARMUPS + DRY_RUN_FLAGS + MISLEADING + OWN + REPORT + DATA
+# ------------------------------------------------------------------ plug-ins breaking their contract (sptune.plugins)
+# The plug-ins are in tests/helpers_plugins.py, named by import path (the repository root is on sys.path).
+PLUGIN = "tests.helpers_plugins"
+PLUGINS = [
+    digits_set("plugin-model-wrong-shape", "model.family", f"model.family={PLUGIN}:POOLED"),
+    digits_set("plugin-model-wrong-dtype", "returned dtype torch.int64", f"model.family={PLUGIN}:INTEGER"),
+    digits_set("plugin-model-unsupported-kind", "variant kind 'qk_init' is not supported by model family "
+               f"'{PLUGIN}:PER_POSITION'", f"model.family={PLUGIN}:PER_POSITION", "variants.spt.kind=qk_init"),
+    digits_set("plugin-model-causal-unsupported", "variants.spt", f"model.family={PLUGIN}:PER_POSITION",
+               "pretrain.objective=causal"),
+    digits_set("plugin-model-not-a-family", "not a sptune.plugins.ModelFamily", f"model.family={PLUGIN}:NOT_A_FAMILY"),
+    digits_set("plugin-model-import-fails", "module 'no_such_pkg.models', which does not import",
+               "model.family=no_such_pkg.models:GRU"),
+    digits_set("plugin-model-unknown-name", "unknown model family 'gru'", "model.family=gru"),
+    digits_set("plugin-model-unknown-option", "model.options.depth", f"model.family={PLUGIN}:RECORDING",
+               "model.options.depth=2"),
+    digits_set("builtin-model-options", "model.options", "model.options.cell=gru"),
+    digits_set("plugin-task-wrong-dtype", "x has dtype float32", f"task.name={PLUGIN}:FLOAT_ROWS"),
+    digits_set("plugin-task-wrong-shape", f"task.name ({PLUGIN}:SHORT_ROWS", f"task.name={PLUGIN}:SHORT_ROWS"),
+    digits_set("plugin-task-not-splits", "not a sptune.plugins.TaskSplits", f"task.name={PLUGIN}:NOT_SPLITS"),
+    digits_set("plugin-task-import-fails", "module 'no_such_pkg.tasks', which does not import",
+               "task.name=no_such_pkg.tasks:TASK"),
+    data("info-plugin-task-import-fails", "no_such_pkg.tasks", "info", "no_such_pkg.tasks:TASK"),
+    data("info-plugin-task-wrong-dtype", "x has dtype float32", "info", f"{PLUGIN}:FLOAT_ROWS"),
+]
+CASES = TRACEBACKS + SPLITS + VALUES + WARMUPS + DRY_RUN_FLAGS + MISLEADING + OWN + REPORT + DATA + PLUGINS
 
 
 # ------------------------------------------------------------------ data files the cases name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,13 @@ def test_generate_text_writes_a_synthetic_aclimdb_that_reads_back(tmp_path):
     assert main(["generate", "text", "--out", str(tmp_path), "--seed", "1", "--n-train", "40", "--n-test", "20"]) == 0
     splits = load_task(TaskRequest("text", {"n_val": 8, "max_len": 64}, 0, tmp_path))
     assert len(splits.train) == 32 and len(splits.val) == 8 and "SYNTHETIC" in splits.source.upper()
+
+
+def test_info_without_a_task_lists_every_task_and_model_family(capsys):
+    from sptune.data import main
+
+    assert main(["info"]) == 0
+    printed = capsys.readouterr().out
+    assert "tasks (task: {name: NAME}" in printed and "model families" in printed
+    assert re.search(r"^  digits +built-in +UCI handwritten digits", printed, re.M)
+    assert re.search(r"^  ssm +built-in$", printed, re.M)

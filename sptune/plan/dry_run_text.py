@@ -11,7 +11,9 @@ from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
 from sptune.plan.warmups import long_warmups, warmup_rounds
 from sptune.rules import rungs, seeds
 from sptune.rules.ranking import TIE_RULE
-from sptune.spec import ParamSpace, SweepSpec
+from sptune.spec import ParamSpace, SweepSpec, plugin_refs
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
+from sptune.tasks.registry import task_origin
 
 
 def _describe_param(p: ParamSpace) -> str:
@@ -179,16 +181,29 @@ def _share_holder(spec: SweepSpec) -> str:
     return "trial" if pack == 1 else f"pack of {pack} trials (each member trial reserves 1/{pack} of the CPUs)"
 
 
+def _task_origin(name: str) -> str:
+    origin = task_origin(name)
+    return "" if origin == "built-in" else f" from {origin}"
+
+
+def _describe_model(s: SweepSpec) -> str:
+    m = s.model
+    if m.family in BUILT_IN_FAMILIES:
+        return (f"Model: {m.family} d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
+                f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}")
+    options = f" options={m.options}" if m.options else ""
+    return (f"Model: plug-in family '{m.family}' from {plugin_refs.origin(m.family, plugin_refs.MODEL_GROUP)}, "
+            f"d_model={m.d_model} layers={m.n_layers} pooling={m.pooling} dropout={m.dropout}{options}")
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
-    m = s.model
     stops_early = s.scheduler.type != "fifo"
     lines = [
         f"Study '{s.name}' on task '{info.name}' ({info.input_kind}, length {info.seq_len}, "
-        f"{info.num_classes} classes), seed {s.seed}",
+        f"{info.num_classes} classes){_task_origin(s.task.name)}, seed {s.seed}",
         f"Data: {plan.data_summary}",
-        f"Model: transformer d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} ffn={m.d_ff} "
-        f"pooling={m.pooling} positions={m.positions} dropout={m.dropout}",
+        _describe_model(s),
         _describe_scheduler(s),
         *_describe_searcher(plan),
         f"Resources: {s.resources.cpu:g} CPU + {s.resources.gpu:g} GPU per {_share_holder(s)}, "

@@ -12,6 +12,7 @@ from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, build_plan
 from sptune.plan.warmups import long_warmups
 from sptune.spec import SweepSpec, load_spec
+from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
 from sptune.tasks.registry import resolve_data_dir
@@ -29,6 +30,7 @@ def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | Non
     _absolute_paths(spec)
     data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
     _check_batch_sizes(spec, len(data.train))
+    _check_plugin_family(spec, data.info)
     _check_given_models(spec, data.info)
     summary = (
         f"{len(data.train)} train / {len(data.val)} val from {data.source or spec.task.name}; "
@@ -125,14 +127,23 @@ def _check_attention_kernel(spec: SweepSpec, data: TaskSplits) -> None:
                         f"pip install -e '.[gpu]' on a CUDA machine, {auto}")
 
 
+def _check_plugin_family(spec: SweepSpec, info: TaskInfo) -> None:
+    """A plug-in model family must support the spec's variant kinds and return what the heads read."""
+    if spec.model.family in BUILT_IN_FAMILIES:
+        return
+    from sptune.training.models.family_check import check_plugin_family  # torch only for a plug-in family
+
+    check_plugin_family(spec, info)
+
+
 def _check_given_models(spec: SweepSpec, info: TaskInfo) -> None:
     """A given SPT checkpoint or language model must load and fit, or nothing starts."""
     if spec.pretrain is not None and spec.pretrain.checkpoint:  # torch only for a spec that gives a model
         from sptune.training.checkpoint_files import check_spt_checkpoint
         from sptune.training.model_configs import encoder_config
-        from sptune.training.models import Encoder
+        from sptune.training.models.families import build_encoder
 
-        check_spt_checkpoint(spec.pretrain.checkpoint, Encoder(encoder_config(spec.model, info)))
+        check_spt_checkpoint(spec.pretrain.checkpoint, build_encoder(encoder_config(spec.model, info)))
     if spec.language_model is not None:  # torch only for a spec that gives a model
         from sptune.training.models.lm import check_language_model
 

@@ -12,6 +12,7 @@ from sptune.rules.lr_extension import MAX_EXTENSION_ROUNDS
 from sptune.rules.seeds import MAX_CANDIDATE_SEEDS, MAX_GRID_REPEATS
 from sptune.spec.budget import repeated_choice_problem, written_budget_problem
 from sptune.spec.fields import POSITIVE, Strict, problem, ranged
+from sptune.spec.plugin_refs import family_problem
 from sptune.spec.search import SearchSpec
 from sptune.spec.tracking_uri import FIX as TRACKING_FIX
 from sptune.spec.tracking_uri import tracking_uri_problem
@@ -77,7 +78,10 @@ class PretrainSource:
 
 
 class ModelSpec(Strict):
-    family: Literal["transformer", "ssm"] = "transformer"
+    # transformer, ssm, an installed plug-in's entry point name, or a plug-in's import path (module:attr).
+    family: str = "transformer"
+    # A plug-in family's own options (its factory reads them); the built-ins take none.
+    options: dict[str, Any] = {}
     ssm_state: int = 64  # state size of the diagonal SSM layers (family: ssm)
     d_model: int = ranged(64, POSITIVE, ge=1)
     n_layers: int = ranged(3, POSITIVE, ge=1)
@@ -96,6 +100,9 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _shapes_fit(self) -> ModelSpec:
+        found = family_problem(self.family, self.options, self.pooling, self.attention_kernel)
+        if found:
+            raise found
         if self.d_model % self.n_heads:
             message = f"d_model {self.d_model} is not divisible by n_heads {self.n_heads}"
             raise problem(message, "pick n_heads dividing d_model", "n_heads")

@@ -43,3 +43,52 @@ def checked_splits(splits: TaskSplits) -> TaskSplits:
     check_split(f"{where} (train split)", splits.train, splits.info)
     check_split(f"{where} (validation split)", splits.val, splits.info)
     return splits.replace(map_test=lambda test: check_split(f"{where} (test split)", test, splits.info))
+
+
+PLUGIN_FIX = "return what sptune.plugins documents for a task's load (docs/guides/plugins.md)"
+
+
+def _check_plugin_split(where: str, split: ArraySplit, info: TaskInfo) -> ArraySplit:
+    """What a built-in reader guarantees by construction, checked for a plug-in: x of whole numbers (token ids, or
+    levels that `TaskInfo.levels` scales), one row per example (two for a paired task), values within range."""
+    x = split.x
+    check_arrays(where, x, split.y, info.num_classes, PLUGIN_FIX)
+    rows = "(N, 2, seq_len)" if info.paired else "(N, seq_len)"
+    if x.ndim != (3 if info.paired else 2) or (info.paired and x.shape[1] != 2):
+        raise DataError(where, f"x has shape {x.shape}; a {'paired ' if info.paired else ''}task's x is {rows}",
+                        f"return x of shape {rows}, seq_len = {info.seq_len} (TaskInfo.seq_len)")
+    if x.shape[-1] != info.seq_len:
+        raise DataError(where, f"x has rows of {x.shape[-1]} values, but TaskInfo.seq_len is {info.seq_len}",
+                        f"return x of shape {rows} with seq_len {info.seq_len}, or set TaskInfo.seq_len to the rows' "
+                        "length (pad shorter sequences with pad_id)")
+    if x.dtype.kind not in "iu":
+        raise DataError(where, f"x has dtype {x.dtype}; sptune reads whole numbers (token ids, or continuous levels "
+                        f"0..levels-1 that TaskInfo.levels scales)",
+                        "return integers, e.g. np.round(v * 255).astype(np.uint8) with levels=256 for values in [0, 1]")
+    high = info.vocab_size if info.input_kind == "tokens" else info.levels
+    what = "vocab_size" if info.input_kind == "tokens" else "levels"
+    if x.size and (int(x.min()) < 0 or int(x.max()) >= high):
+        raise DataError(where, f"x holds values {int(x.min())}..{int(x.max())}, outside 0..{high - 1} (TaskInfo."
+                        f"{what} = {high})", f"raise TaskInfo.{what}, or map x into 0..{high - 1}")
+    return split
+
+
+def checked_plugin_splits(splits: object, where: str) -> TaskSplits:
+    """A plug-in task's load result against the contract: a `TaskSplits` with a `TaskInfo`, splits of integer rows
+    in range (the test split when it is read, behind its seal)."""
+    if not isinstance(splits, TaskSplits):
+        raise DataError(where, f"load returned a {type(splits).__name__}, not a sptune.plugins.TaskSplits", PLUGIN_FIX)
+    info = splits.info
+    if not isinstance(info, TaskInfo):
+        raise DataError(where, f"TaskSplits.info is a {type(info).__name__}, not a sptune.plugins.TaskInfo",
+                        PLUGIN_FIX)
+    if info.input_kind not in ("tokens", "continuous"):
+        raise DataError(where, f"TaskInfo.input_kind is {info.input_kind!r}", "use 'tokens' or 'continuous'")
+    if info.num_classes < 2 or info.seq_len < 1:
+        raise DataError(where, f"TaskInfo has num_classes {info.num_classes} and seq_len {info.seq_len}",
+                        "give at least 2 classes and a positive sequence length")
+    for name, split in (("train", splits.train), ("validation", splits.val)):
+        if not isinstance(split, ArraySplit):
+            raise DataError(where, f"the {name} split is a {type(split).__name__}, not an ArraySplit", PLUGIN_FIX)
+        _check_plugin_split(f"{where} ({name} split)", split, info)
+    return splits.replace(map_test=lambda test: _check_plugin_split(f"{where} (test split)", test, info))

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from sptune.errors import DataError, SpecError
+from sptune.spec import plugin_refs
 from sptune.tasks.arrays import compact_splits, nested_subset
 from sptune.tasks.base import TaskSplits
-from sptune.tasks.contract import checked_splits
+from sptune.tasks.contract import checked_plugin_splits, checked_splits
 from sptune.tasks.option_rules import FRACTION, ROW_LIMIT, SEED, Option, check_options, check_order, implied_rule
 from sptune.tasks.value_stats import with_value_stats
 
@@ -48,6 +49,8 @@ class TaskDef:
 
 
 _REGISTRY: dict[str, TaskDef] = {}
+# Where each task found outside the package came from (an entry point, an import path); built-ins are absent.
+_PLUGIN_ORIGINS: dict[str, str] = {}
 
 # Modules that register tasks on import. Add a module here to add its tasks.
 _TASK_MODULES = (
@@ -74,18 +77,43 @@ def _load_modules() -> None:
 
 
 def task_names() -> list[str]:
+    """Built-in tasks and the installed plug-ins' (by entry point name; listing them imports nothing)."""
     _load_modules()
-    return sorted(_REGISTRY)
+    built_in = {name for name in _REGISTRY if name not in _PLUGIN_ORIGINS}
+    return sorted(built_in | set(plugin_refs.installed(plugin_refs.TASK_GROUP)))
+
+
+def task_origin(name: str) -> str:
+    """Where task ``name`` comes from: built-in, or the entry point / import path that provides it."""
+    _load_modules()
+    if name in _REGISTRY and name not in _PLUGIN_ORIGINS:
+        return "built-in"
+    if name in _PLUGIN_ORIGINS:
+        return _PLUGIN_ORIGINS[name]
+    ep = plugin_refs.installed(plugin_refs.TASK_GROUP).get(name)
+    return plugin_refs.entry_point_origin(ep) if ep is not None else "unknown"
+
+
+def is_plugin(name: str) -> bool:
+    get_task(name)
+    return name in _PLUGIN_ORIGINS
 
 
 def get_task(name: str) -> TaskDef:
     _load_modules()
-    if name not in _REGISTRY:
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    found = plugin_refs.find(name, plugin_refs.TASK_GROUP, "task.name")
+    if found is None:
         raise SpecError(
             "task.name",
             f"unknown task '{name}'",
-            f"use one of: {', '.join(sorted(_REGISTRY))}",
+            f"use one of: {', '.join(task_names())}; or a plug-in's import path module:attribute "
+            f"(see {plugin_refs.GUIDE})",
         )
+    # Registered under the name the spec used, so a second lookup neither imports nor checks again.
+    _REGISTRY[name] = plugin_refs.expect(found, TaskDef, name, "task.name")
+    _PLUGIN_ORIGINS[name] = found.origin
     return _REGISTRY[name]
 
 
@@ -108,7 +136,10 @@ def _full_request(task: TaskDef, request: TaskRequest) -> TaskRequest:
 
 def load_task(request: TaskRequest) -> TaskSplits:
     task = get_task(request.name)
-    splits = compact_splits(checked_splits(task.load(_full_request(task, request))))
+    loaded = task.load(_full_request(task, request))
+    if request.name in _PLUGIN_ORIGINS:
+        loaded = checked_plugin_splits(loaded, f"task.name ({request.name}, {_PLUGIN_ORIGINS[request.name]})")
+    splits = compact_splits(checked_splits(loaded))
     return with_value_stats(nested_subset(splits, float(request.options.get("train_fraction", 1.0))))
 
 

@@ -27,6 +27,8 @@ def encoder_config(model: ModelSpec, info: TaskInfo) -> EncoderConfig:
         use_cls=model.pooling == "cls",
         family=model.family,
         ssm_state=model.ssm_state,
+        options=dict(model.options),
+        task=info,
     )
 
 

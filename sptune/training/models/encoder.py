@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
+from sptune.tasks.base import TaskInfo
 from sptune.training.models.attention import KernelChoice, SelfAttention
 from sptune.training.models.dropout import Dropout
 from sptune.training.models.ssm import SSMMixer
@@ -53,9 +54,13 @@ class EncoderConfig:
     # input layer has the same shape in pretraining and finetuning.
     input_channels: int = 2
     use_cls: bool = False
-    # "transformer" mixes positions with attention, "ssm" with a diagonal state-space layer.
-    family: Literal["transformer", "ssm"] = "transformer"
+    # "transformer" mixes positions with attention, "ssm" with a diagonal state-space layer; any other name is a
+    # plug-in (sptune.training.models.families), built from `options` and `task`.
+    family: str = "transformer"
     ssm_state: int = 64
+    # A plug-in family's own options (model.options) and the task it reads (what its factory receives).
+    options: dict[str, Any] = field(default_factory=dict, hash=False)
+    task: TaskInfo | None = None
 
 
 def sinusoidal_table(length: int, width: int) -> torch.Tensor:

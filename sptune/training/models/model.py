@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from sptune.training.models.encoder import Encoder, EncoderConfig
+from sptune.training.models.encoder import EncoderConfig
+from sptune.training.models.families import build_encoder
 from sptune.training.models.heads import ClassificationHead, Pooling, ReconstructionHead, classify, pool
 
 
@@ -28,7 +29,7 @@ class Classifier(nn.Module):
             # The spec refuses it (model.pooling); here so no other caller builds it either.
             raise ValueError("cls pooling on a causal model reads a position that sees only itself")
         self.cfg = cfg
-        self.encoder = Encoder(cfg.encoder)
+        self.encoder = build_encoder(cfg.encoder)
         self.head = ClassificationHead(cfg.encoder.d_model, cfg.num_classes, cfg.pooling, cfg.paired)
 
     def _encode(self, inputs: torch.Tensor, key_padding: torch.Tensor | None) -> torch.Tensor:
@@ -47,7 +48,7 @@ class Pretrainer(nn.Module):
 
     def __init__(self, encoder_cfg: EncoderConfig, out_dim: int) -> None:
         super().__init__()
-        self.encoder = Encoder(encoder_cfg)
+        self.encoder = build_encoder(encoder_cfg)
         self.reconstruct = ReconstructionHead(encoder_cfg.d_model, out_dim)
         self.use_cls = encoder_cfg.use_cls
 
