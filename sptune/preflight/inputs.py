@@ -14,7 +14,7 @@ from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, build_plan
 from sptune.plan.warmups import long_warmups
 from sptune.spec import SweepSpec
-from sptune.spec.reading import spec_from_mapping
+from sptune.spec.reading import read_yaml, spec_from_mapping
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
 from sptune.tasks.registry import resolve_data_dir
@@ -27,9 +27,9 @@ class StudyInputs:
     plan: StudyPlan
 
 
-def load_inputs(raw: Mapping[str, Any], overrides: tuple[str, ...], data_dir: str | None) -> StudyInputs:
-    """The spec's mapping (a file's, or one given in Python) with its overrides, checked against its data."""
-    spec = spec_from_mapping(raw, overrides)
+def load_inputs(source: Path | Mapping[str, Any], overrides: tuple[str, ...], data_dir: str | None) -> StudyInputs:
+    """The spec (a file, or its mapping given in Python) with its overrides, checked against its data."""
+    spec = spec_from_mapping(source if isinstance(source, Mapping) else read_yaml(source), overrides)
     _absolute_paths(spec)
     data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
     _check_batch_sizes(spec, len(data.train))

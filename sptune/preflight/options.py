@@ -28,7 +28,3 @@ class RunOptions:
     def spec_mapping(self) -> dict[str, Any]:
         """The top-level mapping of the spec or campaign: the given one, else the file's."""
         return dict(self.spec) if self.spec is not None else read_yaml(self.spec_path)
-
-    def spec_label(self) -> str:
-        """How errors, the MLflow parent run and the printed lines name the spec."""
-        return str(self.spec_path) if self.spec is None else "(a spec mapping given to sptune.run)"
