@@ -23,7 +23,7 @@ RESULTS = ROOT / "docs" / "results"
 DIGITS = ROOT / "search_spaces" / "digits_quick.yaml"
 
 
-def test_import_sptune_loads_no_heavy_library_and_exports_lazily():
+def test_import_sptune_loads_no_heavy_library_and_exports_lazily(monkeypatch):
     code = (
         "import sys, sptune; heavy = ('ray', 'mlflow', 'torch', 'optuna', 'pydantic', 'numpy', 'sptune.api'); "
         "print([m for m in sys.modules if m.split('.')[0] in heavy or m == 'sptune.api'])"
@@ -33,6 +33,8 @@ def test_import_sptune_loads_no_heavy_library_and_exports_lazily():
     assert sptune.SpecError is SpecError and sptune.DataError is DataError
     assert callable(sptune.plan) and callable(sptune.run) and callable(sptune.load_results)
     assert sptune.plan.cost is plan_cost  # the package behind `sptune.plan` still holds its modules
+    monkeypatch.setattr("sptune.plan.cost.DEVICES", ("cpu",))  # and a dotted path through it still resolves
+    assert plan_cost.DEVICES == ("cpu",)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         sptune.nothing  # noqa: B018
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sptune.api.options import Overrides, SpecLike, run_options
+from sptune.api.arguments import Overrides, SpecLike, run_options
+from sptune.api.loading import load_results
 from sptune.api.planning import Plan, plan_of
-from sptune.api.results import CampaignResult, StudyResult, load_results
+from sptune.api.study_result import CampaignResult, StudyResult
 from sptune.preflight import RunOptions, prepare
 
 
@@ -39,7 +40,7 @@ def run(
     while running raises RuntimeFailure; SIGINT / SIGTERM raise StudyInterrupted (a BaseException), after which
     `run(..., output=SAME, resume=True)` continues."""
     options = run_options(spec, overrides, output, data_dir, tracking_uri, address, storage, optuna_storage, resume)
-    return load_results(launch(options, verbose))
+    return load_results(launch(options, verbose).parent)
 
 
 def launch(options: RunOptions, verbose: bool = False) -> Path:

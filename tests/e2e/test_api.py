@@ -18,10 +18,10 @@ from sptune.study.launch import GIVEN_FILE, GIVEN_MAPPING
 from sptune.sweep import main
 from tests.helpers_tiny import PLAIN_PICK
 
-# digits_quick at its smallest: one pretraining trial of one epoch, two trials of two epochs per variant, FIFO.
+# digits_quick at its smallest: one pretraining trial of one epoch, one trial of two epochs per variant, FIFO.
 TINY = [
-    "pretrain.epochs=1", "pretrain.num_samples=1", "finetune.epochs=2", "variants.scratch.num_samples=2",
-    "variants.spt.num_samples=2", "scheduler.type=fifo", "scheduler.grace_period=1", "model.n_layers=1",
+    "pretrain.epochs=1", "pretrain.num_samples=1", "finetune.epochs=2", "variants.scratch.num_samples=1",
+    "variants.spt.num_samples=1", "scheduler.type=fifo", "scheduler.grace_period=1", "model.n_layers=1",
     "model.d_model=32", "model.d_ff=64", "rerun_seeds=1", *PLAIN_PICK,
 ]  # fmt: skip
 # What differs between two runs of one study: where its files are, Tune's trial ids, when it ran.
