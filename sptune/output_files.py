@@ -16,6 +16,7 @@ RESULTS_JSON = "results.json"  # the study's (or campaign's) rows and summary: w
 RESULTS_MD = "results.md"  # the same results as tables for a person
 REPORT_HTML = "report.html"  # the self-contained fairness report
 REPORT_MD = "report.md"  # the report's tables in Markdown
+FLAGS_JSON = "flags.json"  # the report's fairness flags, for `sptune.load_results` and scripts
 RESULTS_CSV = "results.csv"  # one row per variant and task, for further analysis
 FIGURES = "figures"  # the report's figures (SVG, PDF, PNG)
 RAY_RESULTS = "ray_results"  # Tune's experiment and checkpoints when --storage is not given

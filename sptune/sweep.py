@@ -1,20 +1,20 @@
 """`python -m sptune.sweep SPEC.yaml`: plan and run a fair SPT study (or a campaign of them).
 
-This module only reads the command line: `sptune.preflight` checks everything before
-anything starts (input errors exit with status 2), `sptune.study.launch` runs what it made ready.
+This module only reads the command line and calls the Python API (`sptune.api`): `sptune.plan` for --dry-run,
+`sptune.run` otherwise; `sptune.preflight` checks everything before anything starts (input errors exit with
+status 2), `sptune.study.launch` runs what it made ready.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
+from sptune.api.running import plan
+from sptune.api.running import run as run_study
 from sptune.errors import StudyInterrupted, cli_exit_code
-from sptune.plan.cost import describe_cost, describe_total
-from sptune.plan.dry_run_text import describe
-from sptune.preflight import RunOptions, dry_run, prepare
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -41,33 +41,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def options_from(args: argparse.Namespace) -> RunOptions:
-    """The arguments RunOptions names (argparse's dests are its field names)."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunOptions)}
-    return RunOptions(**{**values, "overrides": tuple(args.overrides)})
+def api_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keywords `sptune.run` and `sptune.plan` take (argparse's dests are their names)."""
+    return {"overrides": tuple(args.overrides), "output": args.output, "data_dir": args.data_dir,
+            "tracking_uri": args.tracking_uri, "address": args.address, "storage": args.storage,
+            "optuna_storage": args.optuna_storage, "resume": args.resume}
 
 
 def run(args: argparse.Namespace) -> int:
-    options = options_from(args)
     if args.dry_run:
-        checked = dry_run(options)
-        planned = checked.planned
-        for study in planned.studies:
-            title = f"=== study {study.member.name} ===\n" if study.member else ""
-            plan = study.inputs.plan
-            print(title + describe(plan) + "\n" + describe_cost(plan) + ("\n" if study.member else ""))
-        if len(planned.studies) > 1:
-            print(describe_total([study.inputs.plan for study in planned.studies]))
-        print("Preflight: every check a real run makes before it starts passed (output folder, resume, services, "
-              "storage, GPUs, CPUs)" + ("; not checked:" if checked.unchecked else "."))
-        for line in checked.unchecked:
-            print(f"  - {line}")
+        print(plan(args.spec_path, **api_options(args)).text)
         return 0
-    ready = prepare(options)
-    # Here: the launcher imports torch, Ray and MLflow, which a dry run and every refusal never wait for.
-    from sptune.study.launch import run as launch
-
-    launch(ready, verbose=args.verbose)
+    run_study(args.spec_path, verbose=args.verbose, **api_options(args))
     return 0
 
 

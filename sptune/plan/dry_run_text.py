@@ -3,6 +3,8 @@ its trials, rungs, seeds and budget, what selection adds, the re-runs and the to
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sptune.plan.budget_text import describe_budgets
 from sptune.plan.packs import describe_packs
 from sptune.plan.phases import Phase
@@ -16,7 +18,7 @@ from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
 from sptune.tasks.registry import task_origin
 
 
-def _describe_param(p: ParamSpace) -> str:
+def describe_param(p: ParamSpace) -> str:
     if p.type in ("loguniform", "uniform"):
         return f"{p.type}[{p.low:g}, {p.high:g}]"
     return f"{p.type}{[v if v != int(v) else int(v) for v in p.values]}"
@@ -38,7 +40,7 @@ def _describe_search(plan: StudyPlan, search: SearchPlan) -> str:
         return f"{head} reuses the SPT checkpoint {search.reuse_checkpoint} (no pretraining)"
     if search.phase == Phase.PRETRAIN and search.epochs == 0:
         return f"{head} 0 epochs: SPT variants start from an untrained (seeded) encoder"
-    space = ", ".join(f"{k}={_describe_param(p)}" for k, p in search.space.items())
+    space = ", ".join(f"{k}={describe_param(p)}" for k, p in search.space.items())
     if search.phase == Phase.PRETRAIN:
         p = plan.spec.pretrain
         what = f"objective={search.objective}"
@@ -196,6 +198,30 @@ def _describe_model(s: SweepSpec) -> str:
             f"d_model={m.d_model} layers={m.n_layers} pooling={m.pooling} dropout={m.dropout}{options}")
 
 
+@dataclass(frozen=True)
+class TrialTotals:
+    """The most trials a plan trains: its searches', what the variants' selections add (LR extension rounds,
+    candidates) and the re-runs'; and the most trial-epochs (rounds of a steps budget) they spend in all."""
+
+    searches: int
+    selection: int
+    reruns: int
+    trial_epochs: int
+
+    @property
+    def trials(self) -> int:
+        return self.searches + self.selection + self.reruns
+
+
+def trial_totals(plan: StudyPlan) -> TrialTotals:
+    """What the plan's Total line counts (sequential re-runs at their most)."""
+    _, pick_trials, pick_epochs = describe_selection(plan.spec, plan.variant_searches())
+    _, rerun_trials, rerun_epochs = _describe_reruns(plan)
+    searched = sum(search_epochs(plan, search) for search in plan.searches)
+    return TrialTotals(sum(search.n_trials for search in plan.searches), pick_trials, rerun_trials,
+                       searched + pick_epochs + rerun_epochs)
+
+
 def describe(plan: StudyPlan) -> str:
     s, info = plan.spec, plan.info
     stops_early = s.scheduler.type != "fifo"
@@ -216,16 +242,13 @@ def describe(plan: StudyPlan) -> str:
         f"each variant with its own searcher{' and early stopping' if stops_early else ''}):",
         *(_describe_search(plan, search) for search in plan.searches),
     ]
-    picking, pick_trials, pick_epochs = describe_selection(plan.spec, plan.variant_searches())
-    reruns, rerun_trials, rerun_epochs = _describe_reruns(plan)
-    lines += picking + reruns
-    total_trials = sum(search.n_trials for search in plan.searches) + pick_trials + rerun_trials
-    total_epochs = sum(search_epochs(plan, search) for search in plan.searches) + pick_epochs + rerun_epochs
+    lines += describe_selection(plan.spec, plan.variant_searches())[0] + _describe_reruns(plan)[0]
+    total = trial_totals(plan)
     lines.append(seeds.SPREAD_TEXT[plan.spread()])
     early = " (early stopping ends weak search trials sooner)" if stops_early else ""
     lines.append(
-        f"Total: {total_trials} trials = {total_trials} distinct trainings (no config trained twice with one seed), "
-        f"at most {total_epochs} trial-{round_unit(s)}s{early}"
+        f"Total: {total.trials} trials = {total.trials} distinct trainings (no config trained twice with one seed), "
+        f"at most {total.trial_epochs} trial-{round_unit(s)}s{early}"
     )
     lines += _warmup_note(plan) + _long_warmup_note(plan) + _batch_note(plan)
     lines.append("Ranking: searcher, early stopping and selection all use each trial's best-so-far validation score; "

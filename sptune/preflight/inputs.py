@@ -5,14 +5,17 @@ This is what `--dry-run` prints; nothing here starts Ray, touches MLflow or writ
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sptune.errors import SpecError, SptuneError
 from sptune.plan.study_plan import StudyPlan, build_plan
 from sptune.plan.warmups import long_warmups
-from sptune.spec import SweepSpec, load_spec
+from sptune.spec import SweepSpec
 from sptune.spec.plugin_refs import BUILT_IN_FAMILIES
+from sptune.spec.reading import read_yaml, spec_from_mapping
 from sptune.tasks import TaskRequest, check_task, load_task
 from sptune.tasks.base import TaskInfo, TaskSplits
 from sptune.tasks.registry import resolve_data_dir
@@ -25,8 +28,9 @@ class StudyInputs:
     plan: StudyPlan
 
 
-def load_inputs(spec_path: Path, overrides: tuple[str, ...], data_dir: str | None) -> StudyInputs:
-    spec = load_spec(spec_path, list(overrides))
+def load_inputs(source: Path | Mapping[str, Any], overrides: tuple[str, ...], data_dir: str | None) -> StudyInputs:
+    """The spec (a file, or its mapping given in Python) with its overrides, checked against its data."""
+    spec = spec_from_mapping(source if isinstance(source, Mapping) else read_yaml(source), overrides)
     _absolute_paths(spec)
     data = _load_checked(spec, spec.task.name, spec.task.options, data_dir)
     _check_batch_sizes(spec, len(data.train))

@@ -61,15 +61,16 @@ class PlannedRun:
 
 def prepare_inputs(options: RunOptions) -> PlannedRun:
     """The spec file (or campaign), every study's spec, data and plan."""
-    raw = read_yaml(options.spec_path)
+    raw = options.spec_mapping()
     if not is_campaign(raw):
-        inputs = load_inputs(options.spec_path, options.overrides, options.data_dir)
+        inputs = load_inputs(raw, options.overrides, options.data_dir)
         return PlannedRun((PlannedStudy(inputs, options.overrides),))
     planned = []
-    for member in expand(raw, options.spec_path):
+    # A campaign given as a mapping names its studies' spec files relative to the working directory.
+    for member in expand(raw, options.spec_path or Path.cwd() / "campaign"):
         try:
             overrides = (*member.overrides, *options.overrides)
-            inputs = load_inputs(member.spec_path, overrides, options.data_dir)
+            inputs = load_inputs(read_yaml(member.spec_path), overrides, options.data_dir)
         except SptuneError as err:
             where = f"campaign study '{member.name}' ({member.spec_path.name}): {err.where}"
             raise type(err)(where, err.problem, err.fix) from None
@@ -178,6 +179,7 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     uri = uri or f"sqlite:///{(store_dir / MLFLOW_DB).resolve()}"
     return ReadyStudy(
         spec_path=member.spec_path if member else options.spec_path,
+        given_spec=None if member else options.spec,
         overrides=planned.overrides,
         spec=spec,
         data=planned.inputs.data,

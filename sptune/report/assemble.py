@@ -4,12 +4,14 @@ reads the child runs and writes only these artifacts, from the driver: the one M
 
 from __future__ import annotations
 
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
 
-from sptune.output_files import FIGURES, REPORT_HTML, REPORT_MD, RESULTS_CSV
+from sptune.output_files import FIGURES, FLAGS_JSON, REPORT_HTML, REPORT_MD, RESULTS_CSV
 from sptune.plan.phases import Phase
 from sptune.report.cells import aggregate
 from sptune.report.flags import all_flags
@@ -41,8 +43,8 @@ def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | Non
                  parent_run_id: str | None = None,
                  importances: dict[str, dict[str, float]] | None = None) -> Path:
     """Write report.html (default RUN_DIR/report.html), its figures (figures/ next to it, SVG, PDF and PNG) and
-    report.md/results.csv; log the figures and the page to the study's MLflow parent run if it has one. Return
-    the page's path. ``importances`` (variant -> parameter -> importance) defaults to the study's Optuna storage.
+    report.md/results.csv/flags.json; log the figures and the page to the study's MLflow parent run if it has one.
+    Return the page's path. ``importances`` (variant -> parameter -> importance) defaults to the study's Optuna storage.
 
     results.md is the study's own (``sptune.judging.results``, its only writer); the report never rewrites it."""
     # Jinja2 and matplotlib only when a report is built: a study's start imports this module.
@@ -62,6 +64,7 @@ def build_report(run_dir: Path, tracking_uri: str | None = None, out: Path | Non
     context = page_context(data, cells, flags, tasks, variants, kinds, figures, (importances, importance_figures))
     out.write_text(render(context), encoding="utf-8")
     (out.parent / REPORT_MD).write_text(markdown(data, cells, flags, tasks, variants), encoding="utf-8")
+    (out.parent / FLAGS_JSON).write_text(json.dumps([asdict(f) for f in flags], indent=2), encoding="utf-8")
     write_csv(out.parent / RESULTS_CSV, csv_rows(cells, data.sequential))
     failed = log_report(data, out, [out.parent / REPORT_MD, out.parent / RESULTS_CSV], out.parent / FIGURES)
     if failed:

@@ -11,6 +11,7 @@ studies:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ def is_campaign(data: dict[str, Any]) -> bool:
     return "campaign" in data
 
 
-def _assignments(mapping: dict[str, Any]) -> list[str]:
+def assignments(mapping: Mapping[str, Any]) -> list[str]:
+    """`--set` assignments (KEY.PATH=VALUE, the value as flow YAML) of a mapping of field paths to values."""
     return [
         f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
         for k, v in mapping.items()
@@ -106,7 +108,7 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
         if extra:
             raise SpecError(f"{where}.{sorted(extra)[0]}", "unknown key", f"use {', '.join(sorted(STUDY_KEYS))}")
         spec_path = (campaign_file.parent / entry["spec"]).resolve()
-        base = _assignments(entry.get("set") or {})
+        base = assignments(entry.get("set") or {})
         axes = {**(entry.get("axes") or {}), **_compute_matched(entry.get("compute_matched"), where)}
         if not isinstance(axes, dict) or any(not isinstance(v, list) or not v for v in axes.values()):
             raise SpecError(f"{where}.axes", "axes map a field path to a non-empty list", "e.g. model.n_layers: [1, 2]")
@@ -117,7 +119,7 @@ def expand(data: dict[str, Any], campaign_file: Path) -> list[CampaignStudy]:
             suffix = _axis_suffix(combo)
             combo = _expand_combo(combo)
             out.append(
-                CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path, tuple(base + _assignments(combo)))
+                CampaignStudy(f"{name}-{suffix}" if suffix else name, spec_path, tuple(base + assignments(combo)))
             )
     names = [s.name for s in out]
     if len(set(names)) != len(names):

@@ -3,6 +3,8 @@ the spec as resolved, as YAML."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,11 +133,16 @@ def from_dict(data: dict[str, Any]) -> SweepSpec:
         raise spec_error(err, SweepSpec) from None
 
 
-def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
-    data = read_yaml(path)
-    for assignment in overrides or []:
+def spec_from_mapping(data: Mapping[str, Any], overrides: Sequence[str] = ()) -> SweepSpec:
+    """A spec's mapping (a YAML file's, or one given in Python) with ``--set`` overrides applied to a copy."""
+    data = copy.deepcopy(dict(data))
+    for assignment in overrides:
         apply_override(data, assignment)
     return from_dict(data)
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> SweepSpec:
+    return spec_from_mapping(read_yaml(path), overrides or ())
 
 
 def resolved_spec_text(spec: SweepSpec) -> str:

@@ -7,8 +7,19 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
 from sptune import storage
-from sptune.output_files import OPTUNA_DB, OPTUNA_RECORD, RAY_RESULTS, REPORT_HTML, RESULTS_JSON, RESULTS_MD, SPEC
+from sptune.output_files import (
+    FLAGS_JSON,
+    OPTUNA_DB,
+    OPTUNA_RECORD,
+    RAY_RESULTS,
+    REPORT_HTML,
+    RESULTS_JSON,
+    RESULTS_MD,
+    SPEC,
+)
 from sptune.plan.dry_run_text import describe
 from sptune.report import build_report
 from sptune.spec.reading import resolved_spec_text
@@ -108,13 +119,22 @@ def _parent_params(ready: ReadyStudy) -> dict[str, str]:
            "storage": ready.storage or f"OUTPUT/{RAY_RESULTS}"}  # a URI without credentials (preflight refuses them)
     # How the reader mapped the user's data (e.g. class names -> ids), as in results.json's provenance.
     details = {f"task.{key}": json.dumps(value, default=str) for key, value in ready.data.details.items()}
-    return {**own, **details, **parent_run_params(ready.spec_path, ready.overrides)}
+    spec = ready.spec_path if ready.given_spec is None else GIVEN_MAPPING
+    return {**own, **details, **parent_run_params(spec, ready.overrides)}
+
+
+# What the parent run names as the spec given as a mapping (`sptune.run`), and the artifact holding it.
+GIVEN_MAPPING = "(a mapping given to sptune.run)"
+GIVEN_FILE = f"spec/given/{SPEC}"
 
 
 def _log_spec_files(tracker: Tracker, ready: ReadyStudy) -> None:
-    """The spec as given (the file, before --set) and as resolved (OUTPUT/spec.yaml)."""
+    """The spec as given (the file, or the mapping, before --set) and as resolved (OUTPUT/spec.yaml)."""
     client, run_id = tracker.client, tracker.parent_run_id
-    client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
+    if ready.given_spec is None:
+        client.log_artifact(run_id, str(ready.spec_path), artifact_path="spec/given")
+    else:
+        client.log_text(run_id, yaml.safe_dump(dict(ready.given_spec), sort_keys=False), GIVEN_FILE)
     client.log_artifact(run_id, str(ready.output_dir / SPEC), artifact_path="spec/resolved")
 
 
@@ -135,7 +155,7 @@ def write_report(out: Path, storage_uri: str | None = None) -> None:
     reported, with the command to retry, but does not fail the study."""
     try:
         print(f"Report: {build_report(out)}")
-        storage.DriverFileMirror(storage_uri, out).push(REPORT_HTML)
+        storage.DriverFileMirror(storage_uri, out).push(REPORT_HTML, FLAGS_JSON)
     except Exception as err:  # noqa: BLE001 - any report bug must not lose a finished study
         print(
             f"sptune: warning: the report could not be built ({type(err).__name__}: {err}); "

@@ -24,6 +24,7 @@ from sptune.judging.results import (
 from sptune.judging.robust_selection import CANDIDATE_RULE, candidate_lines
 from sptune.judging.sequential_reruns import look_rule, sequential_document
 from sptune.judging.sequential_results import mlflow_fields, sequential_lines
+from sptune.judging.stage_picks import searched
 from sptune.judging.stats import values_by_seed
 from sptune.judging.trivial_check import versus_trivial
 from sptune.output_files import RESULTS_JSON, TEST_READS
@@ -60,6 +61,21 @@ def _pretraining_entry(pretraining: SearchPlan, state: StudyState) -> dict[str, 
     if pretraining.epochs == 0:
         return {"epochs": 0}
     return {"reused_checkpoint": pretraining.reuse_checkpoint or state.spt_from_cache[pretraining.label]}
+
+
+def _picks(plan: StudyPlan, state: StudyState) -> dict[str, dict[str, Any]]:
+    """Per variant what its selection picked on validation (its search, an LR extension round or its candidates):
+    the searched values, the trial, its best epoch and score; its re-runs per seed are the rows."""
+    found = {}
+    for search in plan.variant_searches():
+        label = plan.pick_label(search)
+        record = state.searches.get(label)
+        if record is not None:
+            best = record.best.selection
+            found[search.variant] = {"stage": label, "trial_id": best.trial_id, "epoch": best.epoch,
+                                     "config": searched(search, best.config), "metric": best.metric,
+                                     "score": best.score}
+    return found
 
 
 def _pretraining_reruns(plan: StudyPlan, state: StudyState) -> dict[str, list[dict[str, Any]]]:
@@ -121,6 +137,7 @@ def results_document(plan: StudyPlan, state: StudyState, rows: list[ResultRow]) 
         },
         "timeline": [_timeline_entry(run) for run in state.timeline],
     }
+    study["picks"] = _picks(plan, state)
     study.update({p.label: _pretraining_entry(p, state) for p in plan.pretrainings()})
     study.update(_pretraining_reruns(plan, state))
     # Which seeds the trainings used, and what the reported spread over seeds covers (seeds.SPREAD_TEXT).

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sptune.plan.study_plan import StudyPlan
 from sptune.spec import SweepSpec
@@ -22,7 +24,7 @@ class TrackingTarget:
 
 @dataclass(frozen=True)
 class ReadyStudy:
-    spec_path: Path
+    spec_path: Path | None  # None: the spec was given as a mapping (`given_spec`)
     overrides: tuple[str, ...]
     spec: SweepSpec
     data: TaskSplits
@@ -35,6 +37,7 @@ class ReadyStudy:
     spt_cache_dir: Path | None  # campaigns share SPT checkpoints between studies
     # The Optuna searches' database URL; None: OUTPUT/optuna.db. May hold a password: never shown.
     optuna_storage: str | None = field(default=None, repr=False)
+    given_spec: Mapping[str, Any] | None = field(default=None, repr=False)  # the mapping given instead of a file
 
 
 @dataclass(frozen=True)

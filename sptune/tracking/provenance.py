@@ -62,7 +62,7 @@ def device_description() -> str:
     return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
-def parent_run_params(spec_path: Path, overrides: tuple[str, ...]) -> dict[str, str]:
+def parent_run_params(spec_path: Path | str, overrides: tuple[str, ...]) -> dict[str, str]:
     """Parameters of the study's parent run that say how to reproduce it."""
     params = {f"version.{k}": v for k, v in library_versions().items()}
     params.update({f"git.{k}": v for k, v in git_commit().items()})

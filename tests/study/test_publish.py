@@ -51,8 +51,8 @@ def test_the_document_keeps_its_keys(plan):
                                                                                         2.0, 3.0, 12)])
     rows = [_row("scratch", "scratch", 0, 0.8), _row("spt", "spt", 0, 0.85)]
     doc = results_document(plan, state, rows)
-    assert list(doc) == ["study", "task", "mlflow", "timeline", "pretrain", "seeds", "spread", "summary", "budget",
-                         "lr_extension", "selection", "candidates"]  # digits_quick extends and picks robustly
+    assert list(doc) == ["study", "task", "mlflow", "timeline", "picks", "pretrain", "seeds", "spread", "summary",
+                         "budget", "lr_extension", "selection", "candidates"]  # digits_quick extends, picks robustly
     # Re-runs use seeds no search trial used; the spread says what it covers.
     assert doc["seeds"] == {"search": [0], "rerun": [1000, 1001, 1002]} and doc["spread"] == "finetune"
     assert doc["mlflow"] == {"tracking_uri": "sqlite:///m.db", "experiment_id": "1", "parent_run_id": "parent"}
@@ -60,6 +60,20 @@ def test_the_document_keeps_its_keys(plan):
                                   "trials": 12}
     assert list(doc["pretrain"]) == ["stage", "variant", *SELECTION_KEYS]
     assert (doc["pretrain"]["stage"], doc["pretrain"]["variant"]) == ("pretrain", "masked")
+
+
+def test_picks_name_each_variants_selected_trial_from_its_last_selection_stage(plan):
+    """digits_quick picks by seed-robust selection: a variant's pick is its candidates stage's, with only the
+    searched values of its config."""
+    config = {"lr": 2e-3, "batch_size": 64, "phase": "search", "seed": 0, "variant": "spt"}
+    sel = Selection(trial_id="c7", config=config, checkpoint_path="/ckpt/c7", metric="val_acc", score=0.93, epoch=9,
+                    metrics={}, n_trials=6, n_diverged=0, n_failed=0, trial_epochs=60)
+    searched = Selection(**{**asdict(sel), "trial_id": "s1", "epoch": 4})
+    state = StudyState(searches={"pretrain": _pretrained(), "candidates-spt": SearchRecord([SelectedTrial(sel, None)]),
+                                 "search-scratch": SearchRecord([SelectedTrial(searched, None)])})
+    doc = results_document(plan, state, [_row("scratch", "scratch", 0, 0.8), _row("spt", "spt", 0, 0.85)])
+    assert doc["picks"] == {"spt": {"stage": "candidates-spt", "trial_id": "c7", "epoch": 9, "metric": "val_acc",
+                                    "config": {"lr": 2e-3, "batch_size": 64}, "score": 0.93}}
 
 
 def test_a_cached_pretraining_names_its_checkpoint(plan):
