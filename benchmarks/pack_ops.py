@@ -57,8 +57,9 @@ def members(stage: str, k: int, seq_len: int, batch: int) -> list:
     cfg = classifier_config(spec.model, info)
     loops = []
     for j in range(k):
-        optim = OptimConfig(lr=1e-4 * (1 + 0.25 * j), seed=j, batch_size=batch, epochs=2, grad_clip=0.0,
-                            weight_decay=0.0, device="cpu")
+        optim = OptimConfig(
+            lr=1e-4 * (1 + 0.25 * j), seed=j, batch_size=batch, epochs=2, grad_clip=0.0, weight_decay=0.0, device="cpu"
+        )
         if stage == "finetune":
             loops.append(FinetuneLoop(cfg, info, train, val, optim))
         else:
@@ -73,13 +74,16 @@ def count_step(stage: str, k: int, seq_len: int, batch: int) -> dict[str, Any]:
 
     pack = PackLoop(members(stage, k, seq_len, batch))
     pack.train_steps(3)  # warm-up: the noise specs, AdamW's state, the first pass's order
-    from sptune.training.epoch_sums import EpochSums
-    sums = {j: EpochSums(pack.members[j].device) for j in pack.active()}
+    sums = pack.new_sums()
     counter = OpCounter()
     with counter:
         pack.train_step(pack.active(), sums)
-    return {"members": k, "ops": sum(counter.ops.values()), "views": counter.views,
-            "by_op": dict(counter.ops.most_common())}
+    return {
+        "members": k,
+        "ops": sum(counter.ops.values()),
+        "views": counter.views,
+        "by_op": dict(counter.ops.most_common()),
+    }
 
 
 def parse_args() -> argparse.Namespace:

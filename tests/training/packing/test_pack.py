@@ -112,9 +112,9 @@ def _pack_step(pack: PackLoop) -> list[tuple[float, float]]:
     """One training step of every member of a pack, without validation."""
     for member in pack.members:
         member.model.train()
-    sums = {k: EpochSums(m.device) for k, m in enumerate(pack.members)}
+    sums = pack.new_sums()
     pack.train_step(pack.active(), sums)
-    return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.values()]
+    return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.split()]
 
 
 @STAGES
@@ -213,9 +213,9 @@ def test_on_a_gpu_a_captured_pack_trains_as_the_eager_one_and_captures_again_whe
         for k in want:
             for key in ("loss", "grad_norm", "lr", "val_loss"):
                 assert math.isclose(got[k][key], want[k][key], rel_tol=1e-3), (epoch, k, key, got[k], want[k])
-        replays = graphed._captured[1].replay_count
+        replays = graphed._captured.replay_count
         assert replays == (1, 5, 1)[epoch], (epoch, replays)
-    assert graphed._captured[0][0] == (1, 2) and eager._captured is None
+    assert graphed.stacked == (1, 2) and eager._captured is None
 
 
 def _through_a_file(state: dict) -> dict:
