@@ -136,7 +136,7 @@ def test_random_pixels_take_the_rows_the_spec_reads_and_the_kit_s_arms_ask_for_c
     small = gpu_epoch.load_cifar(load_spec(spec, ["task.n_val=100", "task.max_train=300"]), None, synthetic=True)
     assert (len(small.train), len(small.val), small.train.x.shape[1]) == (300, 100, 1024)
     arms = (Path(__file__).resolve().parents[2] / "tools" / "device" / "gpu_epoch_arms.txt").read_text()
-    lines = [line.split()[2:] for line in arms.splitlines() if line.strip() and not line.startswith("#")]
+    lines = [line.split()[2:] for line in arms.splitlines() if line.strip() and not line.startswith(("#", "@"))]
     for args in lines:  # call B's spec trains on fewer rows: every arm times the 45,000 / 5,000 the table holds
         overrides = [args[i + 1] for i, flag in enumerate(args) if flag == "--set"]
         full = load_spec(spec, overrides).task.options

@@ -168,7 +168,7 @@ class PackLoop:
             self._specs[key] = [dataclasses.replace(s, shape=(s.shape[0] // k, *s.shape[1:])) for s in self.feed.specs]
         return self._specs[key]
 
-    def _inputs(self, members: list[EpochLoop]) -> tuple[torch.Tensor, ...]:
+    def draw_inputs(self, members: list[EpochLoop]) -> tuple[torch.Tensor, ...]:
         """The members' batches folded into one, member-major: each member's indices from its own order, the
         rows gathered at once, then what each member's generators draw for its rows (pretraining's masks)."""
         idx = torch.cat([m.batches.next() for m in members])
@@ -182,7 +182,7 @@ class PackLoop:
         (`fused_step`, replayed as a CUDA graph where the members capture and the batch is full), then each
         member's schedule advances and the step joins ``sums``."""
         members = [self.members[k] for k in active]
-        inputs = self._inputs(members)
+        inputs = self.draw_inputs(members)
         specs = self._noise_specs(inputs)
         noise = []
         for m in members if specs else ():
@@ -207,14 +207,20 @@ class PackLoop:
         noise (the rest): one forward through the lead member's own `forward_batch` on the pack's network, one
         backward for all, one clipping and AdamW step for all (`PackParameters.step`). Returns the members'
         losses, hits, scored counts and pre-clip norms (``[K]``)."""
+        loss, hits, scored = self.forward_backward(n_inputs, tensors)
+        return loss, hits, scored, self.params.step()
+
+    def forward_backward(self, n_inputs: int, tensors: Sequence[torch.Tensor]) -> BatchResult:
+        """`fused_step`'s forward and backward alone: the members' results, their gradients on the stacked
+        leaves (`PackParameters.leaves`, member k's at ``[k]``)."""
         lead, k = self.members[self.stacked[0]], len(self.stacked)
         self.feed.queue = list(tensors[n_inputs:])
         with autocast(lead.device, lead.cfg.precision, cache=not self.graphed), \
                 _forward_through(lead, self.template, k):
-            loss, hits, scored = lead.forward_batch(*tensors[:n_inputs])
+            batch = lead.forward_batch(*tensors[:n_inputs])
         self.params.zero_grad()
-        loss.sum().backward()
-        return loss, hits, scored, self.params.step()
+        batch.loss.sum().backward()
+        return batch
 
     # ------------------------------------------------------------------ rounds
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.tasks.registry import TaskRequest, load_task
 from sptune.training import loops
+from sptune.training.device import autocast
 from sptune.training.epoch_sums import EpochSums
 from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training.model_configs import classifier_config
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.packing.pack import PackError, PackLoop, train_pack_steps
@@ -399,3 +403,51 @@ def test_other_objectives_and_inputs_match_solo_runs_too(digits, kind):
             alone = solo.train_round()
             for key in ("loss", "grad_norm", "val_loss"):
                 assert _close(packed[k][key], alone[key]), (k, key, packed[k][key], alone[key])
+
+
+CALL_B_SPEC = Path(__file__).resolve().parents[3] / "search_spaces" / "cifar_1layer_gpu.yaml"
+ON_EACH_DEVICE = pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+)
+
+
+@ON_EACH_DEVICE
+@pytest.mark.parametrize("stage", ["finetune", "pretrain"])
+def test_a_two_member_pack_s_forward_and_backward_match_two_solo_trials_on_call_b_s_model(device, stage):
+    """Device call A's first GPU work (tools/device/call_a.sh): call B's model (1,024 tokens, d64, 4 heads, rotary,
+    max pooling) at its precision, bf16 on a GPU, where attention runs on the kernel one trial's rule picks there
+    (cuDNN on a Hopper): each member's loss and gradients as its solo trial's on the same batch. On a GPU within
+    bf16's rounding (matmuls batched differently round differently), on a CPU within fp32's."""
+    spec = load_spec(CALL_B_SPEC)
+    info = TaskInfo("pixels", "continuous", 1024, 10, levels=256)
+    rng = np.random.default_rng(0)
+    split = lambda n: ArraySplit(rng.integers(0, 256, (n, 1024), dtype=np.uint8), rng.integers(0, 10, n))  # noqa: E731
+    train, val = split(8), split(2)
+    model = classifier_config(spec.model, info)
+    precision = "bf16" if device == "cuda" else "fp32"
+    objective = PretrainObjective(spec.pretrain.objective, spec.pretrain.mask_ratio, spec.pretrain.loss)
+
+    def make(seed: int) -> EpochLoop:
+        optim = OptimConfig(
+            lr=1e-3, seed=seed, batch_size=4, epochs=1, grad_clip=0.0, device=device, precision=precision
+        )
+        if stage == "finetune":
+            return FinetuneLoop(model, info, train, val, optim)
+        return PretrainLoop(model.encoder, objective, info, train, val, optim)
+
+    solos, pack = [make(3), make(4)], PackLoop([make(3), make(4)])
+    pack.template.train()
+    inputs = pack.draw_inputs(pack.members)
+    packed = pack.forward_backward(len(inputs), inputs)
+    loss_tol, grad_tol = (2e-2, 5e-2) if device == "cuda" else (1e-5, 1e-4)
+    for k, solo in enumerate(solos):
+        solo.model.train()
+        drawn = solo.batch_inputs(solo.batches.next())
+        with autocast(solo.device, solo.cfg.precision):
+            alone = solo.forward_batch(*drawn)
+        alone.loss.backward()
+        assert math.isclose(float(packed.loss[k]), float(alone.loss), rel_tol=loss_tol), (k, packed.loss, alone.loss)
+        assert int(packed.hits[k]) == int(alone.hits) or device == "cuda"
+        got = torch.cat([leaf.grad[k].flatten().float() for leaf in pack.params.leaves])
+        want = torch.cat([solo.model.get_parameter(n).grad.flatten().float() for n in pack.params.names])
+        assert float((got - want).norm() / want.norm()) <= grad_tol, k
