@@ -451,3 +451,27 @@ def test_a_two_member_pack_s_forward_and_backward_match_two_solo_trials_on_call_
         got = torch.cat([leaf.grad[k].flatten().float() for leaf in pack.params.leaves])
         want = torch.cat([solo.model.get_parameter(n).grad.flatten().float() for n in pack.params.names])
         assert float((got - want).norm() / want.norm()) <= grad_tol, k
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["listops_like", "retrieval_like"])
+def test_padded_token_tasks_finetune_in_a_pack_as_alone(paired):
+    """ListOps / Text / Retrieval: token inputs with padding (the key-padding mask into SDPA on the members' folded
+    rows, mean pooling over real tokens), and Retrieval's two documents an example, each member as its solo run."""
+    train, val = _token_split(48, 0), _token_split(16, 1)
+    if paired:  # two padded documents an example
+        train = ArraySplit(np.stack([train.x, train.x[::-1]], axis=1), train.y)
+        val = ArraySplit(np.stack([val.x, val.x[::-1]], axis=1), val.y)
+    encoder = replace(_encoder(TOKENS), input_kind="tokens", vocab_size=TOKENS.vocab_size, positions="learned")
+    model = ModelConfig(encoder, num_classes=TOKENS.num_classes, paired=paired)
+
+    def make(member: dict) -> FinetuneLoop:
+        return FinetuneLoop(model, TOKENS, train, val, _optim(member, steps=12, eval_every=4))
+
+    solos, pack = [make(m) for m in MEMBERS], PackLoop([make(m) for m in MEMBERS])
+    assert pack.members[0].padded
+    for _ in range(3):
+        packed = pack.train_round()
+        for k, solo in enumerate(solos):
+            alone = solo.train_round()
+            for key in ("loss", "grad_norm", "val_loss", "val_acc"):
+                assert _close(packed[k][key], alone[key]), (k, key, packed[k][key], alone[key])
