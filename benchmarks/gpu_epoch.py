@@ -511,28 +511,6 @@ def main() -> int:
                                          pack_capture_unavailable() if packs else None)
     data = load_cifar(spec, args.data_dir, args.synthetic)  # here only for the shapes and the source
     arms: dict[str, dict[str, Any]] = {}
-    for arm in layouts:
-        how = f"a pack of {arm.members}" if arm.pack else f"{arm.members} trial(s) at once"
-        print(f"{arm.kernel}, {how}{', whole step captured' if arm.capture else ''} on {'cuda' if cuda else 'cpu'} ...",
-              flush=True)
-        arms.setdefault(arm.kernel, {})[arm.label] = run_arm(args, arm)
-    rows = len(data.train) + len(data.val)
-    table = throughput_table(arms, rows)
-    if table:
-        bc.print_table(["kernel", "arm", "members", "capture", "stage", "batch", "ms/member-step", "s/epoch mean",
-                        "s/epoch max", "rows/s all", "vs 1 trial", "GPU busy", "extrapolated"], table)
-    else:
-        print("No arm ran here (each one skipped says why below).")
-    for kernel, why in skipped.items():
-        print(f"{kernel}: not measured ({why}).")
-    for label, why in skipped_arms.items():
-        print(f"arm {label}: not measured ({why}).")
-    if not cuda:
-        print(
-            f"GPU numbers not available: no CUDA device here. CPU: {args.cpu_steps} training steps and "
-            f"{args.cpu_val_rows} validation rows timed per stage, extrapolated to {len(data.train)} / "
-            f"{len(data.val)} rows ({args.threads} thread(s) per trial). ms/member-step is extrapolated too."
-        )
     out = {
         "machine": bc.machine(),
         "device": "cuda" if cuda else "cpu",
@@ -550,7 +528,33 @@ def main() -> int:
         "skipped": skipped,
         "skipped_arms": skipped_arms,
         "arms": arms,
+        # True once every planned arm ran: a run cut short by its timeout keeps the arms it finished.
+        "complete": False,
     }
+    for arm in layouts:
+        how = f"a pack of {arm.members}" if arm.pack else f"{arm.members} trial(s) at once"
+        print(f"{arm.kernel}, {how}{', whole step captured' if arm.capture else ''} on {'cuda' if cuda else 'cpu'} ...",
+              flush=True)
+        arms.setdefault(arm.kernel, {})[arm.label] = run_arm(args, arm)
+        bc.write_json(args.json, out)  # after every arm: what a call's timeout cuts keeps the arms before it
+    rows = len(data.train) + len(data.val)
+    table = throughput_table(arms, rows)
+    if table:
+        bc.print_table(["kernel", "arm", "members", "capture", "stage", "batch", "ms/member-step", "s/epoch mean",
+                        "s/epoch max", "rows/s all", "vs 1 trial", "GPU busy", "extrapolated"], table)
+    else:
+        print("No arm ran here (each one skipped says why below).")
+    for kernel, why in skipped.items():
+        print(f"{kernel}: not measured ({why}).")
+    for label, why in skipped_arms.items():
+        print(f"arm {label}: not measured ({why}).")
+    if not cuda:
+        print(
+            f"GPU numbers not available: no CUDA device here. CPU: {args.cpu_steps} training steps and "
+            f"{args.cpu_val_rows} validation rows timed per stage, extrapolated to {len(data.train)} / "
+            f"{len(data.val)} rows ({args.threads} thread(s) per trial). ms/member-step is extrapolated too."
+        )
+    out["complete"] = True
     bc.write_json(args.json, out)
     return 0
 

@@ -310,7 +310,7 @@ class ResourcesSpec(Strict):
     # (sptune.spec.gpu_share), none on a CPU, where a fused pack trained fewer rows per core than one trial
     # (docs/design/tuning.md, "Packed trials"), nor where a spec's settings refuse packs.
     pack: int | Literal["auto"] = 1
-    # How a pack's executor trains its members each round: fused (one vmapped model, one set of batched kernels:
+    # How a pack's executor trains its members each round: fused (one stacked model, one set of batched kernels:
     # what fills an idle GPU), looped (each member's own solo loop, one after another: the unpacked trial's exact
     # numbers, as no kernel sums in another order), or auto: fused on a GPU, looped on a CPU, where a fused pack
     # trained fewer rows per core than one trial (docs/design/tuning.md, "Packed trials").

@@ -360,8 +360,15 @@ def check_packing(spec: SweepSpec) -> None:
     if spec.resources.pack == 1:
         return
     if spec.model.attention_dropout > 0:
-        raise problem("attention dropout cannot be packed (the attention kernel draws it from no member's own "
-                      "stream)", "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")
+        raise problem("attention dropout cannot be packed (the attention kernel draws it inside one call over "
+                      "every member's rows, from no member's own stream)",
+                      "set model.attention_dropout: 0, or resources.pack: 1", "resources.pack")
+    if spec.model.family != "transformer":
+        # A pack stacks linear, layer-norm and embedding layers and the encoder's own tables; an SSM's mixer owns
+        # parameters of its own. Any attention kernel packs: SDPA or flash-attn runs once on the members' folded
+        # rows, outside any vmap, as for one trial.
+        raise problem(f"model.family: {spec.model.family} cannot be packed (its mixer's parameters have no stacked "
+                      "form in a pack)", "use model.family: transformer, or resources.pack: 1", "resources.pack")
     if spec.training.compile is True:
         raise problem("packed trials are not compiled with torch.compile (a pack runs its own fused step)",
                       "set training.compile: false, or cuda_graphs (a pack captures its whole step on a GPU), "

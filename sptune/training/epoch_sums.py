@@ -14,11 +14,27 @@ class BatchResult(NamedTuple):
 
 
 class EpochSums:
-    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU."""
+    """Per-epoch running sums, kept on the device: reading them every step would stall a GPU.
 
-    def __init__(self, device: torch.device) -> None:
-        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros((), device=device) for _ in range(4))
+    device: where the sums live; members: a pack's members, each sum then a ``[members]`` tensor (`split`)."""
+
+    def __init__(self, device: torch.device, members: int | None = None) -> None:
+        shape = () if members is None else (members,)
+        self.loss, self.grad_norm, self.hits, self.scored = (torch.zeros(shape, device=device) for _ in range(4))
         self.examples = self.steps = 0
+
+    def split(self) -> list[EpochSums]:
+        """A pack's sums as each member's own (views of these)."""
+        parts = []
+        for k in range(len(self.loss)):
+            part = EpochSums.__new__(EpochSums)
+            part.loss, part.grad_norm, part.hits, part.scored = (t[k] for t in self.tensors())
+            part.examples, part.steps = self.examples, self.steps
+            parts.append(part)
+        return parts
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return self.loss, self.grad_norm, self.hits, self.scored
 
     def add(self, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
         self.loss += batch.loss.detach().float() * examples

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sptune.tasks.base import ArraySplit, TaskInfo
@@ -110,6 +111,9 @@ class EpochLoop:
         # A paired task's example is two sequences (retrieval: two documents), each seq_len long.
         self.tokens_per_example = self.info.seq_len * (train.x.shape[1] if train.x.ndim == 3 else 1)
         self.optimizer_steps = 0
+        # Set by a pack while it runs this loop's `forward_batch` on the rows of that many members folded into one
+        # batch (member-major): the batch's loss, hits and scored count are then each member's (``[members]``).
+        self.folded_members: int | None = None
 
     def _to_device(self, split: ArraySplit) -> tuple[torch.Tensor, torch.Tensor]:
         # Read-only from here on: on a GPU these are the process's shared copies (device_data).
@@ -187,14 +191,28 @@ class EpochLoop:
 
     def end_step(self, sums: EpochSums, batch: BatchResult, grad_norm: torch.Tensor, examples: int) -> None:
         """After the optimizer step on ``examples`` rows: the schedule advances, the step joins ``sums``."""
-        self.advance_schedule()
+        self.count_step(examples)
         sums.add(batch, grad_norm, examples)
+
+    def count_step(self, examples: int) -> None:
+        """An optimizer step on ``examples`` rows was taken: the schedule advances, the tokens are counted (a
+        pack adds its members' results to its own sums)."""
+        self.advance_schedule()
         self.tokens_seen += examples * self.tokens_per_example
 
     def batch_inputs(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """What one training step consumes for the rows ``idx``, everything random about it drawn
-        (supervised: the rows and their labels)."""
+        """What one training step consumes for the rows ``idx``, everything random about it drawn: `rows`, then
+        `draws` on them."""
+        rows = self.rows(idx)
+        return rows + self.draws(rows[0])
+
+    def rows(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The training rows ``idx`` as a step consumes them (supervised: the rows and their labels)."""
         return self.train_x[idx], self.train_y[idx]
+
+    def draws(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """What this loop's generators draw for the rows ``x`` (none here; pretraining: the mask)."""
+        return ()
 
     def train_step_on(self, inputs: tuple[torch.Tensor, ...]) -> tuple[BatchResult, torch.Tensor]:
         """Forward, backward, clipping and AdamW on ``batch_inputs``'s tensors: the batch's result and the
@@ -311,13 +329,17 @@ class PretrainLoop(EpochLoop):
             targets = obj.shift_left(targets)
         else:
             pred = net(obj.model_inputs(x, info, where), padding)
-        loss = obj.reconstruction_loss(pred, targets, where, o.loss)
-        return BatchResult(loss, obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info), where.sum())
+        members = self.folded_members
+        loss = obj.reconstruction_loss(pred, targets, where, o.loss, members)
+        hits = obj.reconstruction_hits(pred.detach(), targets, where, o.loss, info, members)
+        return BatchResult(loss, hits, obj.member_sums(where, members))
 
-    def batch_inputs(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """The rows and their mask: no labels (pretraining never reads them, so they are not gathered)."""
-        x = self.train_x[idx]
-        return x, self._positions(x, self.mask_generator)
+    def rows(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The rows alone: no labels (pretraining never reads them, so they are not gathered)."""
+        return (self.train_x[idx],)
+
+    def draws(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (self._positions(x, self.mask_generator),)
 
     def forward_batch(self, x: torch.Tensor, where: torch.Tensor) -> BatchResult:
         return self._loss_and_hits(x, where, self.net)
@@ -383,8 +405,12 @@ class FinetuneLoop(EpochLoop):
 
     def forward_batch(self, x: torch.Tensor, y: torch.Tensor) -> BatchResult:
         logits = self.logits(x).float()
-        hits = (logits.detach().argmax(-1) == y).sum()
-        return BatchResult(self.loss_fn(logits, y), hits, len(y))
+        members = self.folded_members
+        hits = obj.member_sums(logits.detach().argmax(-1) == y, members)
+        if members is None:
+            return BatchResult(self.loss_fn(logits, y), hits, len(y))
+        loss = F.cross_entropy(logits, y, reduction="none").view(members, -1).mean(1)
+        return BatchResult(loss, hits, len(y) // members)
 
     def validate(self) -> dict[str, float]:
         loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)

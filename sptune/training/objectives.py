@@ -83,8 +83,17 @@ def targets_for(x: torch.Tensor, info: TaskInfo, loss: Loss) -> torch.Tensor:
     return x.float() / (info.levels - 1)
 
 
-def reconstruction_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss) -> torch.Tensor:
-    """Mean loss over the positions selected by ``where`` (B, L) only; 0 (with zero gradients) where none is.
+def member_sums(t: torch.Tensor, members: int | None) -> torch.Tensor:
+    """``t``'s sum; with ``members``, rows of that many members folded into one batch (member-major, a pack's
+    layout), each member's sum (``[members]``)."""
+    return t.sum() if members is None else t.reshape(members, -1).sum(1)
+
+
+def reconstruction_loss(
+    pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss, members: int | None = None
+) -> torch.Tensor:
+    """Mean loss over the positions selected by ``where`` (B, L) only; 0 (with zero gradients) where none is;
+    with ``members`` each member's mean (`member_sums`).
 
     Every position's loss is computed and the unselected ones zeroed: a boolean gather (or asking whether
     anything is selected) would read a count back to the host each step and stall a GPU."""
@@ -94,11 +103,16 @@ def reconstruction_loss(pred: torch.Tensor, target: torch.Tensor, where: torch.T
         diff = pred.squeeze(-1).float() - target
         per = diff.abs() if loss == "l1" else diff**2
     # where(), not a product: a non-finite prediction at an unselected position must not reach the mean.
-    return torch.where(where, per, 0.0).sum() / where.sum().clamp(min=1)
+    return member_sums(torch.where(where, per, 0.0), members) / member_sums(where, members).clamp(min=1)
 
 
 def reconstruction_hits(
-    pred: torch.Tensor, target: torch.Tensor, where: torch.Tensor, loss: Loss, info: TaskInfo
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    where: torch.Tensor,
+    loss: Loss,
+    info: TaskInfo,
+    members: int | None = None,
 ) -> torch.Tensor:
     """Correct predictions at selected positions (exact level for regression, rounded).
 
@@ -109,7 +123,7 @@ def reconstruction_hits(
     else:
         guess = torch.round(pred.squeeze(-1).float().clamp(0, 1) * (info.levels - 1))
         target = torch.round(target * (info.levels - 1))
-    return ((guess == target.long()) & where).sum()
+    return member_sums((guess == target.long()) & where, members)
 
 
 def causal_positions(x: torch.Tensor, info: TaskInfo) -> torch.Tensor:

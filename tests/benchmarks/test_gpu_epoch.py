@@ -136,7 +136,7 @@ def test_random_pixels_take_the_rows_the_spec_reads_and_the_kit_s_arms_ask_for_c
     small = gpu_epoch.load_cifar(load_spec(spec, ["task.n_val=100", "task.max_train=300"]), None, synthetic=True)
     assert (len(small.train), len(small.val), small.train.x.shape[1]) == (300, 100, 1024)
     arms = (Path(__file__).resolve().parents[2] / "tools" / "device" / "gpu_epoch_arms.txt").read_text()
-    lines = [line.split()[2:] for line in arms.splitlines() if line.strip() and not line.startswith("#")]
+    lines = [line.split()[2:] for line in arms.splitlines() if line.strip() and not line.startswith(("#", "@"))]
     for args in lines:  # call B's spec trains on fewer rows: every arm times the 45,000 / 5,000 the table holds
         overrides = [args[i + 1] for i, flag in enumerate(args) if flag == "--set"]
         full = load_spec(spec, overrides).task.options
@@ -155,3 +155,24 @@ def test_a_spec_asking_for_cuda_is_timed_on_the_cpu_where_there_is_none(gpu_epoc
     assert gpu_epoch.cpu_fallback("cuda", cuda_available=False) == ["training.device=cpu", "training.precision=auto"]
     assert gpu_epoch.cpu_fallback("cuda", cuda_available=True) == []
     assert gpu_epoch.cpu_fallback("auto", cuda_available=False) == []
+
+
+def test_the_json_is_written_after_every_arm_so_a_run_cut_short_keeps_the_arms_it_finished(
+    tmp_path, gpu_epoch, monkeypatch
+):
+    out, ran = tmp_path / "gpu_epoch.json", []
+
+    def one_arm(args, arm):  # the first arm measures; the call's timeout ends the run in the second
+        ran.append(arm.label)
+        if len(ran) == 2:
+            raise KeyboardInterrupt
+        return {"spt": {"epoch_s": 1.0}}
+
+    monkeypatch.setattr(gpu_epoch, "run_arm", one_arm)
+    argv = ["gpu_epoch.py", "--synthetic", "--set", "task.resolution=16", "--trials", "1,2", "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_epoch.main()
+    result = json.loads(out.read_text())
+    assert ran == ["1", "2"] and result["complete"] is False
+    assert result["arms"] == {"sdpa": {"1": {"spt": {"epoch_s": 1.0}}}}

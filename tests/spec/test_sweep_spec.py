@@ -62,6 +62,7 @@ def _where(*overrides: str) -> str:
         # (it captures its own step: cuda_graphs is accepted below).
         (["resources.pack=4", "model.attention_dropout=0.1"], "resources.pack"),
         (["resources.pack=4", "training.compile=true"], "resources.pack"),
+        (["resources.pack=4", "model.family=ssm"], "resources.pack"),  # its mixer's parameters stack nowhere
         (["variants.spt.epochs=0"], "variants.spt.epochs"),
         (["seeds=3"], "seeds"),
         # cls pooling reads position 0, which sees only itself in a causal model: refused, never replaced.
@@ -95,6 +96,7 @@ def test_refused_at(overrides, where):
         ["resources.pack=1", "model.attention_dropout=0.1", "training.compile=true"],  # no pack: nothing to refuse
         ["resources.pack=8"],
         ["resources.pack=8", "training.compile=cuda_graphs"],  # the pack captures its whole step on a GPU
+        ["resources.pack=8", "model.attention_kernel=flash"],  # one flash-attn call on the members' folded rows
     ],
 )
 def test_accepted(overrides):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device call B (BENCHMARKS.md §7): Coser & Orvieto's 1-layer CIFAR row through sptune's own CLI on the GPU,
-# search_spaces/cifar_1layer_gpu.yaml, sized by its dry run to 7 minutes. Runs on the machine call A left warm
+# search_spaces/cifar_1layer_gpu.yaml, sized by its dry run to 5 minutes. Runs on the machine call A left warm
 # (within its 30 s), so the bundle call A installed in $SITE is still there; this call carries only the data:
-#   run(command="bash tools/device/call_b.sh", carry=[".device/data"], timeout_s=540)
+#   run(command="bash tools/device/call_b.sh", carry=[".device/data"], timeout_s=420)
 # The sweep runs under `timeout`; a trap copies what exists when it ends (also when killed) into $OUT, at most 8
 # files: call_b.log, steps.json, gpu_util.csv, results.json, results.md, report.html, study_state.json, and
 # study.tar.gz (the study folder without checkpoints: per-trial epoch times, MLflow's database).
@@ -16,7 +16,7 @@ cd "$REPO" || exit 2
 OUT=${OUT:-$REPO/.device/out_b}
 SITE=${SITE:-/tmp/site}                   # where call A installed the bundle
 WORK=${WORK:-/tmp/call_b}                 # the unpacked data and the study folder
-SWEEP_LIMIT_S=${SWEEP_LIMIT_S:-450}       # the sweep's own limit: 7 minutes planned, 30 s of slack
+SWEEP_LIMIT_S=${SWEEP_LIMIT_S:-330}       # the sweep's own limit: 5 minutes planned, 30 s of slack
 SPEC=search_spaces/cifar_1layer_gpu.yaml
 TOY=0
 [ "${1:-}" = "--toy" ] && TOY=1

@@ -1,9 +1,10 @@
-"""Dropout whose noise is handed in: how a pack gives each member its own dropout stream under vmap.
+"""Dropout whose noise is handed in: how a pack gives each member its own dropout stream.
 
-Inside `torch.func.vmap` a random op draws one tensor for all members from the process's RNG, so no member
-would see the draws it makes alone. A pack therefore draws each member's noise *outside* vmap, under that
-member's own RNG stream, by applying the member's own dropout module to ones (the same kernel, generator
-and shape as its solo forward: the same bits), and the vmapped forward multiplies by it here.
+A random op in the pack's forward would draw one tensor for all members' rows from the process's RNG, so no
+member would see the draws it makes alone. A pack therefore draws each member's noise before the forward, under
+that member's own RNG stream, by applying the member's own dropout module to ones of its batch's shape (the same
+kernel, generator and shape as its solo forward: the same bits), and the forward multiplies by the members' noise,
+folded as their rows are, here.
 """
 
 from __future__ import annotations

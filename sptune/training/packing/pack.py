@@ -1,40 +1,43 @@
-"""A pack: K solo loops of one stage trained as one fused model (docs/design/training.md, "Packs").
+"""A pack: K solo loops of one stage trained as one stacked model (docs/design/training.md, "Packs").
 
 Each member IS a solo loop (`sptune.training.loops`), built exactly as a solo trial builds it: its seeded
-initial weights, its data generator (batch order, masks), its dropout stream, its AdamW, schedule and clipping,
-its validation and its checkpoint (`state_dict`, today's per-trial format). The pack only replaces the forward
-and backward: every step it stacks the members' weights along a leading member dimension and runs one
-`torch.func.vmap` of `functional_call` over them, so K small models cost one set of batched kernels. The stack
-is differentiable, so one backward leaves each member's gradients on its own parameters, where its own
-clipping and optimizer step run unchanged.
+initial weights, its data generator (batch order, masks), its dropout stream, its AdamW settings, schedule and
+clipping, its validation and its checkpoint (`state_dict`, today's per-trial format). The pack replaces the step
+between the draws and the schedule: its network (`stacked.member_template`) runs the members' rows folded into one
+batch with their weights as ``[K, ...]`` leaves kept across steps (`pack_params`; each member's weights and AdamW
+state are its slices), one backward, and one AdamW step for all. Members share no weight and no row ever mixes
+with another's, so each member's loss, gradient and update are its own.
 
-What the members draw comes from their own streams, outside vmap, in the order their solo step draws it:
-batch indices and masks by the member's own `batch_inputs` (its generator; its `mask_generator`, on a GPU a
-generator of its own there), dropout noise from its torch RNG stream (`noise_dropout`). A member whose loss goes
-NaN/inf is frozen (`diverged`); one stopped from outside (`stop`, e.g. early stopping) leaves the pack; the others
-go on.
+What the members draw comes from their own streams, in the order their solo step draws it: batch indices and
+masks by the member's own generators (`rows`, `draws`), dropout noise from its torch RNG stream
+(`noise_dropout`). A member whose loss goes NaN/inf is frozen (`diverged`); one stopped from outside (`stop`, e.g.
+early stopping) leaves the pack; the others go on, the stack shrunk to them.
 
-Members built with `training.compile: cuda_graphs` on a GPU have their fused step (stack, forward, backward, each
-member's clipping and AdamW) captured as one CUDA graph (`step_graph.CapturedStep`), the draws staying outside it
-as in the solo captured step: one replay per full batch for the whole pack.
+Members built with `training.compile: cuda_graphs` on a GPU have their fused step (forward, backward, clipping and
+AdamW) captured as one CUDA graph (`step_graph.CapturedStep`), the draws staying outside it as in the solo captured
+step: one replay per full batch for the whole pack, captured again when the stack changes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from typing import Literal
 
 import torch
-from torch.func import functional_call, vmap
+from torch import nn
 
 from sptune.training.device import autocast
 from sptune.training.epoch_sums import BatchResult, EpochSums
 from sptune.training.loops import DIVERGENCE_CHECK_STEPS, EpochLoop, FinetuneLoop, PretrainLoop
 from sptune.training.models.attention import SelfAttention
-from sptune.training.packing.noise_dropout import NoiseFeed, draw_noise, fed_template
+from sptune.training.optimizer import scheduled_lr
+from sptune.training.packing.noise_dropout import NoiseFeed, NoiseSpec, draw_noise
+from sptune.training.packing.pack_params import PackParameters
+from sptune.training.packing.stacked import member_template, unstackable_parameter
 from sptune.training.step_graph import CapturedStep
 
 Status = Literal["training", "diverged", "stopped"]
@@ -84,45 +87,44 @@ def check_packable(members: Sequence[EpochLoop]) -> None:
         for m in members[1:]
     ):
         raise PackError("pack members train on different data: a pack holds trials of one stage on one training split")
+    unstackable = unstackable_parameter(lead.model)
+    if unstackable is not None:
+        raise PackError(
+            f"model parameter {unstackable} has no stacked form in a pack (it stacks linear, layer-norm and "
+            "embedding layers and the encoder's own tables; model.family: ssm has others): use resources.pack: 1"
+        )
     if any(isinstance(mod, SelfAttention) and mod.dropout > 0 for mod in lead.model.modules()):
         raise PackError(
-            "model.attention_dropout > 0 cannot be packed: the attention kernel draws its dropout "
-            "inside the fused call, from no member's own stream; set it to 0 or resources.pack: 1"
+            "model.attention_dropout > 0 cannot be packed: the attention kernel draws its dropout inside one "
+            "call over every member's rows, from no member's own stream; set it to 0 or resources.pack: 1"
         )
 
 
 @contextmanager
-def _forward_through(loop: EpochLoop, net: Callable[..., torch.Tensor]) -> Iterator[None]:
-    """``loop``'s training forward (`forward_batch`, which reads ``loop.net``) run through ``net`` instead: the
-    member's own objective code on the pack's functional network."""
-    solo_net, loop.net = loop.net, net
+def _forward_through(loop: EpochLoop, net: nn.Module, members: int) -> Iterator[None]:
+    """``loop``'s training forward (`forward_batch`, which reads ``loop.net``) run through the pack's ``net`` on
+    ``members`` members' folded rows: the member's own objective code, reduced per member."""
+    solo_net, loop.net, loop.folded_members = loop.net, net, members
     try:
         yield
     finally:
-        loop.net = solo_net
+        loop.net, loop.folded_members = solo_net, None
 
 
 class PackLoop:
-    """K members (solo loops of one stage) trained together; see the module's docstring."""
+    """K members (solo loops of one stage) trained together; see the module's docstring.
+
+    members: the loops, already built (and possibly trained or restored) as solo trials."""
 
     def __init__(self, members: Sequence[EpochLoop]) -> None:
         check_packable(members)
         self.members = list(members)
         self.status: list[Status] = ["training"] * len(members)
         self.errors: list[str | None] = [None] * len(members)
-        lead = self.members[0]
         self.feed = NoiseFeed()
-        self.template = fed_template(lead.model, self.feed).to(lead.device)
-        self.graphed = lead.graphed  # the members' training.compile: cuda_graphs, on a GPU (check_packable)
-        self.buffers = dict(self.template.named_buffers())
-        self.names = [name for name, _ in lead.model.named_parameters()]
-        # Each member's parameters in `names` order, looked up once: the stack is rebuilt from them every step.
-        self.params = [[m.model.get_parameter(name) for name in self.names] for m in self.members]
-        self._specs: dict[tuple, list] = {}
-        self._vmapped = vmap(self._member_batch, randomness="error")
-        # The captured fused step and the active members and input count it was captured for: a graph replays
-        # the members it recorded, so a member leaving means a new capture (after its warm-up steps).
-        self._captured: tuple[tuple, CapturedStep] | None = None
+        self.graphed = members[0].graphed  # the members' training.compile: cuda_graphs, on a GPU (check_packable)
+        self.stacked: tuple[int, ...] = ()
+        self._restack(self.active())
 
     # ------------------------------------------------------------------ membership
 
@@ -134,113 +136,130 @@ class PackLoop:
         if self.status[k] == "training":
             self.status[k] = "stopped"
 
+    def _restack(self, active: list[int]) -> None:
+        """The network and stacked parameters of the ``active`` members, from their current state; the graph
+        captured for another stack (and its memory) goes."""
+        members = [self.members[k] for k in active]
+        lead = members[0]
+        self.template = member_template(lead.model, len(members), self.feed).to(lead.device)
+        self.params = PackParameters(members, self.template)
+        self.stacked = tuple(active)
+        self._specs: dict[tuple, list[NoiseSpec]] = {}
+        self._captured: CapturedStep | None = None
+
+    def new_sums(self) -> EpochSums:
+        """Running sums for the members stacked now (``[K]`` each)."""
+        return EpochSums(self.members[self.stacked[0]].device, len(self.stacked))
+
     # ------------------------------------------------------------------ one step
 
-    def _net(self, params: dict[str, torch.Tensor]) -> Callable[..., torch.Tensor]:
-        return lambda *args, **kwargs: functional_call(self.template, (params, self.buffers), args, kwargs)
-
-    def _batch_loss(self, params: dict, inputs: tuple[torch.Tensor, ...]) -> BatchResult:
-        """One member's training forward on its `batch_inputs`, through the lead member's own `forward_batch`
-        with the template (holding ``params``) as its network."""
-        lead = self.members[0]
-        with _forward_through(lead, self._net(params)):
-            return lead.forward_batch(*inputs)
-
-    def _member_batch(
-        self, params: dict, inputs: tuple[torch.Tensor, ...], noise: list[torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        self.feed.queue = list(noise)
-        loss, hits, scored = self._batch_loss(params, inputs)
-        if not isinstance(scored, torch.Tensor):  # vmap returns tensors only; `full` is a kernel a graph can hold
-            scored = torch.full((), scored, device=inputs[0].device)
-        return loss, hits, scored
-
-    def _noise_specs(self, params: dict, inputs: tuple[torch.Tensor, ...]) -> list:
+    def _noise_specs(self, inputs: tuple[torch.Tensor, ...]) -> list[NoiseSpec]:
         """The dropout calls one member's forward makes on inputs of these shapes (recorded once per shape)."""
         key = tuple(tuple(t.shape) for t in inputs)
         if key not in self._specs:
+            lead, k = self.members[self.stacked[0]], len(self.stacked)
             self.feed.recording, self.feed.specs = True, []
             try:
-                with torch.no_grad(), autocast(inputs[0].device, self.members[0].cfg.precision):
-                    self._batch_loss(params, inputs)
+                with torch.no_grad(), autocast(lead.device, lead.cfg.precision), \
+                        _forward_through(lead, self.template, k):
+                    lead.forward_batch(*inputs)
             finally:
                 self.feed.recording = False
-            self._specs[key] = self.feed.specs
+            self._specs[key] = [dataclasses.replace(s, shape=(s.shape[0] // k, *s.shape[1:])) for s in self.feed.specs]
         return self._specs[key]
 
-    def train_step(self, active: list[int], sums: dict[int, EpochSums]) -> None:
-        """One optimizer step of every active member: each draws its batch (and mask) as its solo step does
-        (`batch_inputs`: the same generators) and its dropout noise under its own stream, one fused step serves
-        all (`fused_step`, replayed as a CUDA graph where the members capture and the batch is full), then each
-        runs its solo step's end (`end_step`: schedule and sums)."""
+    def draw_inputs(self, members: list[EpochLoop]) -> tuple[torch.Tensor, ...]:
+        """The members' batches folded into one, member-major: each member's indices from its own order, the
+        rows gathered at once, then what each member's generators draw for its rows (pretraining's masks)."""
+        idx = torch.cat([m.batches.next() for m in members])
+        rows = members[0].rows(idx)
+        draws = [m.draws(x) for m, x in zip(members, rows[0].chunk(len(members)), strict=True)]
+        return rows + tuple(torch.cat(parts) for parts in zip(*draws, strict=True))
+
+    def train_step(self, active: list[int], sums: EpochSums) -> None:
+        """One optimizer step of every active member (the stacked ones: `new_sums`' order): each draws its batch
+        (and mask) as its solo step does and its dropout noise under its own stream, one fused step serves all
+        (`fused_step`, replayed as a CUDA graph where the members capture and the batch is full), then each
+        member's schedule advances and the step joins ``sums``."""
         members = [self.members[k] for k in active]
-        drawn = [m.batch_inputs(m.batches.next()) for m in members]
-        specs = self._noise_specs(dict(zip(self.names, (p.detach() for p in self.params[active[0]]), strict=True)),
-                                  drawn[0])
+        inputs = self.draw_inputs(members)
+        specs = self._noise_specs(inputs)
         noise = []
-        for m in members:
+        for m in members if specs else ():
             with m.rng.own():
                 noise.append(draw_noise(specs, m.device))
-        tensors = [torch.stack(parts) for parts in zip(*drawn, strict=True)]
-        tensors += [torch.stack(parts) for parts in zip(*noise, strict=True)]
-        examples = len(drawn[0][0])
-        step = partial(self.fused_step, tuple(active), len(drawn[0]))
+        tensors = [*inputs, *(torch.cat(parts) for parts in zip(*noise, strict=True))]
+        lrs = [scheduled_lr(m.schedule) for m in members]  # the rate each member's solo step would take
+        self.params.lr.copy_(torch.tensor(lrs, dtype=torch.float64), non_blocking=True)
+        examples = len(inputs[0]) // len(members)
+        step = partial(self.fused_step, len(inputs))
         if self.graphed and examples == members[0].cfg.batch_size:
-            step = self._captured_step(tuple(active), len(drawn[0]), step)
+            if self._captured is None:
+                self._captured = CapturedStep(step)
+            step = self._captured
         loss, hits, scored, norms = step(tensors)
-        for j, (k, m) in enumerate(zip(active, members, strict=True)):
-            m.end_step(sums[k], BatchResult(loss[j], hits[j], scored[j]), norms[j], examples)
-
-    def fused_step(self, active: tuple[int, ...], n_inputs: int, tensors: Sequence[torch.Tensor]) -> tuple:
-        """The step between the draws and `end_step`, on the members' stacked inputs (the first ``n_inputs``
-        tensors) and noise (the rest): one vmapped forward and one backward for all (members share no weights,
-        so each gets the gradient of its own loss alone), then each member's own clipping and AdamW
-        (`apply_gradients`). Returns the members' losses, hits and scored counts (``[K]``) and pre-clip norms."""
-        members = [self.members[k] for k in active]
-        params = {n: torch.stack([self.params[k][i] for k in active]) for i, n in enumerate(self.names)}
-        inputs, noise = tuple(tensors[:n_inputs]), list(tensors[n_inputs:])
-        with autocast(members[0].device, members[0].cfg.precision, cache=not self.graphed):
-            loss, hits, scored = self._vmapped(params, inputs, noise)
         for m in members:
-            m.zero_grad()
-        loss.sum().backward()
-        return loss, hits, scored, [m.apply_gradients() for m in members]
+            m.count_step(examples)
+        sums.add(BatchResult(loss, hits, scored), norms, examples)
 
-    def _captured_step(self, active: tuple[int, ...], n_inputs: int, step: Callable) -> CapturedStep:
-        key = (active, n_inputs)
-        if self._captured is None or self._captured[0] != key:
-            self._captured = (key, CapturedStep(step))  # the old graph (and its memory) goes with the old entry
-        return self._captured[1]
+    def fused_step(self, n_inputs: int, tensors: Sequence[torch.Tensor]) -> tuple:
+        """The step between the draws and the schedule, on the folded inputs (the first ``n_inputs`` tensors) and
+        noise (the rest): one forward through the lead member's own `forward_batch` on the pack's network, one
+        backward for all, one clipping and AdamW step for all (`PackParameters.step`). Returns the members'
+        losses, hits, scored counts and pre-clip norms (``[K]``)."""
+        loss, hits, scored = self.forward_backward(n_inputs, tensors)
+        return loss, hits, scored, self.params.step()
+
+    def forward_backward(self, n_inputs: int, tensors: Sequence[torch.Tensor]) -> BatchResult:
+        """`fused_step`'s forward and backward alone: the members' results, their gradients on the stacked
+        leaves (`PackParameters.leaves`, member k's at ``[k]``)."""
+        lead, k = self.members[self.stacked[0]], len(self.stacked)
+        self.feed.queue = list(tensors[n_inputs:])
+        with autocast(lead.device, lead.cfg.precision, cache=not self.graphed), \
+                _forward_through(lead, self.template, k):
+            batch = lead.forward_batch(*tensors[:n_inputs])
+        self.params.zero_grad()
+        batch.loss.sum().backward()
+        return batch
 
     # ------------------------------------------------------------------ rounds
 
-    def _freeze_diverged(self, active: list[int], sums: dict[int, EpochSums]) -> None:
-        finite = torch.isfinite(torch.stack([sums[k].loss for k in active])).tolist()  # one sync for all
-        for k, ok in zip(active, finite, strict=True):
+    def _freeze_diverged(self, active: list[int], sums: EpochSums) -> None:
+        finite = torch.isfinite(sums.loss).tolist()  # one sync for all
+        for k, ok, loss in zip(active, finite, sums.split(), strict=True):
             if not ok:
                 self.status[k] = "diverged"
-                self.errors[k] = f"loss became {float(sums[k].loss)} at epoch {self.members[k].epoch + 1}"
+                self.errors[k] = f"loss became {float(loss.loss)} at epoch {self.members[k].epoch + 1}"
 
     def train_steps(self, n_steps: int) -> dict[int, dict]:
         """`n_steps` steps of every active member, then each one's validation: member index -> the metrics its
         solo loop's `train_steps` reports, or ``{"diverged": 1, "error": ...}`` for one that diverged now."""
-        start_active = self.active()
-        for k in start_active:
+        start_active = active = self.active()
+        if tuple(active) != self.stacked or not self.params.aliased():
+            self._restack(active)
+        for k in active:
             self.members[k].model.train()
-        sums = {k: EpochSums(self.members[k].device) for k in start_active}
+        self.template.train()
+        totals: dict[int, EpochSums] = {}
+        sums = self.new_sums()
         start = time.perf_counter()
-        active = start_active
         for step in range(1, n_steps + 1):
             self.train_step(active, sums)
             if step % DIVERGENCE_CHECK_STEPS == 0:
                 self._freeze_diverged(active, sums)
-                active = self.active()
-                if not active:
-                    break
+                if self.active() != active:  # the stack shrinks to the members still training
+                    totals.update(zip(active, sums.split(), strict=True))
+                    active = self.active()
+                    if not active:
+                        break
+                    self._restack(active)
+                    self.template.train()
+                    sums = _continued(sums, active, totals)
         if active:
             self._freeze_diverged(active, sums)
+            totals.update(zip(active, sums.split(), strict=True))
         seconds = time.perf_counter() - start  # the pack's wall time: every member trained during all of it
-        return {k: self._round_result(k, sums[k], n_steps, seconds) for k in start_active}
+        return {k: self._round_result(k, totals[k], n_steps, seconds) for k in start_active}
 
     def _round_result(self, k: int, sums: EpochSums, n_steps: int, seconds: float) -> dict:
         if self.status[k] == "diverged":
@@ -254,6 +273,15 @@ class PackLoop:
             return self.train_steps(lead.steps_per_epoch)
         left = lead.cfg.steps - lead.optimizer_steps
         return self.train_steps(max(1, min(lead.cfg.eval_every, left)))
+
+
+def _continued(sums: EpochSums, active: list[int], totals: dict[int, EpochSums]) -> EpochSums:
+    """Sums for the shrunk stack ``active`` that go on from each member's ``totals`` so far."""
+    out = EpochSums(sums.loss.device, len(active))
+    for name in ("loss", "grad_norm", "hits", "scored"):
+        setattr(out, name, torch.stack([getattr(totals[k], name) for k in active]).clone())
+    out.examples, out.steps = sums.examples, sums.steps
+    return out
 
 
 def train_pack_steps(members: Sequence[EpochLoop], n_steps: int) -> list[dict]:

@@ -5,16 +5,20 @@ from __future__ import annotations
 import io
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from sptune.spec import load_spec
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.tasks.registry import TaskRequest, load_task
 from sptune.training import loops
+from sptune.training.device import autocast
 from sptune.training.epoch_sums import EpochSums
 from sptune.training.loops import EpochLoop, FinetuneLoop, OptimConfig, PretrainLoop, PretrainObjective
+from sptune.training.model_configs import classifier_config
 from sptune.training.models import ModelConfig
 from sptune.training.models.encoder import EncoderConfig
 from sptune.training.packing.pack import PackError, PackLoop, train_pack_steps
@@ -112,9 +116,9 @@ def _pack_step(pack: PackLoop) -> list[tuple[float, float]]:
     """One training step of every member of a pack, without validation."""
     for member in pack.members:
         member.model.train()
-    sums = {k: EpochSums(m.device) for k, m in enumerate(pack.members)}
+    sums = pack.new_sums()
     pack.train_step(pack.active(), sums)
-    return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.values()]
+    return [(s.means("acc")["loss"], s.means("acc")["grad_norm"]) for s in sums.split()]
 
 
 @STAGES
@@ -213,9 +217,9 @@ def test_on_a_gpu_a_captured_pack_trains_as_the_eager_one_and_captures_again_whe
         for k in want:
             for key in ("loss", "grad_norm", "lr", "val_loss"):
                 assert math.isclose(got[k][key], want[k][key], rel_tol=1e-3), (epoch, k, key, got[k], want[k])
-        replays = graphed._captured[1].replay_count
+        replays = graphed._captured.replay_count
         assert replays == (1, 5, 1)[epoch], (epoch, replays)
-    assert graphed._captured[0][0] == (1, 2) and eager._captured is None
+    assert graphed.stacked == (1, 2) and eager._captured is None
 
 
 def _through_a_file(state: dict) -> dict:
@@ -398,4 +402,77 @@ def test_other_objectives_and_inputs_match_solo_runs_too(digits, kind):
         for k, solo in enumerate(solos):
             alone = solo.train_round()
             for key in ("loss", "grad_norm", "val_loss"):
+                assert _close(packed[k][key], alone[key]), (k, key, packed[k][key], alone[key])
+
+
+CALL_B_SPEC = Path(__file__).resolve().parents[3] / "search_spaces" / "cifar_1layer_gpu.yaml"
+ON_EACH_DEVICE = pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+)
+
+
+@ON_EACH_DEVICE
+@pytest.mark.parametrize("stage", ["finetune", "pretrain"])
+def test_a_two_member_pack_s_forward_and_backward_match_two_solo_trials_on_call_b_s_model(device, stage):
+    """Device call A's first GPU work (tools/device/call_a.sh): call B's model (1,024 tokens, d64, 4 heads, rotary,
+    max pooling) at its precision, bf16 on a GPU, where attention runs on the kernel one trial's rule picks there
+    (cuDNN on a Hopper): each member's loss and gradients as its solo trial's on the same batch. On a GPU within
+    bf16's rounding (matmuls batched differently round differently), on a CPU within fp32's."""
+    spec = load_spec(CALL_B_SPEC)
+    tokens = 1024 if device == "cuda" else 128  # a CPU checks the code path, at a CPU's length
+    info = TaskInfo("pixels", "continuous", tokens, 10, levels=256)
+    rng = np.random.default_rng(0)
+    split = lambda n: ArraySplit(rng.integers(0, 256, (n, tokens), dtype=np.uint8), rng.integers(0, 10, n))  # noqa: E731
+    train, val = split(8), split(2)
+    model = classifier_config(spec.model, info)
+    precision = "bf16" if device == "cuda" else "fp32"
+    objective = PretrainObjective(spec.pretrain.objective, spec.pretrain.mask_ratio, spec.pretrain.loss)
+
+    def make(seed: int) -> EpochLoop:
+        optim = OptimConfig(
+            lr=1e-3, seed=seed, batch_size=4, epochs=1, grad_clip=0.0, device=device, precision=precision
+        )
+        if stage == "finetune":
+            return FinetuneLoop(model, info, train, val, optim)
+        return PretrainLoop(model.encoder, objective, info, train, val, optim)
+
+    solos, pack = [make(3), make(4)], PackLoop([make(3), make(4)])
+    pack.template.train()
+    inputs = pack.draw_inputs(pack.members)
+    packed = pack.forward_backward(len(inputs), inputs)
+    loss_tol, grad_tol = (2e-2, 5e-2) if device == "cuda" else (1e-5, 1e-4)
+    for k, solo in enumerate(solos):
+        solo.model.train()
+        drawn = solo.batch_inputs(solo.batches.next())
+        with autocast(solo.device, solo.cfg.precision):
+            alone = solo.forward_batch(*drawn)
+        alone.loss.backward()
+        assert math.isclose(float(packed.loss[k]), float(alone.loss), rel_tol=loss_tol), (k, packed.loss, alone.loss)
+        assert int(packed.hits[k]) == int(alone.hits) or device == "cuda"
+        got = torch.cat([leaf.grad[k].flatten().float() for leaf in pack.params.leaves])
+        want = torch.cat([solo.model.get_parameter(n).grad.flatten().float() for n in pack.params.names])
+        assert float((got - want).norm() / want.norm()) <= grad_tol, k
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["listops_like", "retrieval_like"])
+def test_padded_token_tasks_finetune_in_a_pack_as_alone(paired):
+    """ListOps / Text / Retrieval: token inputs with padding (the key-padding mask into SDPA on the members' folded
+    rows, mean pooling over real tokens), and Retrieval's two documents an example, each member as its solo run."""
+    train, val = _token_split(48, 0), _token_split(16, 1)
+    if paired:  # two padded documents an example
+        train = ArraySplit(np.stack([train.x, train.x[::-1]], axis=1), train.y)
+        val = ArraySplit(np.stack([val.x, val.x[::-1]], axis=1), val.y)
+    encoder = replace(_encoder(TOKENS), input_kind="tokens", vocab_size=TOKENS.vocab_size, positions="learned")
+    model = ModelConfig(encoder, num_classes=TOKENS.num_classes, paired=paired)
+
+    def make(member: dict) -> FinetuneLoop:
+        return FinetuneLoop(model, TOKENS, train, val, _optim(member, steps=8, eval_every=4))
+
+    solos, pack = [make(m) for m in MEMBERS], PackLoop([make(m) for m in MEMBERS])
+    assert pack.members[0].padded
+    for _ in range(2):
+        packed = pack.train_round()
+        for k, solo in enumerate(solos):
+            alone = solo.train_round()
+            for key in ("loss", "grad_norm", "val_loss", "val_acc"):
                 assert _close(packed[k][key], alone[key]), (k, key, packed[k][key], alone[key])
