@@ -224,6 +224,7 @@ def test_pathfinder_resolution_pools_images(offline):
 
     full, small = load(), load(resolution=16)
     assert full.info.seq_len == 1024 and small.info.seq_len == 256
+    assert (full.info.image_side, small.info.image_side) == (32, 16)
     x = full.train.x[:3].astype(np.float64).reshape(3, 16, 2, 16, 2).mean(axis=(2, 4))
     assert np.array_equal(small.train.x[:3], np.rint(x).reshape(3, -1).astype(np.uint8))
     assert np.array_equal(small.train.y, full.train.y)
