@@ -478,3 +478,31 @@ def test_the_small_own_data_spec_is_accepted(own_places, capsys):
     """The base every hf case above breaks one thing of: valid as it stands."""
     assert sweep_main([own_places["own_hf"], "--dry-run"]) == 0
     assert "72 train / 8 val" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ variant kinds a model family does not support
+# The feature matrix (tests/training/test_feature_matrix.py) trains every kind each family supports; each other
+# pair is refused here at --dry-run, one test each, naming the variant and the fix.
+UNSUPPORTED_KINDS = {"ssm": ("qk_init", "frozen_attn", "frozen_attn_mlp")}  # defined on attention weights
+FAMILY_REFUSALS = [
+    digits_set(f"{family}-{kind}", f"variants.{kind}", f"model.family={family}", f"variants.{kind}={{{GRID}}}")
+    for family, kinds in UNSUPPORTED_KINDS.items() for kind in kinds
+]
+
+
+@pytest.mark.parametrize("case", FAMILY_REFUSALS, ids=[c.id for c in FAMILY_REFUSALS])
+def test_a_kind_its_model_family_does_not_support_is_refused_at_the_dry_run(case: Case, tmp_path, places, capsys):
+    code, printed = _run(case, tmp_path, places, capsys)
+    assert code == 2, printed
+    assert "Traceback" not in printed and len(printed.strip().splitlines()) == 1, printed
+    assert case.names in printed and "defined on attention weights" in printed, printed
+    assert "Fix: use model.family: transformer, or drop the variant" in printed, printed
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_refusals_are_every_pair_the_matrix_leaves_out():
+    """A kind or family added later is either trained by the matrix or listed above: never neither."""
+    from tests.helpers_matrix import unsupported_pairs
+
+    listed = [(family, kind) for family, kinds in UNSUPPORTED_KINDS.items() for kind in kinds]
+    assert sorted(unsupported_pairs()) == sorted(listed)

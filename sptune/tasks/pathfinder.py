@@ -206,6 +206,7 @@ def pool_splits(splits: TaskSplits, resolution: int) -> TaskSplits:
     native = int(round(splits.info.seq_len**0.5))
     if resolution == native:
         return splits
+    # The image's side too: what reads a sequence back as an image (the trivial predictors' neighbour mean) needs it.
     info = dataclasses.replace(splits.info, seq_len=resolution**2, image_side=resolution)
 
     def pooled(split: ArraySplit) -> ArraySplit:

@@ -178,3 +178,15 @@ def test_offline_default_generates_into_cache(tmp_path):
     assert set(np.unique(splits.train.y)) <= {0, 1}
     with pytest.raises(DataError, match="generate is false"):
         load(None, generate=False)
+
+
+def test_pooled_splits_say_the_pooled_image_side():
+    """What reads a sequence back as an image (the trivial predictors' neighbour mean) finds the pooled side."""
+    from sptune.tasks.base import ArraySplit, TaskInfo, TaskSplits
+    from sptune.tasks.pathfinder import pool_splits
+
+    info = TaskInfo(name="pathfinder", input_kind="continuous", seq_len=32 * 32, num_classes=2, image_side=32)
+    split = ArraySplit(np.zeros((2, 32 * 32), dtype=np.uint8), np.zeros(2, dtype=np.int64))
+    pooled = pool_splits(TaskSplits(info, split, split, lambda: split), 16)
+    assert (pooled.info.seq_len, pooled.info.image_side) == (256, 16)
+    assert pooled.train.x.shape == (2, 256)

@@ -24,8 +24,10 @@ class DiagonalSSM(nn.Module):
         self.log_dt = nn.Parameter(log_dt)
         self.log_a_real = nn.Parameter(torch.log(0.5 * torch.ones(d_model, half)))
         self.a_imag = nn.Parameter(math.pi * torch.arange(half).float().repeat(d_model, 1))
-        # Two output maps: one for each direction (the backward one is unused when causal).
-        self.c = nn.Parameter(torch.randn(2, d_model, half, dtype=torch.cfloat) * (0.5**0.5))
+        # Two output maps: one for each direction (the backward one is unused when causal). Complex, but held as
+        # its real and imaginary parts (a trailing axis of 2, as S4's own kernels hold C): fused AdamW, gradient
+        # clipping's foreach norms and vmapped packs all take only real tensors.
+        self.c = nn.Parameter(torch.view_as_real(torch.randn(2, d_model, half, dtype=torch.cfloat) * (0.5**0.5)))
         self.d = nn.Parameter(torch.randn(d_model))
 
     def kernel(self, length: int) -> torch.Tensor:
@@ -36,7 +38,8 @@ class DiagonalSSM(nn.Module):
         b_bar = (dta.exp() - 1.0) / a  # zero-order hold with B = 1
         steps = torch.arange(length, device=a.device)
         powers = (dta.unsqueeze(-1) * steps).exp()  # (H, N, L)
-        return torch.einsum("khn,hnl->khl", self.c * b_bar, powers).real * 2.0
+        c = torch.view_as_complex(self.c)  # (2, H, N): a view, so its gradient reaches both real parts
+        return torch.einsum("khn,hnl->khl", c * b_bar, powers).real * 2.0
 
     def forward(self, u: torch.Tensor, causal: bool = False) -> torch.Tensor:
         """u: (B, L, H) -> (B, L, H)."""
