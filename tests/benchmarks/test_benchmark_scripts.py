@@ -21,7 +21,7 @@ NOT_BENCHMARKS = {"bench_common.py"}  # helpers the scripts import
 RUN_ELSEWHERE = {"gpu_epoch.py": "tests/benchmarks/test_gpu_epoch.py runs its CPU path and checks its JSON"}
 # script -> its smallest arguments ("{tmp}" is the test's temporary folder; --json {tmp}/out.json is added).
 SMOKE_ARGS: dict[str, list[str]] = {
-    "asha_efficiency.py": ["--epochs", "1", "--n-lrs", "1", "--batches", "32", "--methods", "random", "--png",
+    "asha_efficiency.py": ["--epochs", "1", "--n-lrs", "2", "--batches", "32", "--methods", "random", "--png",
                            "{tmp}/curves.png"],
     "driver_scale.py": ["--trials", "2", "--epochs", "2", "--variants", "1", "--arms", "none", "--target", "0"],
     "memory.py": ["--tasks", "listops", "--modes", "after", "--concurrency", "1", "--listops-train", "64"],
