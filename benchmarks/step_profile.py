@@ -67,11 +67,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     out: dict[str, Any] = {"machine": bc.machine(), "threads": args.threads, "configs": {}}
-    for name, config in CONFIGS.items():
+    for name in args.configs:
+        config = CONFIGS[name]
         prof = profile_steps(config, args.top)
         out["configs"][name] = {**config, **prof, "step_s_by_dropout": dropout_effect(config)}
         print(f"\n{name}: L={config['seq_len']} batch={config['batch']} ({config['steps']} steps profiled)")

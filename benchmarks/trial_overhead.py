@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from sptune.spec import load_spec
+from sptune.spec import SweepSpec, from_dict, load_spec
 from sptune.tasks import TaskRequest, load_task
 from sptune.tasks.registry import resolve_data_dir
 from sptune.training import objectives as obj
@@ -55,25 +55,32 @@ def plain_loop(spec, data, lr: float, batch: int, epochs: int, threads: int) -> 
     return time.perf_counter() - start
 
 
-def sptune_trial(spec, data, lr: float, batch: int, epochs: int, storage: Path) -> tuple[float, float]:
-    """One finetuning trial of sptune's StudyTrainable through a real Tuner: (in-trial seconds, fit() seconds)."""
-    from ray import tune
+def one_trial_spec(spec: SweepSpec, lr: float, batch: int, epochs: int) -> SweepSpec:
+    """The spec cut to one scratch finetuning trial at ``lr`` and ``batch`` for ``epochs`` epochs, FIFO."""
+    data = spec.model_dump(mode="json", exclude={"pretrain"})
+    grid = {"lr": {"type": "grid", "values": [lr]}, "batch_size": {"type": "choice", "values": [batch]}}
+    data["variants"] = {"scratch": {"kind": "scratch", "num_samples": 1, "epochs": epochs, "search": grid}}
+    data.update(rerun_seeds=1, scheduler={"type": "fifo"})
+    data["resources"] = {**data["resources"], "max_concurrent": 1}
+    data.pop("selection")  # the defaults: digits_quick picks among candidates this one trial cannot offer
+    return from_dict(data)
 
-    from sptune.tuning.trainable import StudyTrainable
 
-    trainable = tune.with_resources(tune.with_parameters(StudyTrainable, spec=spec, data=data.without_test()),
-                                    {"cpu": spec.resources.cpu})
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"lr": lr, "batch_size": batch, "variant": "scratch", "phase": "search", "seed": 0},
-        tune_config=tune.TuneConfig(metric="val_acc", mode="max", num_samples=1),
-        run_config=tune.RunConfig(storage_path=str(storage), stop={"training_iteration": epochs}, verbose=0,
-                                  checkpoint_config=tune.CheckpointConfig(
-                                      num_to_keep=1, checkpoint_score_attribute="val_acc",
-                                      checkpoint_score_order="max", checkpoint_frequency=1)),
-    )
+def sptune_trial(spec: SweepSpec, data, storage: Path) -> tuple[float, float]:
+    """One finetuning trial through the study's own Tuner (its plan, searcher, scheduler and StudyTrainable):
+    (in-trial seconds, fit() seconds)."""
+    from sptune.judging.stage_graph import Stage
+    from sptune.plan.study_plan import build_plan
+    from sptune.tuning.tuner import build_study_tuner, staged_search
+
+    plan = build_plan(spec, data.info, cluster_cpus=2)
+    search = plan.variant_searches()[0]
+    searcher, scheduler = staged_search(plan, [Stage(search)], {}, {})
+    tuner = build_study_tuner(plan, data, searcher, scheduler, str(storage), [])
     start = time.perf_counter()
     result = tuner.fit()[0]
+    if result.error is not None:
+        raise RuntimeError(f"the sptune trial failed: {result.error}")
     return float(result.metrics["time_total_s"]), time.perf_counter() - start
 
 
@@ -93,6 +100,7 @@ def main() -> int:
     import ray
 
     spec = load_spec(args.spec, args.overrides)
+    trial_spec = one_trial_spec(spec, args.lr, args.batch, args.epochs)
     data = load_task(TaskRequest(spec.task.name, spec.task.options, spec.seed, resolve_data_dir(args.data_dir)))
     threads = max(1, int(spec.resources.cpu))
     tokens = len(data.train) * data.info.seq_len * args.epochs
@@ -101,7 +109,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):  # alternate so drift affects both sides alike
             plain_s.append(plain_loop(spec, data, args.lr, args.batch, args.epochs, threads))
-            inside, whole = sptune_trial(spec, data, args.lr, args.batch, args.epochs, Path(tmp) / f"r{i}")
+            inside, whole = sptune_trial(trial_spec, data, Path(tmp) / f"r{i}")
             trial_s.append(inside)
             fit_s.append(whole)
     ray.shutdown()

@@ -63,6 +63,7 @@ def tuner_fixed_cost(repeats: int) -> list[dict[str, float]]:
     data.pop("pretrain", None)
     data["variants"] = {"scratch": {"num_samples": 1, "epochs": 1, "search": data["variants"]["scratch"]["search"]}}
     data.update(rerun_seeds=1, scheduler={"type": "fifo"}, resources={"cpu": 1, "gpu": 0, "max_concurrent": 1})
+    data.pop("selection", None)  # the defaults: digits_quick picks among candidates one trial cannot offer
     spec = from_dict(data)
     task = bc.load_data(spec, None)
     plan = build_plan(spec, task.info, cluster_cpus=2)

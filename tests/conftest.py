@@ -100,9 +100,19 @@ ORPHANED_S = 2
 
 
 def _start_ray() -> None:
+    """The shared session. Ray waits a fixed 30 s for its raylet to register: a first start in a new virtualenv
+    (every Ray process compiling its imports) or on a loaded machine can miss that, and the second start, its
+    imports warm, does not."""
     import ray
 
-    ray.init(num_cpus=RAY_SESSION_CPUS, include_dashboard=False, log_to_driver=False)
+    for attempt in (1, 2):
+        try:
+            ray.init(num_cpus=RAY_SESSION_CPUS, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as err:
+            if attempt == 2 or "timed out during startup" not in str(err):
+                raise
+            ray.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ only. Never `ray stop` here: it kills every Ray process on the machine, other pe
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -16,8 +17,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 LOOPBACK = "127.0.0.1"
 
@@ -139,18 +142,34 @@ def http_json(url: str, token: str | None = None, timeout: float = 10.0) -> dict
         return json.loads(resp.read())
 
 
-def wait_for(check, timeout_s: float, what: str, interval: float = 0.25):
+# A server's first start in a new virtualenv also compiles its imports (moto, MLflow, Ray's dashboard): a minute on
+# a small machine, where a warm start takes seconds.
+START_TIMEOUT_S = 120.0
+
+# What a client raises while its server is not listening yet or not ready: a refused or reset connection (OSError,
+# URLError, HTTPError), a reply cut short (HTTPException), a body that is not yet the JSON asked for (ValueError).
+NOT_READY: tuple[type[Exception], ...] = (OSError, urllib.error.URLError, http.client.HTTPException, ValueError)
+
+
+def wait_for(check: Callable[[], Any], timeout_s: float, what: str, interval: float = 0.25,
+             retry: tuple[type[Exception], ...] = NOT_READY, server: subprocess.Popen | None = None,
+             log: Path | None = None) -> Any:
+    """``check()``'s first true value, retrying the errors in ``retry`` until ``timeout_s``. With ``server`` (the
+    process that should answer), its exit ends the wait at once, with the tail of ``log``."""
     deadline = time.time() + timeout_s
     last: Exception | None = None
     while time.time() < deadline:
+        if server is not None and server.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.is_file() else ""
+            raise RuntimeError(f"{what} exited ({server.returncode}) before it was ready:\n{tail}")
         try:
             value = check()
             if value:
                 return value
-        except (OSError, urllib.error.URLError, ValueError) as err:
+        except retry as err:
             last = err
         time.sleep(interval)
-    raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {last})")
+    raise TimeoutError(f"{what} not ready after {timeout_s:.0f}s (last error: {type(last).__name__}: {last})")
 
 
 # ---------------------------------------------------------------- Ray nodes
@@ -192,7 +211,7 @@ class RayHead:
             "--disable-usage-stats",
         ]
 
-    def start(self, num_cpus: int = 2, timeout_s: float = 120) -> float:
+    def start(self, num_cpus: int = 2, timeout_s: float = START_TIMEOUT_S) -> float:
         t0 = time.time()
         proc = subprocess.run(self.command(num_cpus), env=self.env, capture_output=True, text=True,
                               timeout=timeout_s)
@@ -201,7 +220,7 @@ class RayHead:
             raise RuntimeError(f"ray start --head failed ({proc.returncode}):\n{self.log[-3000:]}")
         self.command_seconds = time.time() - t0
         # `ray start` returns once the node runs; the job API can take a moment longer.
-        wait_for(lambda: http_json(f"{self.dashboard}/api/version", self.token), 60, "Ray dashboard")
+        wait_for(lambda: http_json(f"{self.dashboard}/api/version", self.token), START_TIMEOUT_S, "Ray dashboard")
         self.start_seconds = time.time() - t0
         return self.start_seconds
 
@@ -226,7 +245,7 @@ class RayHead:
         return stop_matching(self.patterns())
 
 
-def start_worker(head: RayHead, num_cpus: int = 1, timeout_s: float = 120) -> tuple[float, Path]:
+def start_worker(head: RayHead, num_cpus: int = 1, timeout_s: float = START_TIMEOUT_S) -> tuple[float, Path]:
     """A second node on this machine: `ray start --address HEAD`; returns (seconds, its temp dir)."""
     temp = head.root / "w"
     t0 = time.time()
@@ -237,7 +256,7 @@ def start_worker(head: RayHead, num_cpus: int = 1, timeout_s: float = 120) -> tu
     proc = subprocess.run(cmd, env=head.env, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         raise RuntimeError(f"ray start --address failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
-    wait_for(lambda: len(head.nodes()) >= 2, 60, "second Ray node")
+    wait_for(lambda: len(head.nodes()) >= 2, START_TIMEOUT_S, "second Ray node")
     return time.time() - t0, temp
 
 
@@ -276,14 +295,12 @@ class MlflowServer:
             self.proc = subprocess.Popen(self.command(), env=env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True, cwd=self.root)
 
-    def wait(self, timeout_s: float = 90) -> None:
+    def wait(self, timeout_s: float = START_TIMEOUT_S) -> None:
         def up() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited:\n{(self.root / 'server.log').read_text()[-3000:]}")
             with urllib.request.urlopen(f"{self.uri}/health", timeout=2):
                 return True
 
-        wait_for(up, timeout_s, "mlflow server")
+        wait_for(up, timeout_s, "mlflow server", server=self.proc, log=self.root / "server.log")
 
     def stop(self) -> set[int]:
         if self.proc is None:

@@ -506,3 +506,89 @@ def test_the_refusals_are_every_pair_the_matrix_leaves_out():
 
     listed = [(family, kind) for family, kinds in UNSUPPORTED_KINDS.items() for kind in kinds]
     assert sorted(unsupported_pairs()) == sorted(listed)
+
+
+# ------------------------------------------------------------------ YAML aliases, size and depth; files not specs
+# Each of these is refused while the file is composed, before anything walks it: through `sptune.sweep`, through
+# `sptune.jobs submit` (staged before any cluster is contacted), as a campaign's study spec and in a campaign's
+# `set:` block, in well under a second, exit 2, one paragraph naming the line.
+SELF_ALIAS = "a: &a [*a]\n"  # a list that contains itself
+ALIAS_BOMB = "name: bomb\nseed: 0\ntask: digits\na0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9)
+)  # 12 lines, 9 ** 9 values when expanded
+DEEP = "name: deep\nseed: 0\ntask: digits\nmodel: " + "{a: " * 2000 + "1" + "}" * 2000 + "\n"
+ALIAS_INPUTS = {  # name -> (text, what the message says, the text of the line it names)
+    "self-alias": (SELF_ALIAS, "the alias *a is inside the value its anchor &a names", "*a]"),
+    "alias-bomb": (ALIAS_BOMB, "the alias *a3 makes the document expand to more than", "*a3"),
+    "deep": (DEEP, "nests deeper than", "model:"),
+}
+ALIAS_ROUTES = ("sweep", "jobs-submit", "campaign-spec", "campaign-set")
+
+
+def _alias_route(route: str, text: str, tmp: Path) -> tuple[Callable[[list[str]], int], list[str], Path]:
+    """(the CLI's main, its argv, the file whose line the message must name) for one input taken one way."""
+    from sptune.jobs.__main__ import main as jobs_main
+
+    bad = tmp / "bad.yaml"
+    bad.write_text(text)
+    if route == "sweep":
+        return sweep_main, [str(bad), "--dry-run", "--output", str(tmp / "out")], bad
+    if route == "jobs-submit":
+        return jobs_main, ["submit", str(bad), "--output", str(tmp / "out"), "--address", "http://127.0.0.1:9"], bad
+    campaign = tmp / "campaign.yaml"
+    if route == "campaign-spec":
+        campaign.write_text(CAMPAIGN.format(name="c", spec=bad, study="d"))
+        return sweep_main, [str(campaign), "--dry-run", "--output", str(tmp / "out")], bad
+    # The input as a campaign's own text: its set: block holds the alias (or the nesting).
+    head = CAMPAIGN.format(name="c", spec=DIGITS, study="d") + "    set:\n"
+    body = "".join(f"      {line}\n" for line in text.splitlines() if not line.startswith(("name:", "seed:", "task:")))
+    campaign.write_text(head + body)
+    return sweep_main, [str(campaign), "--dry-run", "--output", str(tmp / "out")], campaign
+
+
+@pytest.mark.parametrize("route", ALIAS_ROUTES)
+@pytest.mark.parametrize("name", ALIAS_INPUTS)
+def test_aliases_and_nesting_are_refused_at_once_naming_the_line(name, route, tmp_path, capsys):
+    import time
+
+    text, says, marker = ALIAS_INPUTS[name]
+    main, argv, named = _alias_route(route, text, tmp_path)
+    line = next(i for i, row in enumerate(named.read_text().splitlines(), 1) if marker in row)
+    start = time.perf_counter()
+    code = main(argv)
+    seconds = time.perf_counter() - start
+    printed = capsys.readouterr()
+    printed = printed.out + printed.err
+    assert code == 2, printed
+    assert seconds < 1.0, f"refused after {seconds:.2f} s"
+    assert "Traceback" not in printed and "Fix:" in printed, printed
+    assert len(printed.strip().splitlines()) == 1, printed
+    assert f"{named}:{line}:" in printed and says in printed, printed
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_set_value_that_contains_itself_is_refused(capsys):
+    assert sweep_main([str(DIGITS), "--dry-run", "--set", "model=&m {d_model: *m}"]) == 2
+    printed = capsys.readouterr().err
+    assert "--set model" in printed and "the alias *m is inside the value its anchor &m names" in printed
+
+
+def test_the_ray_cluster_launcher_file_is_named_for_what_it_is(capsys):
+    cluster = REPO / "sweeps" / "cluster.yaml"
+    assert sweep_main([str(cluster), "--dry-run"]) == 2
+    printed = capsys.readouterr().err
+    assert f"{cluster}: this is a Ray cluster launcher file for `ray up`, not a sweep spec" in printed, printed
+    assert f"ray up {cluster}" in printed and "python -m sptune.jobs submit" in printed
+    assert "Field required" not in printed and len(printed.strip().splitlines()) == 1
+
+
+def test_a_yaml_file_with_no_key_of_a_spec_is_named_as_not_a_spec(tmp_path, capsys):
+    compose = tmp_path / "compose.yaml"
+    compose.write_text("services:\n  web: {image: nginx}\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("colour: blue\nsize: 3\n")
+    assert sweep_main([str(compose), "--dry-run"]) == 2
+    assert "this is a Docker Compose file, not a sweep spec" in capsys.readouterr().err
+    assert sweep_main([str(other), "--dry-run"]) == 2
+    printed = capsys.readouterr().err
+    assert "not a sweep spec or a campaign: none of its top-level keys (colour, size)" in printed, printed

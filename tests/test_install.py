@@ -1,12 +1,14 @@
 """sptune installed like a library: a wheel built from this checkout (not an editable install), installed into a
 fresh venv and run from another directory, finds everything it reads (the report's template and stylesheet, the
-dry run's epoch table) inside the package. The venv sees the system's packages (torch, Ray, MLflow are not
-installed again) but imports sptune from the wheel: PYTHONPATH is unset and sptune.__file__ is checked."""
+dry run's epoch table) inside the package. The venv sees the packages of the environment the tests run in (torch,
+Ray, MLflow are not installed again), whether that is the system's interpreter or a virtualenv of its own, but
+imports sptune from the wheel: PYTHONPATH is unset and sptune.__file__ is checked."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -39,16 +41,34 @@ def installed(tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
         else:
             shutil.copy2(REPO / name, src / name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    # No build isolation: setuptools is installed here, and the build needs nothing from an index.
+    # No build isolation: setuptools comes with the dev extra, and the build needs nothing from an index.
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
          root, env)
     wheel = next(dist.glob("sptune-*.whl"))
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], root, env)
+    _run([sys.executable, "-m", "venv", str(venv)], root, env)
     python = venv / "bin" / "python"
+    _see_running_packages(python, root, env)
     _run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], root, env)
     elsewhere.mkdir()
     env["SPTUNE_CACHE_DIR"] = str(root / "cache")
     return python, env, elsewhere
+
+
+def _running_site_dirs() -> list[str]:
+    """The site-packages this test process imports from: a virtualenv's own (and its base's where it was made with
+    --system-site-packages), or the system interpreter's, and the user's site where it is on."""
+    dirs = site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dict.fromkeys(dirs) if Path(d).is_dir()]
+
+
+def _see_running_packages(python: Path, cwd: Path, env: dict[str, str]) -> None:
+    """Put the running environment's site-packages after the venv's own: `--system-site-packages` would give the
+    base interpreter's instead, which lack everything when the tests run in a virtualenv. Plain paths, so the .pth
+    files there (the checkout's editable sptune among them) are not run, and the venv's wheel comes first."""
+    own = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd, env)
+    (Path(own.stdout.strip()) / "running-environment.pth").write_text("\n".join(_running_site_dirs()) + "\n")
 
 
 def test_the_wheel_holds_every_data_file_of_the_package(installed):

@@ -102,3 +102,22 @@ def test_readme_command_runs(lang: str, code: str, tmp_path: Path):
         f"README {lang} `{code.strip()[:200]}` exited {done.returncode}:\n{done.stderr[-3000:]}"
     )
     assert set(REPO.iterdir()) == before, "a README command left files in the repository root"
+
+
+@pytest.mark.slow  # makes a virtualenv, pip in it: ~8 s
+def test_ci_runs_the_readme_line_in_a_new_virtualenv_outside_the_clone(tmp_path):
+    """.ci/run up to the README's line, run with that line replaced by a probe: it runs inside a virtualenv made by
+    this run, outside the clone, and gone once the run ends."""
+    run_tests = next(line for line in commands(blocks(_text())[0][2]) if "pytest" in line)
+    ci = (REPO / ".ci" / "run").read_text()
+    assert ci.count(run_tests) == 1
+    probe = 'python -c "import sys; print(sys.prefix, sys.base_prefix)"'
+    clone = tmp_path / "clone"
+    (clone / ".ci").mkdir(parents=True)
+    (clone / ".ci" / "run").write_text(ci.replace(run_tests, probe))
+    done = subprocess.run(["bash", str(clone / ".ci" / "run")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    prefix, base = done.stdout.split()[-2:]
+    assert prefix != base, "the README's line ran in the interpreter .ci/run was started with, not a new virtualenv"
+    assert not Path(prefix).is_relative_to(clone), f"the virtualenv {prefix} is inside the clone"
+    assert not Path(prefix).exists(), f"the virtualenv {prefix} was left behind"

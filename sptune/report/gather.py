@@ -20,6 +20,7 @@ from sptune.report.formatting import spread_sentence
 from sptune.report.mlflow_runs import fetch_trials, results_from_artifact, rows_from_trials
 from sptune.report.records import OBJECTIVE_KEY, ReportData, ReportError, Trial, pretrain_objective
 from sptune.report.results_shape import check_results
+from sptune.spec import bounded_yaml
 
 MISSING = "figures and trial-level flags are missing."
 
@@ -63,7 +64,7 @@ def _read_spec(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return yaml.safe_load(path.read_text()) or {}
+        return bounded_yaml.load(path.read_text()) or {}
     except yaml.YAMLError:
         return {}  # the report still works without the search spaces; edge checks fall back to tried LRs
 

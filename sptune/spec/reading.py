@@ -12,11 +12,15 @@ import yaml
 from pydantic import ValidationError
 
 from sptune.errors import SpecError
+from sptune.spec import bounded_yaml
 from sptune.spec.messages import spec_error
+from sptune.spec.other_files import refuse_other_kinds
 from sptune.spec.sweep_spec import SweepSpec
 
 # Keys renamed since an earlier release: old key -> new key (a spec using the old one is refused).
 RENAMED_KEYS = {"seeds": "rerun_seeds"}
+# A spec's and a campaign's top-level keys: a file with none of them is some other kind of YAML.
+TOP_LEVEL_KEYS = {*SweepSpec.model_fields, *RENAMED_KEYS, "campaign", "studies"}
 
 
 _EXAMPLE = "specs live in search_spaces/ (e.g. search_spaces/digits_quick.yaml)"
@@ -48,12 +52,17 @@ def _first_duplicate(node: yaml.Node | None) -> yaml.ScalarNode | None:
 
 
 def safe_load_unique(text: str) -> Any:
-    """yaml.safe_load, refusing duplicate keys (found on the document composed by the safe loader first)."""
-    duplicate = _first_duplicate(yaml.compose(text, Loader=yaml.SafeLoader))
+    """yaml.safe_load within bounded_yaml's bounds, refusing duplicate keys (found on the composed document)."""
+    node = bounded_yaml.compose(text)
+    duplicate = _first_duplicate(node)
     if duplicate is not None:
         raise DuplicateKeyError(None, None, f"the key '{duplicate.value}' appears twice in one mapping",
                                 duplicate.start_mark)
-    return yaml.safe_load(text)
+    return bounded_yaml.construct(node)
+
+
+def _where(path: Path, mark: yaml.Mark | None) -> str:
+    return f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
 
 
 def read_text(path: Path) -> str:
@@ -78,18 +87,19 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = safe_load_unique(read_text(path))
     except DuplicateKeyError as err:
-        mark = err.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise SpecError(where, err.problem, "keep one of the two (PyYAML would silently keep the last)") from None
+        raise SpecError(_where(path, err.problem_mark), err.problem,
+                        "keep one of the two (PyYAML would silently keep the last)") from None
+    except bounded_yaml.YamlBoundError as err:
+        raise SpecError(_where(path, err.problem_mark), err.problem, err.fix) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise SpecError(where, f"YAML syntax error ({problem})", "fix the YAML at that line") from err
+        raise SpecError(_where(path, mark), f"YAML syntax error ({problem})", "fix the YAML at that line") from err
     if not isinstance(data, dict):
         raise SpecError(
             str(path), "the spec must be a YAML mapping at the top level", "start from search_spaces/digits_quick.yaml"
         )
+    refuse_other_kinds(str(path), data, TOP_LEVEL_KEYS)
     return data
 
 
@@ -103,7 +113,9 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise SpecError(f"--set {assignment}", f"'{path}' is not a field path (an empty name before '=' or "
                         "between dots)", "e.g. --set finetune.epochs=5")
     try:
-        value = yaml.safe_load(raw)
+        value = bounded_yaml.load(raw)
+    except bounded_yaml.YamlBoundError as err:
+        raise SpecError(f"--set {path}", f"value '{raw[:80]}': {err.problem}", err.fix) from None
     except yaml.YAMLError as err:
         raise SpecError(
             f"--set {path}", f"value '{raw}' is not valid YAML", "quote strings, e.g. '[1e-4, 1e-3]'"

@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from tests.helpers_browser import CHROMIUM, headless, screenshot_path
-from tests.helpers_cluster import LOOPBACK, free_port, stop_matching, terminate, wait_for
+from tests.helpers_cluster import LOOPBACK, START_TIMEOUT_S, free_port, stop_matching, terminate, wait_for
 from tests.helpers_tiny import PLAIN
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,7 +132,8 @@ class Prometheus:
         self.log = root / "prometheus.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).status == 200, 60, "Prometheus")
+        wait_for(lambda: urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).status == 200, START_TIMEOUT_S,
+                 "Prometheus", server=self.proc, log=self.log)
 
     def query_range(self, expr: str, start: float, end: float) -> list[dict]:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{STEP_S}s"}

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pytest
 from sptune.sweep import main
 from sptune.tracking.optuna_studies import default_url, open_storage, redact, variant_importances
 from tests.helpers_browser import headless, screenshot_path
-from tests.helpers_cluster import free_port
+from tests.helpers_cluster import START_TIMEOUT_S, free_port, wait_for
 from tests.helpers_optuna import DONE, PASSWORD, SPEC_NAME, spec_path
 from tests.helpers_tiny import PLAIN, SHOWN_TRIALS, child_runs, kill_driver_when, trial_checkpointed
 
@@ -82,7 +81,8 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
         start_new_session=True,
     )
     try:
-        api = _wait_for_json(f"http://127.0.0.1:{port}/api/studies")
+        api = wait_for(lambda: _json(f"http://127.0.0.1:{port}/api/studies"), START_TIMEOUT_S, "optuna-dashboard",
+                       server=server)
         url = f"http://127.0.0.1:{port}/dashboard/"
         chromium = headless(tmp_path / "profile", "--window-size=1400,900", "--virtual-time-budget=10000")
         dom = subprocess.run([*chromium, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
@@ -98,16 +98,9 @@ def test_optuna_dashboard_shows_the_studies(study, repo_root, tmp_path):
     assert shot.stat().st_size > 10_000
 
 
-def _wait_for_json(url: str, timeout_s: float = 60) -> dict:
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return json.loads(response.read())
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.3)
+def _json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
 
 
 # --- PostgreSQL, killed mid-search and resumed ----------------------------------------------------

@@ -8,6 +8,7 @@ output, the output directories, the objects under the prefix, or MLflow's params
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -24,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.helpers_cluster import LOOPBACK, free_port, wait_for
+from tests.helpers_cluster import LOOPBACK, NOT_READY, START_TIMEOUT_S, free_port, wait_for
 from tests.helpers_tiny import TINY, selected_rows, trial_configs
 
 boto3 = pytest.importorskip("boto3")
@@ -58,13 +59,27 @@ def s3(tmp_path_factory):
     try:
         client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="sptune-test-key",
                               aws_secret_access_key=secret, region_name="us-east-1")
-        wait_for(lambda: client.list_buckets() is not None, 60, "moto server")
+        _wait_for_moto(endpoint, secret, proc, root / "moto.log")
         client.create_bucket(Bucket=BUCKET)
         yield {"client": client, "endpoint": endpoint, "secret": secret, "env": env, "root": root,
                "query": f"endpoint_override={LOOPBACK}:{port}&scheme=http"}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def _wait_for_moto(endpoint: str, secret: str, proc: subprocess.Popen, log: Path) -> None:
+    """Until the server answers: botocore raises its own errors while nothing listens (EndpointConnectionError, not
+    an OSError), and a probe without botocore's retries asks again every quarter second instead of backing off."""
+    from botocore.config import Config
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    probe = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="sptune-test-key",
+                         aws_secret_access_key=secret, region_name="us-east-1",
+                         config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=10))
+    wait_for(lambda: probe.list_buckets() is not None, START_TIMEOUT_S, "moto server",
+             retry=(*NOT_READY, BotoConnectionError, HTTPClientError), server=proc, log=log)
 
 
 def _keys(s3, prefix: str) -> list[str]:
@@ -158,10 +173,12 @@ def resumed(s3, repo_root, tmp_path_factory):
     # Asked 4 times a second: each ask lists the prefix and reads the snapshot from moto, which shares the 2 cores
     # with the study; the SPT search it waits inside lasts seconds.
     try:
-        wait_for(lambda: proc.poll() is None and _finetune_checkpointed(s3, first, "resumed"), STUDY_TIMEOUT_S,
-                 "an SPT finetune checkpoint under the prefix", interval=0.25)
+        # A driver that ends first (it failed) ends the wait at once, with its log.
+        wait_for(lambda: _finetune_checkpointed(s3, first, "resumed"), STUDY_TIMEOUT_S,
+                 "an SPT finetune checkpoint under the prefix", interval=0.25, server=proc, log=tmp / "first.log")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
+        with contextlib.suppress(ProcessLookupError):  # a driver that ended by itself has no group left
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
         proc.wait()
     interrupted_searches = set(json.loads((first / "study_state.json").read_text())["searches"])
     shutil.rmtree(first)  # the old machine's output directory is gone

@@ -253,10 +253,10 @@ def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
     import shutil
     import subprocess
     import sys
-    import time
     import urllib.request
 
     from sptune.tracking.mlflow_tracker import runs_url
+    from tests.helpers_cluster import START_TIMEOUT_S, wait_for
 
     chromium = shutil.which("chromium")
     if chromium is None:
@@ -270,13 +270,8 @@ def test_mlflow_ui_opens_on_the_training_runs(study, tmp_path):
          "--default-artifact-root", str(out / "mlartifacts")],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
+        wait_for(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200,
+                 START_TIMEOUT_S, "mlflow server", server=server)
         url = runs_url(f"http://127.0.0.1:{port}", results["mlflow"]["experiment_id"])
         browser = headless(tmp_path / "profile", "--window-size=1400,900", "--virtual-time-budget=20000")
         dom = subprocess.run([*browser, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
