@@ -20,7 +20,7 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
     pretrain = _pretrain_key(spec)
     parts = {
         "task": task.model_dump(mode="json"),
-        "model": spec.model.model_dump(mode="json"),
+        "model": _model_key(spec),
         "pretrain": pretrain,
         "objective": pretraining.objective,
         "seed": spec.seed,
@@ -32,6 +32,15 @@ def cache_key(spec: SweepSpec, pretraining: SearchPlan) -> str:
         "inputs": "standardised",
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _model_key(spec: SweepSpec) -> dict:
+    """The model section; a plug-in family's `options` only when given, so keys of caches written before it existed
+    match."""
+    model = spec.model.model_dump(mode="json")
+    if not model.get("options"):
+        model.pop("options", None)
+    return model
 
 
 def _training_key(spec: SweepSpec) -> dict:
