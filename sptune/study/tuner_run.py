@@ -20,6 +20,7 @@ from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, Sta
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.output_files import OPTUNA_DB
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study.faults import FaultWatch
 from sptune.study.interrupts import STOPS, InterruptWatch, watched_tuner
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
@@ -198,7 +199,8 @@ class TunerRunner:
                                    [(s.trial_plan.variant_or_objective, s.trial_plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
-        callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle), InterruptWatch()]
+        # The fault watch first: a trial a full disk failed stops the Tuner before the others count it failed.
+        callbacks = [FaultWatch(), logger, recorder, states, bundle, CheckpointPruner(bundle), InterruptWatch()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _drop_forgotten(self, grid: Any, started: float) -> None:
