@@ -102,7 +102,7 @@ def fault_in_text(text: str, stores: dict[str, str] | None = None) -> Fault | No
 
 def _write_fault(item: BaseException, stores: dict[str, str]) -> Fault | None:
     if isinstance(item, OSError) and item.errno in WRITE_ERRNOS:
-        where = item.filename or _path_in(str(item)) or "?"
+        where = item.filename or _path_in(str(item)) or _store(str(item).lower(), stores)
         return Fault("write", str(where), f"{WRITE_ERRNOS[item.errno]} ({_first_line(item)})")
     text = str(item).lower()
     for key, words in WRITE_TEXTS.items():
@@ -122,11 +122,12 @@ def _path_in(text: str) -> str | None:
 
 
 def _store(text: str, stores: dict[str, str]) -> str:
+    """The store a write fault's words name; the key "" (in every text, so last) is the output folder."""
     return next((where for key, where in stores.items() if key in text), "the output folder or a store")
 
 
 def _service(text: str, stores: dict[str, str]) -> str:
-    return next((where for key, where in stores.items() if key in text), "a service the study writes to")
+    return next((where for key, where in stores.items() if key and key in text), "a service the study writes to")
 
 
 def _first_line(err: BaseException) -> str:

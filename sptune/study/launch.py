@@ -60,7 +60,7 @@ def _stores(ready: ReadyStudy) -> dict[str, str]:
     return {"psycopg": optuna, "postgres": optuna, "api request": tracking, "mlflow": tracking,
             "insert into trial": optuna, "update trial": optuna, "into studies": optuna,
             "metrics": tracking, "into runs": tracking, "update runs": tracking, "tags": tracking,
-            "params": tracking}
+            "params": tracking, "": str(ready.output_dir)}
 
 
 def _release_quietly() -> None:
