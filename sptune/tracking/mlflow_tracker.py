@@ -109,7 +109,7 @@ class Tracker:
         tracker = cls.__new__(cls)
         # Pickled by a driver whose study folder has since moved: its SQLite store moved with it.
         tracker.uri, tracker.experiment_id, tracker.parent_run_id = relocated(uri), experiment_id, parent_run_id
-        tracker.client = MlflowClient(tracking_uri=uri)
+        tracker.client = MlflowClient(tracking_uri=tracker.uri)
         return tracker
 
     def _experiment(self, name: str, output_dir: Path, artifact_root: str | None = None) -> str:

@@ -71,7 +71,7 @@ def _finished_everything(out: Path, server: MlflowServer, db_url: str) -> None:
     client = MlflowClient(server.uri)
     parent = results["mlflow"]["parent_run_id"]
     children = client.search_runs([results["mlflow"]["experiment_id"]], f"tags.mlflow.parentRunId = '{parent}'")
-    assert len(children) == TRIALS and all(c.info.status == "FINISHED" for c in children)
+    assert [c.info.status for c in children] == ["FINISHED"] * TRIALS
     for child in children:
         steps = sorted(m.step for m in client.get_metric_history(child.info.run_id, "val_acc"))
         assert steps == list(range(1, EPOCHS + 1)), child.info.run_name
