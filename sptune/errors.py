@@ -48,6 +48,20 @@ class StudyInterrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
+class StudyStopped(BaseException):
+    """A fault stopped the study as an interrupt does (`sptune.study.faults`): a write refused under the output
+    folder, the storage or the tracking store (`kind` "write", exit code 74), or a service that stayed away
+    longer than its client's retries (`kind` "service", exit code 75). `where`: the path or service; `error`:
+    its words. Everything saved before it stays, and ``--resume`` continues the study."""
+
+    EXIT_CODES = {"write": 74, "service": 75}
+
+    def __init__(self, kind: str, where: str, error: str) -> None:
+        self.kind, self.where, self.error = kind, where, error
+        self.exit_code = self.EXIT_CODES[kind]
+        super().__init__(f"{where}: {error}")
+
+
 def cli_exit_code(action: Callable[[], int], debug: bool = False) -> int:
     """Run a command-line action: an SptuneError becomes its one paragraph on stderr (with the traceback only
     under --debug: it is the user's input, not a bug) and its exit code; anything else propagates."""

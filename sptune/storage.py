@@ -19,6 +19,9 @@ What lives under a remote prefix, and why:
   MLflow tracking store must outlive the old output directory as well: a study tracked in the default
   OUTPUT/mlflow.db cannot be resumed from storage alone (refused before anything starts), so start such
   studies with ``--tracking-uri`` of a server or of a SQLite file elsewhere.
+- **A moved study folder** (copied to a bigger disk, ``--resume --output NEW``): what the study recorded as an
+  absolute path under its old folder (checkpoints, its SQLite MLflow store, trial configs pickled by Tune) is read
+  under the new one (`follow_folder_move`, `relocated`); the trials get the same moves (`set_moves`).
 - **MLflow artifacts**: a new experiment's artifact location is ``STORAGE/mlflow-artifacts`` (without the
   query: MLflow's S3 client reads its endpoint from ``MLFLOW_S3_ENDPOINT_URL``, set from the URI's
   endpoint when absent).
@@ -38,6 +41,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pyarrow.fs as pafs
@@ -45,6 +49,10 @@ import pyarrow.fs as pafs
 from sptune.output_files import DRIVER_FILES, OPTUNA_DB
 
 MLFLOW_ARTIFACTS = "mlflow-artifacts"
+# Old study folder -> the folder it was copied to, in this process (a trial's: what its driver passed on).
+_MOVES: dict[str, str] = {}
+# How an absolute path appears in what a study records: as itself, as a file URI, in a SQLite URL.
+_PATH_PREFIXES = ("", "file://", "sqlite:///")
 _SECRET_KEYS = ("access_key", "secret_key", "session_token")
 
 
@@ -202,3 +210,42 @@ class DriverFileMirror:
                 (self.out / name).write_bytes(read_bytes(uri))
                 fetched.append(name)
         return fetched
+
+
+def follow_folder_move(old: Path, new: Path) -> None:
+    """The study that ran in `old` goes on in `new` (its copy): `relocated` maps what it recorded there."""
+    old_text, new_text = str(old.resolve()), str(new.resolve())
+    if old_text != new_text:
+        _MOVES[old_text] = new_text
+
+
+def moves() -> dict[str, str]:
+    """This process's folder moves, for its trials (`set_moves`)."""
+    return dict(_MOVES)
+
+
+def set_moves(found: dict[str, str]) -> None:
+    """A trial's process: the moves of the driver that runs it, in place of any earlier driver's."""
+    _MOVES.clear()
+    _MOVES.update(found)
+
+
+def relocated(text: str) -> str:
+    """A path, file URI or SQLite URL under a moved folder, under its copy instead; anything else unchanged."""
+    for old, new in _MOVES.items():
+        for prefix in _PATH_PREFIXES:
+            head = prefix + old
+            if text == head or text.startswith(head + "/"):
+                return prefix + new + text[len(head):]
+    return text
+
+
+def relocated_tree(value: Any) -> Any:
+    """`relocated` applied to every string in JSON-like data (dicts, lists, strings)."""
+    if isinstance(value, str):
+        return relocated(value)
+    if isinstance(value, dict):
+        return {k: relocated_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [relocated_tree(v) for v in value]
+    return value

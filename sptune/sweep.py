@@ -14,7 +14,7 @@ from typing import Any
 
 from sptune.api.running import plan
 from sptune.api.running import run as run_study
-from sptune.errors import StudyInterrupted, cli_exit_code
+from sptune.errors import StudyInterrupted, StudyStopped, cli_exit_code
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -57,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit status: 0 done, 1 a failure while running, 2 bad input (nothing started), 130 / 143 stopped by SIGINT /
-    SIGTERM (what is saved and the command to resume are printed)."""
+    """Exit status: 0 done, 1 a failure while running, 2 bad input (nothing started), 74 stopped by a write fault
+    (a full disk, a read-only folder, a quota), 75 stopped by a service outage that outlasted its client's
+    retries, 130 / 143 stopped by SIGINT / SIGTERM (for each stop, what is saved and the command to resume are
+    printed)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     try:
@@ -67,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         from sptune.study.interrupts import paragraph  # Ray is imported by then
 
         print(paragraph(stop, argv), file=sys.stderr, flush=True)
+        return stop.exit_code
+    except StudyStopped as stop:
+        from sptune.study.interrupts import fault_paragraph
+
+        print(fault_paragraph(stop, argv, getattr(stop, "log", None)), file=sys.stderr, flush=True)
         return stop.exit_code
 
 

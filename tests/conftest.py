@@ -225,8 +225,8 @@ def postgres():
     """tests.helpers_optuna's PostgreSQL server, one per test module that asks: its URL (with the password)."""
     from tests.helpers_optuna import postgres_server
 
-    with postgres_server() as url:
-        yield url
+    with postgres_server() as server:
+        yield server.url
 
 
 @pytest.fixture

@@ -34,9 +34,28 @@ def _pg_bin() -> Path | None:
     return versions[-1].parent if versions else None
 
 
+class Postgres:
+    """A PostgreSQL server's data folder and how to start and stop it (`postgres_server` makes one)."""
+
+    def __init__(self, root: Path, bin_dir: Path, port: int, as_user: list[str]) -> None:
+        self.root, self.bin_dir, self.port, self.as_user = root, bin_dir, port, as_user
+        self.url = f"postgresql://sptune:{PASSWORD}@127.0.0.1:{port}/postgres"
+
+    def pg(self, *cmd: str) -> None:
+        subprocess.run([*self.as_user, *cmd], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        self.pg(str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w",
+                "-o", f"-k {self.root} -h 127.0.0.1 -p {self.port}", "start")
+
+    def stop(self) -> None:
+        """Fast shutdown: open connections are cut, as a crash or a failover cuts them."""
+        self.pg(str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "stop")
+
+
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """A real PostgreSQL server on 127.0.0.1 with password (SCRAM) login; yields its URL, which holds the password.
+def postgres_server() -> Iterator[Postgres]:
+    """A real PostgreSQL server on 127.0.0.1 with password (SCRAM) login (its `url` holds the password), running.
     Skips the test where the server binaries are not installed."""
     bin_dir = _pg_bin()
     if bin_dir is None:
@@ -48,18 +67,15 @@ def postgres_server() -> Iterator[str]:
         as_user = ["runuser", "-u", "postgres", "--"]
         for path in (root, root / "pw"):
             shutil.chown(path, "postgres")
-    port = free_port()
-    data = root / "data"
-
-    def pg(*cmd: str) -> None:
-        subprocess.run([*as_user, *cmd], check=True, capture_output=True, timeout=120)
-
-    pg(str(bin_dir / "initdb"), "-D", str(data), "--username", "sptune", "--pwfile", str(root / "pw"),
-       "--auth", "scram-sha-256", "-E", "UTF8")
-    pg(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w",
-       "-o", f"-k {root} -h 127.0.0.1 -p {port}", "start")
+    server = Postgres(root, bin_dir, free_port(), as_user)
+    server.pg(str(bin_dir / "initdb"), "-D", str(root / "data"), "--username", "sptune", "--pwfile",
+              str(root / "pw"), "--auth", "scram-sha-256", "-E", "UTF8")
+    server.start()
     try:
-        yield f"postgresql://sptune:{PASSWORD}@127.0.0.1:{port}/postgres"
+        yield server
     finally:
-        pg(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop")
+        try:
+            server.stop()
+        except subprocess.CalledProcessError:  # a test stopped it already
+            pass
         shutil.rmtree(root, ignore_errors=True)

@@ -73,3 +73,23 @@ def test_mirror_pushes_and_pulls_through_pyarrow(tmp_path):
     fresh.storage = remote.as_uri()
     assert fresh.pull() == ["study_state.json", "optuna.db"]
     assert (tmp_path / "new" / "optuna.db").read_bytes() == b"db"
+
+
+def test_paths_under_a_moved_study_folder_are_read_under_its_copy(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    storage.set_moves({})
+    storage.follow_folder_move(old, new)
+    try:
+        assert storage.relocated(f"{old}/ray_results/study/t1/checkpoint_000003") == (
+            f"{new}/ray_results/study/t1/checkpoint_000003"
+        )
+        assert storage.relocated(f"sqlite:///{old}/mlflow.db") == f"sqlite:///{new}/mlflow.db"
+        assert storage.relocated(f"file://{old}/mlartifacts/1") == f"file://{new}/mlartifacts/1"
+        assert storage.relocated(f"{old}-other/x") == f"{old}-other/x"  # a sibling folder is not the study's
+        assert storage.relocated("s3://bucket/study/t1") == "s3://bucket/study/t1"
+        tree = storage.relocated_tree({"a": [f"{old}/x", 3], "b": {"c": str(old)}})
+        assert tree == {"a": [f"{new}/x", 3], "b": {"c": str(new)}}
+        assert storage.moves() == {str(old.resolve()): str(new.resolve())}
+    finally:
+        storage.set_moves({})
+    assert storage.relocated(f"{old}/x") == f"{old}/x"

@@ -39,6 +39,7 @@ from sptune.spec.campaign import CampaignStudy, expand, is_campaign
 from sptune.storage import join
 from sptune.study import ray_session
 from sptune.study.ready_study import ReadyCampaign, ReadyStudy, TrackingTarget
+from sptune.study.state import read_state
 from sptune.tracking.optuna_studies import given_url
 
 
@@ -124,6 +125,7 @@ def _checked_studies(options: RunOptions, planned: PlannedRun, root: Path,
     """Every check short of joining a Ray cluster, in order from cheap to slow; a dry run fetches nothing from
     --storage and returns what it could not check instead."""
     unchecked = []
+    stored.set_moves({})  # this run's own folder moves only (`_ready_study`)
     address = ray_address(options.address)
     if not address and not ray_session.is_connected():  # Ray starts on this machine later, with what it finds
         _check_gpus(planned.studies, local_gpus(), "this machine")
@@ -170,6 +172,10 @@ def _ready_study(options: RunOptions, planned: PlannedStudy, root: Path, in_camp
     unfetched = not fetch and resume and stored.is_remote(storage) and not (out / STATE).exists()
     # A dry run's resume from --storage alone: the folder's files are not fetched, so not checked (it says so).
     state = None if unfetched else check_output_dir(out, spec, resume, explicit=options.output is not None)
+    if state is not None and state.output_dir:  # a copied study folder: its paths are read under the copy
+        old = Path(state.output_dir)
+        stored.follow_folder_move(old.parent if in_campaign else old, root)
+        state = read_state(out)
     optuna_storage = given_url(options.optuna_storage)
     if state is not None:
         check_optuna_record(out, optuna_storage)

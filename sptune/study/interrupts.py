@@ -25,7 +25,7 @@ from typing import Any
 
 from ray import tune
 
-from sptune.errors import StudyInterrupted
+from sptune.errors import StudyInterrupted, StudyStopped
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -119,32 +119,53 @@ def watched_tuner() -> Iterator[None]:
     check()
 
 
-def paragraph(stop: StudyInterrupted, argv: list[str]) -> str:
-    """What the user reads last: the signal, the step it stopped, what is saved, the exact command to resume."""
+def _progress() -> tuple[str, str]:
+    """Where the study in STOPS stopped, and what of it is saved."""
     from sptune.output_files import TEST_READS
     from sptune.study.state import read_state
 
     study = STOPS.study_dir
     state = read_state(study) if study is not None else None
     if state is None:
-        where, saved = "before the study's first stage started", "nothing that a new run would not redo"
+        return "before the study's first stage started", "nothing that a new run would not redo"
+    selected = ", ".join(state.searches) or "none yet"
+    if state.rows is None and not (study / TEST_READS).exists():
+        open_stages = ", ".join(s for s in STOPS.stages if s not in state.searches) or "none"
+        where = f"while its Tuner trained (stages not yet selected: {open_stages})"
+    elif state.rows is None:
+        where = "during the test evaluation of the selected checkpoints"
     else:
-        selected = ", ".join(state.searches) or "none yet"
-        if state.rows is None and not (study / TEST_READS).exists():
-            open_stages = ", ".join(s for s in STOPS.stages if s not in state.searches) or "none"
-            where = f"while its Tuner trained (stages not yet selected: {open_stages})"
-        elif state.rows is None:
-            where = "during the test evaluation of the selected checkpoints"
-        else:
-            where = "while it recorded the results (MLflow's test metrics, results files)"
-        saved = (f"in {study}: the stages selected ({selected}), the Tuner's last snapshot (each unfinished trial "
-                 "continues from its last checkpoint; early stopping's decisions are kept)"
-                 + ("; the test numbers (the test split is not read again)" if state.rows is not None else ""))
+        where = "while it recorded the results (MLflow's test metrics, results files)"
+    saved = (f"in {study}: the stages selected ({selected}), the Tuner's last snapshot (each unfinished trial "
+             "continues from its last checkpoint; early stopping's decisions are kept)"
+             + ("; the test numbers (the test split is not read again)" if state.rows is not None else ""))
+    return where, saved
+
+
+def _resume_command(argv: list[str]) -> str:
     args = list(argv)
     if "--output" not in args and not any(a.startswith("--output=") for a in args) and STOPS.output is not None:
         args += ["--output", str(STOPS.output)]
     if "--resume" not in args:
         args.append("--resume")
+    return f"python -m sptune.sweep {shlex.join(args)}"
+
+
+def paragraph(stop: StudyInterrupted, argv: list[str]) -> str:
+    """What the user reads last: the signal, the step it stopped, what is saved, the exact command to resume."""
+    where, saved = _progress()
     name = signal.Signals(stop.signum).name
     return (f"sptune: interrupted by {name} {where}. Saved {saved}. Resume with: "
-            f"python -m sptune.sweep {shlex.join(args)}  (exit status {stop.exit_code})")
+            f"{_resume_command(argv)}  (exit status {stop.exit_code})")
+
+
+def fault_paragraph(stop: StudyStopped, argv: list[str], log: Path | None) -> str:
+    """The same paragraph for a fault (`sptune.study.faults`): the path or service and its error, what is
+    saved, where the libraries' tracebacks went, what to fix, the exact command to resume."""
+    where, saved = _progress()
+    fix = ("Free space there (or make it writable)" if stop.kind == "write"
+           else "Start the service again (or wait until it answers)")
+    logged = f" The libraries' messages and tracebacks are in {log}." if log is not None else ""
+    what = "a write failed" if stop.kind == "write" else "a service stopped answering"
+    return (f"sptune: stopped {where}: {what}: {stop.where}: {stop.error}. Saved {saved}.{logged} {fix} "
+            f"and resume with: {_resume_command(argv)}  (exit status {stop.exit_code})")

@@ -24,6 +24,7 @@ from sptune.plan.dry_run_text import describe
 from sptune.report import build_report
 from sptune.spec.reading import resolved_spec_text
 from sptune.study import ray_session
+from sptune.study.faults import LibraryLog, stopped
 from sptune.study.interrupts import STOPS, check, stop_signals
 from sptune.study.publish import merge_results
 from sptune.study.ready_study import ReadyCampaign, ReadyStudy
@@ -42,16 +43,44 @@ def run(ready: ReadyStudy | ReadyCampaign, verbose: bool = False) -> Path:
     # One thread throughout: libraries imported lazily by two threads at once can deadlock on their module locks.
     first = ready if isinstance(ready, ReadyStudy) else ready.studies[0]
     output = ready.output_dir if isinstance(ready, ReadyStudy) else ready.root
-    with stop_signals(output):  # SIGINT / SIGTERM: StudyInterrupted, which `sptune.sweep` reports
+    output.mkdir(parents=True, exist_ok=True)
+    log = LibraryLog(output)
+    log.stores = _stores(first)
+    # SIGINT / SIGTERM: StudyInterrupted; a write fault or an outage: StudyStopped; `sptune.sweep` reports either.
+    with stop_signals(output), log.kept():
         try:
             tracker = _tracker(first)
             ray_session.ensure_running(verbose)
             results = run_study(ready, tracker) if isinstance(ready, ReadyStudy) else _run_campaign(ready, tracker)
+        except Exception as err:
+            stop = stopped(err, log)
+            if stop is None:
+                raise
+            raise stop from err
         finally:
-            ray_session.release()
+            _release_quietly()
         check()
         write_report(results.parent, ready.storage if isinstance(ready, ReadyStudy) else None)
     return results
+
+
+def _stores(ready: ReadyStudy) -> dict[str, str]:
+    """Words of a database error -> the store it names (SQLite's errors name no file)."""
+    tracking = ready.tracking.uri
+    optuna = redact(ready.optuna_storage) if ready.optuna_storage else str(ready.output_dir / OPTUNA_DB)
+    # First match wins: the database drivers' and MLflow's client's own words before SQL table names.
+    return {"psycopg": optuna, "postgres": optuna, "api request": tracking, "mlflow": tracking,
+            "insert into trial": optuna, "update trial": optuna, "into studies": optuna,
+            "metrics": tracking, "into runs": tracking, "update runs": tracking, "tags": tracking,
+            "params": tracking, "": str(ready.output_dir)}
+
+
+def _release_quietly() -> None:
+    """Ray stopped; after a fault its own shutdown may fail to write too (its messages are in the log)."""
+    try:
+        ray_session.release()
+    except Exception:  # noqa: BLE001 - the fault that ended the run is what is reported
+        pass
 
 
 def _run_campaign(campaign: ReadyCampaign, first_tracker: Tracker) -> Path:

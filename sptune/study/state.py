@@ -13,7 +13,7 @@ from typing import Any
 from sptune.judging.results import ResultRow
 from sptune.judging.selection import Selection
 from sptune.output_files import STATE
-from sptune.storage import DriverFileMirror
+from sptune.storage import DriverFileMirror, relocated_tree
 
 
 @dataclass(frozen=True)
@@ -97,9 +97,14 @@ class StudyState:
 
 
 def read_state(output_dir: Path) -> StudyState | None:
-    """The saved state of the study in ``output_dir``, or None when it holds no study."""
+    """The saved state of the study in ``output_dir``, or None when it holds no study. In a moved study folder
+    (`sptune.storage.follow_folder_move`) its paths are read under the new folder; `output_dir` stays where the
+    last driver wrote, which is how a resume learns that the folder moved."""
     path = output_dir / STATE
-    return StudyState.from_json(json.loads(path.read_text())) if path.exists() else None
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return StudyState.from_json({**relocated_tree(data), "output_dir": data.get("output_dir")})
 
 
 class StateFile:

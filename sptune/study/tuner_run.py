@@ -20,6 +20,7 @@ from sptune.judging.ledger import Event, Ledger, StageFailed, StageReleased, Sta
 from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.output_files import OPTUNA_DB
 from sptune.plan.study_plan import SearchPlan, StudyPlan
+from sptune.study.faults import FaultWatch
 from sptune.study.interrupts import STOPS, InterruptWatch, watched_tuner
 from sptune.study.snapshot import SnapshotBundle, restore_consistent
 from sptune.study.state import SearchRecord, SelectedTrial, StateFile, StudyState, TunerRun
@@ -198,7 +199,8 @@ class TunerRunner:
                                    [(s.trial_plan.variant_or_objective, s.trial_plan.phase) for s in stages])
         bundle = self._snapshot_bundle(experiment_dir)
         # The pruner after the bundle: it deletes a checkpoint only once a bundle names a newer one.
-        callbacks = [logger, recorder, states, bundle, CheckpointPruner(bundle), InterruptWatch()]
+        # The fault watch first: a trial a full disk failed stops the Tuner before the others count it failed.
+        callbacks = [FaultWatch(), logger, recorder, states, bundle, CheckpointPruner(bundle), InterruptWatch()]
         return build_study_tuner(self.plan, self.data, searcher, scheduler, self.storage, callbacks)
 
     def _drop_forgotten(self, grid: Any, started: float) -> None:
@@ -207,11 +209,22 @@ class TunerRunner:
         with no epoch logged, is deleted so no trial has two runs. One that had logged epochs stays, ended
         KILLED and tagged, since that compute was spent."""
         known = {str((r.metrics or {}).get("trial_id")) for r in grid}
+        # A trial that ended just before the stop (its driver failed between Tune's record of it and MLflow's):
+        # restored as ended, it never runs again, so its run is closed here from its last result.
+        ended = {str(r.metrics.get("trial_id")): r.metrics for r in grid if r.error is None and r.metrics}
         client, parent = self.tracker.client, self.tracker.parent_run_id
         runs = client.search_runs([self.tracker.experiment_id], f"tags.mlflow.parentRunId = '{parent}'",
                                   max_results=5000)
         for run in runs:
             trial_id = run.data.tags.get("sptune.trial_id")
+            if trial_id in ended and run.info.status == "RUNNING":
+                last = ended[trial_id]
+                for key in ("best_val_acc", "best_val_loss", "best_epoch"):
+                    if isinstance(last.get(key), (int, float)):
+                        client.log_metric(run.info.run_id, key, float(last[key]), step=0)
+                client.set_tag(run.info.run_id, "sptune.status", "finished")
+                client.set_terminated(run.info.run_id, status="FINISHED")
+                continue
             if trial_id in known or run.info.status != "RUNNING" or run.info.start_time >= started * 1000:
                 continue
             if run.data.metrics:

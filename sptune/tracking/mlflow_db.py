@@ -41,6 +41,26 @@ def _as_new(db: Path, artifact_root: Path) -> None:
     conn.close()
 
 
+def follow_folder_moves(uri: str, moved: dict[str, str]) -> None:
+    """A SQLite store copied with its study folder (old folder -> new in `moved`): the experiments' and runs'
+    artifact locations under an old folder point into the new one, so artifacts logged on resume land in the
+    copy and the UI finds the earlier ones there. Artifact locations are MLflow's own columns; no client call
+    changes them once set."""
+    path = sqlite_path(uri)
+    if path is None or not moved or not path.exists():
+        return
+    with sqlite3.connect(path) as conn:
+        for old, new in moved.items():
+            old_uri, new_uri = Path(old).as_uri(), Path(new).as_uri()
+            for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+                conn.execute(
+                    f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
+                    f"WHERE {column} = ? OR substr({column}, 1, ?) = ?",
+                    (new_uri, len(old_uri) + 1, old_uri, len(old_uri) + 1, old_uri + "/"),
+                )
+    conn.close()
+
+
 def _create_empty_store(db: Path) -> None:
     """A store as MLflow creates it, every migration run."""
     MlflowClient(tracking_uri=f"{SQLITE_PREFIX}{db}").search_experiments()  # the first call creates the tables

@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 from ray import tune
 
 from sptune.errors import RuntimeFailure
-from sptune.tracking.mlflow_db import seed_new_store
+from sptune.storage import moves, relocated
+from sptune.tracking.mlflow_db import follow_folder_moves, seed_new_store
 
 # MLflow 3 opens experiments in its GenAI view unless told this is model training.
 EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
@@ -97,6 +98,7 @@ class Tracker:
         STORAGE/mlflow-artifacts); None: OUTPUT/mlartifacts for a SQLite store, the server's choice else."""
         self.uri = tracking_uri
         seed_new_store(tracking_uri, output_dir / "mlartifacts")  # a new SQLite store without its migrations
+        follow_folder_moves(tracking_uri, moves())  # a copied study folder's store: artifacts in the copy
         self.client = MlflowClient(tracking_uri=tracking_uri)
         self.experiment_id = self._experiment(experiment, output_dir, artifact_root)
         self.parent_run_id: str | None = None
@@ -105,8 +107,9 @@ class Tracker:
     def attach(cls, uri: str, experiment_id: str, parent_run_id: str | None) -> Tracker:
         """A Tracker for an existing experiment and parent run (no lookups, no creation)."""
         tracker = cls.__new__(cls)
-        tracker.uri, tracker.experiment_id, tracker.parent_run_id = uri, experiment_id, parent_run_id
-        tracker.client = MlflowClient(tracking_uri=uri)
+        # Pickled by a driver whose study folder has since moved: its SQLite store moved with it.
+        tracker.uri, tracker.experiment_id, tracker.parent_run_id = relocated(uri), experiment_id, parent_run_id
+        tracker.client = MlflowClient(tracking_uri=tracker.uri)
         return tracker
 
     def _experiment(self, name: str, output_dir: Path, artifact_root: str | None = None) -> str:

@@ -21,21 +21,25 @@ import functools
 import json
 import os
 import re
+import sys
+import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 from optuna.storages import RDBStorage
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, InterfaceError, OperationalError, SQLAlchemyError
 
 from sptune.errors import RuntimeFailure
 from sptune.output_files import OPTUNA_DB, OPTUNA_RECORD
 from sptune.plan.study_plan import SearchPlan
 from sptune.tracking.db_templates import SQLITE_PREFIX, schema_key, seed, sqlite_path
 
+T = TypeVar("T")
 ENV_URL = "SPTUNE_OPTUNA_STORAGE"
 HIDDEN = "***"
 # Fewer COMPLETE trials than this say nothing about which parameter matters (PED-ANOVA, Optuna's
@@ -109,6 +113,41 @@ def name_value(study: optuna.Study, name: str) -> None:
 
 
 SEARCH_TRIAL = "search_trial"  # user attr of a database trial: its number in the searcher's own study
+# How long a database write waits for a database that stopped answering (a restart, a failover) before the
+# study stops as an interrupt does (`sptune.study.faults`); MLflow's HTTP client waits out a server its own way.
+OUTAGE_ENV = "SPTUNE_OUTAGE_WAIT_S"
+OUTAGE_WAIT_S = 600.0
+
+
+def outage_wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(OUTAGE_ENV, OUTAGE_WAIT_S)))
+    except ValueError:
+        return OUTAGE_WAIT_S
+
+
+def waits_out_outages(method: Callable[..., T]) -> Callable[..., T]:
+    """A database write retried while the database does not answer (connection refused or dropped), every 1,
+    2, 4 ... 15 s, for up to `outage_wait_s`; then its error goes on. Each method retried is whole: it reads
+    the database trial it changes again first, so a retry repeats nothing that already happened."""
+
+    @functools.wraps(method)
+    def retried(*args: Any, **kwargs: Any) -> T:
+        deadline, pause = time.monotonic() + outage_wait_s(), 1.0
+        while True:
+            try:
+                return method(*args, **kwargs)
+            except (OperationalError, InterfaceError) as err:
+                if time.monotonic() + pause > deadline:
+                    raise
+                if pause == 1.0:  # once per outage: the terminal says why the study waits
+                    reason = redact(str(err.orig or err)).strip().splitlines()[0][:200]
+                    print(f"[sptune] the Optuna database does not answer ({reason}); waiting up to "
+                          f"{outage_wait_s():.0f} s ({OUTAGE_ENV})", file=sys.stderr, flush=True)
+                time.sleep(pause)
+                pause = min(pause * 2, 15.0)
+
+    return retried
 
 
 class OptunaStudyMirror:
@@ -144,6 +183,7 @@ class OptunaStudyMirror:
         found = [t for t in trials if t.user_attrs.get(SEARCH_TRIAL) == number]
         return found[-1] if found else None
 
+    @waits_out_outages
     def asked(self, trial: optuna.trial.FrozenTrial) -> None:
         """The searcher proposed `trial` (its number, params and user attrs)."""
         found = self._find(trial.number)
@@ -162,11 +202,13 @@ class OptunaStudyMirror:
         )
         self.storage.create_new_trial(self.study_id, template_trial=template)
 
+    @waits_out_outages
     def reported(self, number: int, step: int, value: float) -> None:
         found = self._find(number)
         if found is not None and found.state == optuna.trial.TrialState.RUNNING:
             self.storage.set_trial_intermediate_value(found._trial_id, step, value)
 
+    @waits_out_outages
     def told(self, trial: optuna.trial.FrozenTrial) -> None:
         """The searcher's study ended `trial` (its state, value and user attrs)."""
         found = self._find(trial.number)
@@ -247,6 +289,7 @@ class OptunaTarget:
         name_value(study, value_is or search.metric)
         return study
 
+    @waits_out_outages
     def close(self, searches: tuple[SearchPlan, ...]) -> None:
         """After a Tuner: a trial Optuna was never told about (asked just before an interruption,
         then re-proposed after the resume) ends FAIL, so no study is left with RUNNING trials."""

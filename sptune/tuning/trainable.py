@@ -20,6 +20,7 @@ from sptune.judging.convergence import trial_done
 from sptune.plan.trial_budgets import TrialBudgets
 from sptune.rules.ranking import rank_key
 from sptune.spec import SweepSpec
+from sptune.storage import set_moves
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import STATE_FILE, load_state
 from sptune.training.loops import Diverged, EpochLoop
@@ -39,8 +40,10 @@ class StudyTrainable(tune.Trainable):
     sptune.plan.trial_budgets)."""
 
     def setup(self, config: dict, spec: SweepSpec, budgets: TrialBudgets, data: TaskSplits,
-              stage_data: dict | None = None) -> None:
+              stage_data: dict | None = None, moves: dict[str, str] | None = None) -> None:
         self.spec, self.budgets, self.study_data, self.stage_data = spec, budgets, data, stage_data or {}
+        if moves is not None:  # the driver's study folder moves: its trials' configs name checkpoints there
+            set_moves(moves)
         # Each trial gets its CPU share; more threads than that oversubscribes the cores.
         torch.set_num_threads(max(1, math.floor(spec.resources.cpu)))
         self._start(config)

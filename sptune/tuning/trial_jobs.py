@@ -11,6 +11,7 @@ import torch
 
 from sptune.rules.budgets import Budget
 from sptune.spec import ModelSpec, SweepSpec
+from sptune.storage import relocated
 from sptune.tasks.base import TaskSplits
 from sptune.training.checkpoint_files import load_state
 from sptune.training.device import precision_in_use
@@ -71,6 +72,7 @@ class Finetuning:
         variant = config["variant"]
         # An SPT variant's trial names its checkpoint (a re-run with rerun_pretrain: its own seed's).
         spt_dir = config.get("spt_checkpoint")
+        spt_dir = relocated(spt_dir) if spt_dir else spt_dir  # recorded before its study folder moved
         spt_state = load_state(spt_dir)["model"] if spt_dir else None
         cfg = variant_classifier_config(spec, data.info, variant, _model_spec(config, spec))
         lm = spec.language_model

@@ -17,6 +17,7 @@ from sptune.judging.stage_graph import Stage, StageKind, StartingCheckpoints
 from sptune.plan.phases import TRAINED_TO_THE_END
 from sptune.plan.study_plan import SearchPlan, StudyPlan
 from sptune.plan.trial_budgets import trial_budgets
+from sptune.storage import moves
 from sptune.tasks.base import TaskSplits
 from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
@@ -121,7 +122,7 @@ def study_trainable(plan: StudyPlan, data: TaskSplits) -> Any:
     res = plan.spec.resources
     return tune.with_resources(
         tune.with_parameters(StudyTrainable, spec=plan.spec, budgets=trial_budgets(plan), data=trial_data(data),
-                             stage_data=own),
+                             stage_data=own, moves=moves()),
         member_resources(plan.spec) if res.pack > 1 else {"cpu": res.cpu, "gpu": res.gpu},
     )
 

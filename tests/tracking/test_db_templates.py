@@ -144,3 +144,31 @@ def test_studies_seeding_one_file_at_once_leave_one_intact_store(tmp_path, cache
     assert seeded.count(True) == 1  # the others found it there: never a second copy over the first
     assert _schema(db) == _schema(tmp_path / "warm.db")
     assert not list(db.parent.glob(".*partial"))
+
+
+def test_a_store_copied_with_its_study_folder_keeps_its_artifacts_in_the_copy(cache, tmp_path):
+    """`Tracker` on a moved folder's store (`sptune.storage.follow_folder_move`): the experiment's and each run's
+    artifact location point into the copy, so a resumed study logs its artifacts there; other stores' stay."""
+    import shutil
+
+    from sptune import storage
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    tracker = Tracker(_uri(old / "mlflow.db"), "moved", old)
+    run = tracker.client.create_run(tracker.experiment_id)
+    tracker.client.log_text(run.info.run_id, "before the move", "note.txt")
+    shutil.copytree(old, new)
+    shutil.rmtree(old)
+    storage.set_moves({})
+    storage.follow_folder_move(old, new)
+    try:
+        moved = Tracker(_uri(new / "mlflow.db"), "moved", new)
+    finally:
+        storage.set_moves({})
+    assert moved.experiment_id == tracker.experiment_id
+    found = moved.client.get_run(run.info.run_id)
+    assert found.info.artifact_uri.startswith((new / "mlartifacts").as_uri() + "/")
+    assert moved.client.get_experiment(moved.experiment_id).artifact_location == (new / "mlartifacts").as_uri()
+    late = MlflowClient(tracking_uri=_uri(new / "mlflow.db")).create_run(moved.experiment_id)
+    assert late.info.artifact_uri.startswith((new / "mlartifacts").as_uri() + "/")
