@@ -23,9 +23,11 @@ RUN_ELSEWHERE = {"gpu_epoch.py": "tests/benchmarks/test_gpu_epoch.py runs its CP
 SMOKE_ARGS: dict[str, list[str]] = {
     "asha_efficiency.py": ["--epochs", "1", "--n-lrs", "2", "--batches", "32", "--methods", "random", "--png",
                            "{tmp}/curves.png"],
+    "cache_hashing.py": ["--listops-mb", "1", "--reviews", "200"],
     "driver_scale.py": ["--trials", "2", "--epochs", "2", "--variants", "1", "--arms", "none", "--target", "0"],
     "memory.py": ["--tasks", "listops", "--modes", "after", "--concurrency", "1", "--listops-train", "64"],
     "mlflow_writes.py": ["--trials", "2", "--epochs", "2", "--concurrency", "1"],
+    "pack_ops.py": ["--quick"],
     "spt_reuse.py": ["--epochs", "1", "--pretrain-trials", "1", "--trials", "1"],
     "step_profile.py": ["--top", "2", "--configs", "digits"],
     "study_start.py": ["--arm", "here=", "--rounds", "1"],

@@ -56,7 +56,7 @@ def test_lra_table_dry_run_prints_trial_epochs_and_hours_where_measured(lra_dir,
         total, pre, fine, rows = map(int, re.search(cost_line, text).groups())
         assert total == planned == pre + fine and pre > 0 and fine > 0  # the plan's own count, split by stage
         assert "re-trained with seeds 1000–1002" in text  # 3 seeds per variant: their re-runs are in the count
-        if name == "image":  # d64 x 3: issue 33's arithmetic (7 s an epoch), said to be an estimate
+        if name == "image":  # d64 x 3: the H100 arithmetic (7 s an epoch), said to be an estimate
             assert re.search(r"  gpu: [\d.,]+ (h|min) of trial time \(.*; estimated: CIFAR-LRA 3 layers", text)
         else:  # no GPU number: never a guess, and the line says how to get one
             hint = "`python tools/epoch_seconds.py --spec SPEC` on a GPU and add it to sptune/plan/epoch_seconds.yaml)"
