@@ -86,6 +86,8 @@ def method_spec(base: dict[str, Any], method: str, args: argparse.Namespace, sam
     data["scheduler"] = ({"type": STOPPING[method], "grace_period": args.grace, "reduction_factor": args.reduction}
                          if method in STOPPING else {"type": "fifo"})
     data["resources"] = {"cpu": 1, "gpu": 0}
+    # The benchmark scores the search's own pick (select_best), so no seed-robust selection re-trains candidates.
+    data.pop("selection", None)
     return from_dict(data)
 
 

@@ -32,6 +32,8 @@ def reuse_spec(base: dict[str, Any], epochs: int, pretrain_trials: int, trials: 
     data["pretrain"] = {**base["pretrain"], "epochs": epochs, "num_samples": pretrain_trials}
     data["finetune"] = {**base.get("finetune", {}), "epochs": epochs}
     data["scheduler"] = {"type": "fifo"}
+    if trials < 2:  # seed-robust selection re-trains a variant's 2 best configs: one trial has one
+        data["selection"] = {"top_k": 1}
     return data
 
 

@@ -60,6 +60,8 @@ def sweep_overrides(data: dict[str, Any], epochs: int | None, pretrain_trials: i
             f"finetune.epochs={epochs}", "resources.cpu=1", f"resources.max_concurrent={concurrent}"]
     for name in data["variants"]:
         sets += [f"variants.{name}.num_samples={trials}", f"variants.{name}.epochs={epochs}"]
+    if trials < 2:  # the spec's seed-robust selection re-trains its 2 best configs: one trial has one
+        sets += ["selection.top_k=1"]
     return sets
 
 
