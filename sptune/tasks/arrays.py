@@ -66,3 +66,11 @@ def compact(split: ArraySplit) -> ArraySplit:
 def compact_splits(splits: TaskSplits) -> TaskSplits:
     """`compact` applied to every split (the test split when it is read)."""
     return splits.replace(train=compact(splits.train), val=compact(splits.val), map_test=compact)
+
+
+def unpaired(split: ArraySplit) -> ArraySplit:
+    """Paired tasks pretrain on individual documents: (N, 2, L) -> (2N, L)."""
+    if split.x.ndim == 3 and split.x.shape[1] == 2:
+        x = split.x.reshape(-1, split.x.shape[-1])
+        return ArraySplit(x, split.y.repeat(2))
+    return split

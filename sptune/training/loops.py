@@ -15,37 +15,23 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sptune.tasks.arrays import unpaired
 from sptune.tasks.base import ArraySplit, TaskInfo
 from sptune.training import objectives as obj
+from sptune.training import optimizer as opt
 from sptune.training.batch_order import BatchOrder
-from sptune.training.device import (
-    autocast,
-    compiled,
-    pick_device,
-    precision_in_use,
-    set_determinism,
-    set_fp32_matmul,
-)
+from sptune.training.device import autocast, compiled, pick_device, precision_in_use, set_determinism, set_fp32_matmul
 from sptune.training.device_data import on_device
 from sptune.training.epoch_sums import BatchResult, EpochSums
 from sptune.training.models import Classifier, ModelConfig, Pretrainer
 from sptune.training.models.encoder import EncoderConfig
+from sptune.training.objectives import PretrainObjective
 from sptune.training.optim_config import OptimConfig
-from sptune.training.optimizer import (
-    global_grad_norm,
-    lr_schedule,
-    parameter_groups,
-    place_lr,
-    plain_lr_state,
-    plain_schedule_state,
-    scheduled_lr,
-)
 from sptune.training.rng_stream import TorchRngStream, mask_generator
 from sptune.training.scoring import EVAL_BATCH, score
 from sptune.training.step_graph import CapturedStep
@@ -90,7 +76,7 @@ class EpochLoop:
         self.padded = obj.has_padding(info, self.train_x, self.val_x)
         self.generator = torch.Generator(device="cpu").manual_seed(cfg.seed)  # shuffles (and pretraining's masks)
         self.batches = BatchOrder(len(train), cfg.batch_size, self.generator, self.device)
-        groups = parameter_groups(self.model, cfg.weight_decay)
+        groups = opt.parameter_groups(self.model, cfg.weight_decay)
         self.trainable = [p for group in groups for p in group["params"]]
         # AdamW's fused kernel on CPU too: one pass per parameter rather than ~10 tensor ops, the same
         # update up to float rounding (docs/design/training.md). Capturable where its step is captured.
@@ -101,9 +87,9 @@ class EpochLoop:
         self.steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
         total_steps = cfg.steps if cfg.steps is not None else self.steps_per_epoch * cfg.epochs
         warmup = cfg.warmup_steps if cfg.warmup_steps is not None else int(total_steps * cfg.warmup_fraction)
-        self.schedule = lr_schedule(self.optimizer, total_steps, warmup, cfg.schedule)
-        place_lr(self.optimizer, self.device)  # on a GPU a tensor there: the schedule never waits on the host
-        self.last_lr = scheduled_lr(self.schedule)
+        self.schedule = opt.lr_schedule(self.optimizer, total_steps, warmup, cfg.schedule)
+        opt.place_lr(self.optimizer, self.device)  # on a GPU a tensor there: the schedule never waits on the host
+        self.last_lr = opt.scheduled_lr(self.schedule)
         # The whole step as one CUDA graph (training.compile: cuda_graphs on a GPU), else None: eager.
         self.captured = CapturedStep(self.train_step_on) if self.graphed else None
         self.epoch = 0  # rounds trained: epochs, or evaluation rounds of a steps budget
@@ -129,13 +115,13 @@ class EpochLoop:
         if self.cfg.grad_clip > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.trainable, self.cfg.grad_clip)  # returns the pre-clip norm
         else:
-            grad_norm = global_grad_norm(self.trainable)
+            grad_norm = opt.global_grad_norm(self.trainable)
         self.optimizer.step()
         return grad_norm
 
     def advance_schedule(self) -> None:
         """After an optimizer step (outside a captured one, which cannot decide on the host)."""
-        self.last_lr = scheduled_lr(self.schedule)  # the rate the step just taken used
+        self.last_lr = opt.scheduled_lr(self.schedule)  # the rate the step just taken used
         self.schedule.step()  # fills the device LR in place (a float on the CPU)
 
     def train_epoch(self) -> dict[str, float]:
@@ -251,8 +237,8 @@ class EpochLoop:
         return {
             "model": self.model.state_dict(),
             # Plain numbers for the rates, whatever device trained: a checkpoint resumes anywhere.
-            "optimizer": plain_lr_state(self.optimizer.state_dict()),
-            "schedule": plain_schedule_state(self.schedule.state_dict()),
+            "optimizer": opt.plain_lr_state(self.optimizer.state_dict()),
+            "schedule": opt.plain_schedule_state(self.schedule.state_dict()),
             "generator": self.generator.get_state(),
             **self.rng.states,
             "epoch": self.epoch,
@@ -267,9 +253,9 @@ class EpochLoop:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        place_lr(self.optimizer, self.device)
+        opt.place_lr(self.optimizer, self.device)
         self.schedule.load_state_dict(state["schedule"])
-        self.last_lr = scheduled_lr(self.schedule)
+        self.last_lr = opt.scheduled_lr(self.schedule)
         if self.captured is not None:
             self.captured.reset()  # the graph would still read the optimizer's replaced state tensors
         self.generator.set_state(state["generator"])
@@ -278,13 +264,6 @@ class EpochLoop:
         self.tokens_seen = int(state["tokens_seen"])
         self.optimizer_steps = int(state.get("optimizer_steps", self.epoch * self.steps_per_epoch))
         self.batches.load(state)
-
-
-@dataclass(frozen=True)
-class PretrainObjective:
-    kind: str = "masked"  # masked | causal
-    mask_ratio: float = 0.5
-    loss: str = "l2"
 
 
 class PretrainLoop(EpochLoop):
@@ -302,7 +281,7 @@ class PretrainLoop(EpochLoop):
         self.objective = objective
         torch.manual_seed(cfg.seed)  # before building: the initial weights are part of the seed's run
         model = Pretrainer(encoder_cfg, obj.output_dim(info, objective.loss))
-        super().__init__(model, info, _unpair(train), _unpair(val), cfg)
+        super().__init__(model, info, unpaired(train), unpaired(val), cfg)
         # Validation masks are fixed (seeded) so val loss is comparable across epochs;
         # training masks are redrawn from mask_generator for every batch served.
         self.val_generator_seed = cfg.seed + 10_000
@@ -415,11 +394,3 @@ class FinetuneLoop(EpochLoop):
     def validate(self) -> dict[str, float]:
         loss, acc = score(self.model, self.info, self.val_x, self.val_y, self.device, self.cfg.precision)
         return {"val_loss": loss, "val_acc": acc}
-
-
-def _unpair(split: ArraySplit) -> ArraySplit:
-    """Paired tasks pretrain on individual documents: (N, 2, L) -> (2N, L)."""
-    if split.x.ndim == 3 and split.x.shape[1] == 2:
-        x = split.x.reshape(-1, split.x.shape[-1])
-        return ArraySplit(x, split.y.repeat(2))
-    return split

@@ -8,6 +8,7 @@ channel. Reconstruction targets stay in the task's own units, x / (levels - 1).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -140,3 +141,10 @@ def causal_positions(x: torch.Tensor, info: TaskInfo) -> torch.Tensor:
 def shift_left(t: torch.Tensor) -> torch.Tensor:
     """Next-element targets: position i holds element i + 1 (last position is unused)."""
     return torch.cat([t[:, 1:], t[:, -1:]], dim=1)
+
+
+@dataclass(frozen=True)
+class PretrainObjective:
+    kind: str = "masked"  # masked | causal
+    mask_ratio: float = 0.5
+    loss: str = "l2"

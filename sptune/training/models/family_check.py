@@ -31,7 +31,7 @@ def check_plugin_family(spec: SweepSpec, info: TaskInfo) -> ModelFamily:
     name = spec.model.family
     family = get_family(name)
     label = f"'{name}' ({family_origin(name)})"
-    if spec.resources.pack != 1:  # auto never packs a plug-in (sptune.spec.sweep_spec.packable)
+    if spec.resources.pack != 1:  # auto never packs a plug-in (sptune.spec.pack_rules.packable)
         raise SpecError(
             "resources.pack",
             f"model family {label} is a plug-in: a pack fuses the built-in families' "

@@ -11,6 +11,8 @@ member k's rows of one ``[K·V, D]`` table. Nothing here runs under ``vmap``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -71,26 +73,23 @@ class MemberEmbedding(nn.Module):
         return F.embedding(shifted, self.weight.reshape(-1, self.weight.shape[-1]))
 
 
-class MemberEncoder(Encoder):
-    """`Encoder` whose own parameters (a learned position table, the [CLS] vector) are ``[K, ...]``."""
-
-    members: int
-
-    def block_input(
-        self, inputs: torch.Tensor, key_padding: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        h = self.embed(inputs)
-        k, d = self.members, h.shape[-1]
-        if self.cls is not None:  # [K, 1, 1, D]: member k's vector before each of its rows
-            cls = self.cls.expand(k, len(h) // k, 1, d).reshape(len(h), 1, d)
-            h = torch.cat([cls, h], dim=1)
-            if key_padding is not None:
-                key_padding = torch.cat([key_padding.new_zeros(len(h), 1), key_padding], dim=1)
-        if isinstance(self.positions, nn.Parameter):  # learned, [K, 1, n, D]
-            h = (h.reshape(k, -1, h.shape[1], d) + self.positions[:, :, : h.shape[1]]).reshape(h.shape)
-        elif self.positions is not None:  # the fixed table, a buffer shared by all
-            h = h + self.positions[:, : h.shape[1]]
-        return h, key_padding
+def member_block_input(
+    encoder: Encoder, members: int, inputs: torch.Tensor, key_padding: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`Encoder.block_input` for an encoder whose own parameters (a learned position table, the [CLS] vector) are
+    ``[K, ...]``: member k's rows get member k's."""
+    h = encoder.embed(inputs)
+    d = h.shape[-1]
+    if encoder.cls is not None:  # [K, 1, 1, D]: member k's vector before each of its rows
+        cls = encoder.cls.expand(members, len(h) // members, 1, d).reshape(len(h), 1, d)
+        h = torch.cat([cls, h], dim=1)
+        if key_padding is not None:
+            key_padding = torch.cat([key_padding.new_zeros(len(h), 1), key_padding], dim=1)
+    if isinstance(encoder.positions, nn.Parameter):  # learned, [K, 1, n, D]
+        h = (h.reshape(members, -1, h.shape[1], d) + encoder.positions[:, :, : h.shape[1]]).reshape(h.shape)
+    elif encoder.positions is not None:  # the fixed table, a buffer shared by all
+        h = h + encoder.positions[:, : h.shape[1]]
+    return h, key_padding
 
 
 MEMBER_MODULES = {nn.Linear: MemberLinear, nn.LayerNorm: MemberLayerNorm, nn.Embedding: MemberEmbedding}
@@ -116,6 +115,6 @@ def member_template(model: nn.Module, members: int, feed: NoiseFeed) -> nn.Modul
                 setattr(parent, name, MEMBER_MODULES[type(child)](child, members))
     for module in template.modules():
         if type(module) is Encoder:
-            module.__class__ = MemberEncoder  # the same module and state; block_input reads its [K, ...] tables
-            module.members = members
+            # The same module and state; its forward reads the [K, ...] tables through this block_input.
+            module.block_input = functools.partial(member_block_input, module, members)
     return template
