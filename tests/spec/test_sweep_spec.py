@@ -15,6 +15,7 @@ from sptune.spec import (
     budget_rules,
     from_dict,
     load_spec,
+    pack_rules,
     read_yaml,
     reruns,
     sweep_spec,
@@ -148,7 +149,7 @@ def test_a_hyperband_budget_too_small_says_how_many_trials_it_needs():
 
 
 def test_every_cross_section_rule_runs_exactly_once():
-    defined = [f for module in (sweep_spec, budget_rules, reruns)
+    defined = [f for module in (sweep_spec, budget_rules, reruns, pack_rules)
                for name, f in inspect.getmembers(module, inspect.isfunction)
                if name.startswith("check_") and f.__module__ == module.__name__]
     assert sorted(f.__name__ for f in sweep_spec.CROSS_CHECKS) == sorted(f.__name__ for f in defined)
