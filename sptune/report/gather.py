@@ -64,7 +64,7 @@ def _read_spec(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        return bounded_yaml.load(path.read_text()) or {}
+        return bounded_yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError:
         return {}  # the report still works without the search spaces; edge checks fall back to tried LRs
 

@@ -107,6 +107,6 @@ def construct(node: yaml.Node | None) -> Any:
         loader.dispose()
 
 
-def load(text: str) -> Any:
+def safe_load(text: str) -> Any:
     """yaml.safe_load(text), refusing what :func:`compose` refuses."""
     return construct(compose(text))

@@ -113,7 +113,7 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         raise SpecError(f"--set {assignment}", f"'{path}' is not a field path (an empty name before '=' or "
                         "between dots)", "e.g. --set finetune.epochs=5")
     try:
-        value = bounded_yaml.load(raw)
+        value = bounded_yaml.safe_load(raw)
     except bounded_yaml.YamlBoundError as err:
         raise SpecError(f"--set {path}", f"value '{raw[:80]}': {err.problem}", err.fix) from None
     except yaml.YAMLError as err:
