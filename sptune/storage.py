@@ -137,7 +137,7 @@ def checkpoint_uri(storage: str, fs_path: str) -> str:
 def local_copy(uri: str) -> Iterator[Path]:
     """A local directory holding the checkpoint at ``uri`` (itself when it is local)."""
     if not is_remote(uri):
-        yield Path(uri)
+        yield Path(relocated(uri))  # recorded before the study's folder moved: read under its copy
         return
     fs, path = filesystem(uri)
     with tempfile.TemporaryDirectory(prefix="sptune-checkpoint-") as tmp:

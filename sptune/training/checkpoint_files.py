@@ -31,7 +31,9 @@ def load_state(checkpoint: str | os.PathLike) -> dict:
         if not storage.without_query(uri).endswith("/" + STATE_FILE):
             uri = storage.join(uri, STATE_FILE)
         return torch.load(io.BytesIO(storage.read_bytes(uri)), map_location="cpu", weights_only=True)
-    return torch.load(checkpoint_dir(checkpoint) / STATE_FILE, map_location="cpu", weights_only=True)
+    # A path recorded before the study's folder moved (a selection in the state) is read under the copy.
+    local = checkpoint_dir(storage.relocated(str(checkpoint)))
+    return torch.load(local / STATE_FILE, map_location="cpu", weights_only=True)
 
 
 def check_spt_checkpoint(path: str | os.PathLike, encoder: torch.nn.Module, field: str = "pretrain.checkpoint") -> None:

@@ -23,6 +23,7 @@ from sptune.tracking.optuna_studies import OptunaTarget
 from sptune.tuning.callbacks.checkpoint_pruning import CheckpointPruner
 from sptune.tuning.callbacks.terminal import ProgressRow, run_config_progress, use_tune_reporter
 from sptune.tuning.callbacks.tune_files import result_loggers
+from sptune.tuning.generator import StudySearchGenerator
 from sptune.tuning.packs.book import PackBook
 from sptune.tuning.packs.executor import member_resources
 from sptune.tuning.schedulers.by_stage import StageScheduler
@@ -145,11 +146,10 @@ def build_study_tuner(
             metric=CHECKPOINT_RANK,
             mode="max",
             scheduler=scheduler,
-            search_alg=searcher,
+            # The ConcurrencyLimiter hands the limit to the StagedSearcher: it leaves out trials paused
+            # at a rung of synchronous halving.
+            search_alg=StudySearchGenerator(searcher, plan.concurrency),
             num_samples=sum(s.budget for s in stages),
-            # Ray wraps the searcher in a ConcurrencyLimiter, which hands the limit to the
-            # StagedSearcher: it leaves out trials paused at a rung of synchronous halving.
-            max_concurrent_trials=plan.concurrency,
             reuse_actors=True,  # one actor per concurrent slot, for trials of every stage
         ),
         run_config=_run_config(plan, stages, storage, callbacks),

@@ -83,14 +83,7 @@ def test_a_full_disk_stops_the_study_and_its_moved_copy_resumes(
     subprocess.run(["umount", "-l", str(small_disk)], check=True)
     assert not (full / "study_state.json").exists()
     resume = [a if a != str(full) else str(moved) for a in argv]
-    try:
-        code = main([*resume, "--resume"])
-    except FileNotFoundError as err:
-        if str(full) not in str(err):
-            raise
-        # Known gap: a trial restored by Tune after the move reads its checkpoint at the old folder's path.
-        pytest.xfail(f"the moved study's resume restores a checkpoint from the old folder (known, not fixed): {err}")
-    assert code == 0
+    assert main([*resume, "--resume"]) == 0
 
     results = json.loads((moved / "results.json").read_text())
     reference = json.loads((tiny_reference / "results.json").read_text())
