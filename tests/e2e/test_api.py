@@ -4,7 +4,6 @@ command line: the returned StudyResult equals `load_results` of its folder, and 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from sptune.spec import read_yaml
 from sptune.spec.reading import apply_override
 from sptune.study.launch import GIVEN_FILE, GIVEN_MAPPING
 from sptune.sweep import main
+from tests.helpers_results import assert_same_findings, results_of
 from tests.helpers_tiny import PLAIN_PICK
 
 # digits_quick at its smallest: one pretraining trial of one epoch, one trial of two epochs per variant, FIFO.
@@ -24,8 +24,6 @@ TINY = [
     "variants.spt.num_samples=1", "scheduler.type=fifo", "scheduler.grace_period=1", "model.n_layers=1",
     "model.d_model=32", "model.d_ff=64", "rerun_seeds=1", *PLAIN_PICK,
 ]  # fmt: skip
-# What differs between two runs of one study: where its files are, Tune's trial ids, when it ran.
-PLACES = ("trial_id", "checkpoint", "mlflow_run_id", "checkpoint_path", "trial_seconds")
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +36,6 @@ def studies(ray_session, repo_root, tmp_path_factory):
     (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     assert main([str(root / "spec.yaml"), "--output", str(root / "cli")]) == 0
     return result, root, spec
-
-
-def _numbers(value):
-    """A results.json value without what only says where and when (paths, trial ids, run ids, times)."""
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items() if k not in PLACES}
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    return value
 
 
 def test_run_returns_what_load_results_reads_from_its_folder(studies):
@@ -77,8 +66,4 @@ def test_a_spec_mapping_is_logged_as_given_and_snapshotted_as_resolved(studies):
 
 def test_the_api_and_the_command_line_give_the_same_results(studies):
     _, root, _ = studies
-    api, cli = (json.loads((root / name / "results.json").read_text()) for name in ("api", "cli"))
-    assert set(api) == set(cli)
-    for key in ("rows", "summary", "picks", "seeds", "budget", "expected_max", "pretrain"):
-        assert _numbers(api[key]) == _numbers(cli[key]), key
-    assert api["provenance"]["data"] == cli["provenance"]["data"]
+    assert_same_findings(results_of(root / "api"), results_of(root / "cli"))

@@ -1,14 +1,14 @@
-"""A user's own data swept end to end, from a folder outside the repository, through `python -m sptune.sweep`:
-scratch vs SPT on (a) a Hugging Face dataset saved with save_to_disk, (b) the same data as parquet files, (c) an
-npz of their own. (a) and (b) must conclude the same test accuracies.
+"""A user's own data swept end to end, from a folder outside the repository, through `python -m sptune.sweep` and
+through `sptune.run`: scratch vs SPT on (a) a Hugging Face dataset saved with save_to_disk, (b) the same data as
+parquet files, (c) an npz of their own. (a) and (b) must conclude the same test accuracies, and each study the
+same results both ways.
 
-The three studies run as one campaign (one driver, one Ray start) to keep the test short; each is also a plain
-spec of its own (`own_study_spec`), which other front ends (a Python API) can run and compare.
+The three studies run as one campaign (one driver, one Ray start per front end) to keep the test short; each is
+also a plain spec of its own (`own_study_spec`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from tests.helpers_results import assert_same_findings, results_of, run_api
 
 REPO = Path(__file__).resolve().parents[2]
 KINDS = ("save_to_disk", "parquet", "npz")
@@ -74,7 +76,7 @@ def _test_accuracies(results: dict) -> list[tuple[str, int, float]]:
 
 
 @pytest.mark.slow
-def test_own_data_sweeps_end_to_end_and_both_hf_forms_agree(tmp_path):
+def test_own_data_sweeps_end_to_end_both_ways_and_both_hf_forms_agree(tmp_path):
     write_own_data(tmp_path)
     members = "".join(f"  - spec: {own_study_spec(tmp_path, kind).name}\n    name: {kind}\n" for kind in KINDS)
     (tmp_path / "own.yaml").write_text(f"campaign: own\nstudies:\n{members}")
@@ -82,7 +84,10 @@ def test_own_data_sweeps_end_to_end_and_both_hf_forms_agree(tmp_path):
     done = subprocess.run([sys.executable, "-m", "sptune.sweep", "own.yaml", "--output", "out"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=420)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = {kind: json.loads((tmp_path / "out" / kind / "results.json").read_text()) for kind in KINDS}
+    run_api(tmp_path, env, "own.yaml", "api")
+    results = {kind: results_of(tmp_path / "out" / kind) for kind in KINDS}
+    for kind in KINDS:  # the Python API ran the same studies to the same findings
+        assert_same_findings(results_of(tmp_path / "api" / kind), results[kind])
     for kind, found in results.items():
         assert {r["variant"] for r in found["rows"]} == {"scratch", "spt"}, kind
         assert found["test_reads"], kind  # the test split was read, once per selected checkpoint

@@ -1,7 +1,7 @@
 """The example plug-in package, installed as a user installs it (pip, into a folder of its own on PYTHONPATH, never
 into the running environment), swept scratch vs SPT end to end through `python -m sptune.sweep` from a folder
 outside the repository: its GRU model family on the built-in digits task, and its generated task with the
-built-in transformer."""
+built-in transformer; each also through `sptune.run`, to the same findings."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tests.helpers_plugins import install_example
+from tests.helpers_results import assert_same_findings, results_of, run_api
 
 pytestmark = pytest.mark.slow
 
@@ -40,6 +41,9 @@ pretrain: {{objective: masked, mask_ratio: 0.15, loss: ce, epochs: 2, num_sample
 {COMMON}"""
 
 
+STUDIES = ("gru_digits", "majority")
+
+
 @pytest.fixture(scope="module")
 def user(tmp_path_factory, repo_root):
     """A user's folder outside the repository, and the environment with the plug-in on PYTHONPATH."""
@@ -49,13 +53,20 @@ def user(tmp_path_factory, repo_root):
     return home, env
 
 
-def _sweep(user, name: str, spec: str) -> tuple[dict, str, Path]:
+@pytest.fixture(scope="module")
+def swept(user) -> tuple[dict[str, dict], str, Path]:
+    """Both studies as one campaign (one Ray start per front end) through the command line, then through
+    `sptune.run`: the CLI's results per study, what it printed, and the user's folder."""
     home, env = user
-    (home / f"{name}.yaml").write_text(spec)
-    done = subprocess.run([sys.executable, "-m", "sptune.sweep", f"{name}.yaml", "--output", name], cwd=home, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    (home / "gru_digits.yaml").write_text(GRU_ON_DIGITS)
+    (home / "majority.yaml").write_text(TRANSFORMER_ON_MAJORITY)
+    (home / "plugins.yaml").write_text("campaign: plugins\nstudies:\n  - spec: gru_digits.yaml\n    name: gru_digits\n"
+                                       "  - spec: majority.yaml\n    name: majority\n")
+    done = subprocess.run([sys.executable, "-m", "sptune.sweep", "plugins.yaml", "--output", "cli"], cwd=home, env=env,
+                          capture_output=True, text=True, timeout=420)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads((home / name / "results.json").read_text()), done.stdout, home / name
+    run_api(home, env, "plugins.yaml", "api")
+    return {name: results_of(home / "cli" / name) for name in STUDIES}, done.stdout, home
 
 
 def _encoder_weights(out: Path) -> set[str]:
@@ -68,17 +79,23 @@ def _tested(results: dict) -> set[str]:
     return {row["variant"] for row in results["rows"] if row.get("test_acc") is not None}
 
 
-def test_the_plugins_model_family_sweeps_scratch_vs_spt_on_a_built_in_task(user):
-    results, printed, out = _sweep(user, "gru_digits", GRU_ON_DIGITS)
+def test_the_plugins_model_family_sweeps_scratch_vs_spt_on_a_built_in_task(swept):
+    results, printed, home = swept
     assert "Model: plug-in family 'gru' from entry point sptune.models:gru" in printed
-    assert _tested(results) == {"scratch", "spt"}
-    assert any(".forward_rnn." in name for name in _encoder_weights(out))  # trained the GRU, not a transformer
+    assert _tested(results["gru_digits"]) == {"scratch", "spt"}
+    assert any(".forward_rnn." in name for name in _encoder_weights(home / "cli" / "gru_digits"))  # the GRU trained
 
 
-def test_the_plugins_task_sweeps_scratch_vs_spt_with_a_built_in_model(user):
-    results, printed, _ = _sweep(user, "majority", TRANSFORMER_ON_MAJORITY)
+def test_the_plugins_task_sweeps_scratch_vs_spt_with_a_built_in_model(swept):
+    results, printed, _ = swept
     assert "on task 'majority'" in printed and "from entry point sptune.tasks:majority" in printed
-    assert _tested(results) == {"scratch", "spt"}
+    assert _tested(results["majority"]) == {"scratch", "spt"}
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_sptune_run_finds_what_the_command_line_found(swept, study):
+    results, _, home = swept
+    assert_same_findings(results_of(home / "api" / study), results[study])
 
 
 def test_sptune_data_info_lists_the_plugins_beside_the_built_ins(user):
