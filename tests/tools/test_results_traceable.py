@@ -63,7 +63,7 @@ def test_the_page_shows_each_spt_checkpoint_against_the_trivial_predictors():
             for line in trivial_lines(results)[2:]:
                 assert line in page
                 shown += 1
-    assert shown >= 3  # the main job, its rotary run and the converged CIFAR-16 study at least
+    assert shown >= 3  # the main job, the data-scale campaign and the converged CIFAR-16 study at least
     assert "neighbour_mean_loss 0.0710; beats the best of them" in page
 
 
