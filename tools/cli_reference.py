@@ -7,7 +7,6 @@ subcommand's, as the command itself prints it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import io
@@ -15,6 +14,8 @@ import os
 import re
 import sys
 from pathlib import Path
+
+from generated_page import page_main  # tools/ is on sys.path: the script's own folder, and the tests'
 
 REPO = Path(__file__).resolve().parent.parent
 PAGE = REPO / "docs" / "reference" / "cli.md"
@@ -65,18 +66,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page differs from what it renders")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        stale = not PAGE.is_file() or PAGE.read_text() != text
-        print(f"{PAGE.relative_to(REPO)} is stale: run {COMMAND}" if stale else "up to date")
-        return int(stale)
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(REPO)}")
-    return 0
+    return page_main(argv, __doc__.splitlines()[0], PAGE, REPO, COMMAND, render)
 
 
 if __name__ == "__main__":
