@@ -15,9 +15,8 @@ import pytest
 pytestmark = pytest.mark.slow  # most scripts start Ray and run a real Tuner or study
 
 # Each of the rest starts Ray and a whole study or several Tuners (one to several minutes even at smoke size: together
-# they would double CI's time), so CI runs this tier and `SPTUNE_ALL_BENCHMARKS=1` every script.
-EVERY_RUN = {"cache_hashing.py", "pack_ops.py", "step_profile.py", "throughput.py", "trial_overhead.py"}
-ALL = os.environ.get("SPTUNE_ALL_BENCHMARKS") == "1"
+# they would double CI's time), so they are heavy (tests/conftest.py: SPTUNE_HEAVY=1 runs them).
+EVERY_RUN = {"cache_hashing.py", "pack_ops.py", "step_profile.py", "throughput.py"}
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHMARKS = REPO / "benchmarks"
@@ -57,8 +56,7 @@ def test_every_benchmark_script_has_its_smallest_arguments_here():
 
 
 def _smoke(name: str):
-    skip = pytest.mark.skip(reason="starts Ray and whole studies: SPTUNE_ALL_BENCHMARKS=1 runs it")
-    return pytest.param(name, marks=() if ALL or name in EVERY_RUN else skip)
+    return pytest.param(name, marks=() if name in EVERY_RUN else pytest.mark.heavy)
 
 
 @pytest.mark.parametrize("name", [_smoke(n) for n in SCRIPTS if n in SMOKE_ARGS])

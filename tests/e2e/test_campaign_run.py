@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sptune.sweep import main
 from tests.spec.test_campaign import CAMPAIGN, SPEC
 
 
+@pytest.mark.heavy  # campaigns also run in test_own_data and test_plugins
 def test_campaign_expands_axes_shares_spt_and_merges_rows(ray_session, tmp_path, capsys):
     (tmp_path / "camp.yaml").write_text(SPEC)
     (tmp_path / "campaign.yaml").write_text(CAMPAIGN)

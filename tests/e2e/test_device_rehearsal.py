@@ -63,6 +63,7 @@ def test_the_venv_imports_only_the_bundle_and_the_images_packages(venv: Path, tm
     assert "No module named 'ray.rllib'" in stripped.stderr
 
 
+@pytest.mark.heavy  # the GPU kit's call B at CPU size: run before a GPU session
 def test_call_b_runs_through_sptunes_cli_on_the_bundle_alone(venv: Path, tmp_path: Path):
     out, work = tmp_path / "out", tmp_path / "work"
     done = _run(["bash", "tools/device/call_b.sh", "--toy"], _device_env(venv, OUT=str(out), WORK=str(work)),

@@ -67,6 +67,7 @@ def test_a_study_imports_every_module_on_its_main_thread(finished_study):
     assert seen["off_main"] == []
 
 
+@pytest.mark.heavy  # many launches in a row
 def test_the_start_path_never_deadlocks_when_launched_repeatedly(repo_root, finished_study, tmp_path):
     """The whole start path again and again (preflight, MLflow store, Ray, the study's imports, the report),
     each time resuming the finished study: nothing left to train, exit 0, every import on the main thread."""

@@ -84,6 +84,7 @@ def finish_on_one_cpu_ray(proc: subprocess.Popen, out: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # three studies on different concurrency and CPUs
 def test_selections_do_not_depend_on_concurrency_or_cpus(ray_session, repo_root, tmp_path, monkeypatch):
     monkeypatch.setenv("SPTUNE_PROGRESS_SECONDS", "off")
     spec = tiny_spec(repo_root)

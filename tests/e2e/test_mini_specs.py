@@ -5,7 +5,7 @@ a temporary SPTUNE_CACHE_DIR), a small synthetic aclImdb folder for Text (writte
 and CIFAR-10 only where SPTUNE_DATA_DIR or /work/shared/data holds it (skipped otherwise); CIFAR-10 has no
 generator, so every spec and campaign on it is also refused, naming the file, where its data are absent.
 The end-to-end tests run each *_mini spec and campaign with a tiny budget through real Ray Tune and MLflow; the
-costly ones only with SPTUNE_ALL_MINIS=1 (see ALL_MINIS).
+costly ones are heavy (SPTUNE_HEAVY=1, tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -291,10 +291,7 @@ def test_listops_mini_end_to_end(ray_session, offline, tmp_path):
 # Each *_mini spec and campaign at its smallest budget that still runs its path (pretraining, each variant's search,
 # selection, the one test read, the report): one epoch per stage, one trial per search, a few hundred rows.
 # listops_mini is trained above, with more checks. The campaigns train many variants; they, cifar_mini (CIFAR-10
-# is not always there) and pathx_mini (drawing its images is slow) run only with SPTUNE_ALL_MINIS=1 (CI's time is
-# tight).
-ALL_MINIS = os.environ.get("SPTUNE_ALL_MINIS") == "1"
-OPT_IN = pytest.mark.skipif(not ALL_MINIS, reason="a costly mini: set SPTUNE_ALL_MINIS=1 to train it")
+# is not always there) and pathx_mini (drawing its images is slow) are heavy.
 TINY_ROWS = {
     "text": ["task.max_train=160"],
     "retrieval": ["task.gen_n_train=160", "task.gen_n_val=40", "task.gen_n_test=40"],
@@ -304,9 +301,11 @@ TINY_ROWS = {
 }
 MINIS = [
     pytest.param(ROOT / "search_spaces" / f"{task}_mini.yaml", id=f"{task}_mini")
-    for task in ("text", "retrieval", "pathfinder")
+    for task in ("text", "retrieval")
 ] + [
-    pytest.param(path, id=path.stem, marks=OPT_IN)
+    pytest.param(ROOT / "search_spaces" / "pathfinder_mini.yaml", id="pathfinder_mini", marks=pytest.mark.heavy),
+] + [
+    pytest.param(path, id=path.stem, marks=pytest.mark.heavy)
     for path in (ROOT / "search_spaces" / "cifar_mini.yaml", ROOT / "search_spaces" / "pathx_mini.yaml",
                  *sorted((ROOT / "sweeps").glob("*_mini.yaml")))
 ]

@@ -106,6 +106,7 @@ def test_a_study_waits_out_its_services_outages(ray_session, tmp_path, services,
     _finished_everything(out, server, db.url)
 
 
+@pytest.mark.heavy  # the exit-75 stop and resume; the wait itself runs above
 def test_an_outage_longer_than_the_wait_stops_the_study_resumably(ray_session, tmp_path, services, capsys,
                                                                   monkeypatch):
     server, db = services

@@ -31,7 +31,8 @@ from sptune.sweep import main
 from sptune.tracking.optuna_studies import default_url
 from tests.helpers_tiny import PLAIN, child_runs, tiny_spec, trial_checkpointed
 
-pytestmark = pytest.mark.slow
+# Heavy: two whole studies, packed and unpacked (the pack itself: tests/training/packing).
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 CUT = [
     "--set", "pretrain.epochs=2", "--set", "pretrain.num_samples=3", "--set", "finetune.epochs=4",
