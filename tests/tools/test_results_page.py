@@ -155,7 +155,7 @@ def test_cli_collects_writes_the_page_and_prints_the_commands(campaign, tmp_path
     assert "The papers: 0.40 -> 0.58." in text and "#### lo-epochs5" in text
 
 
-def test_the_shipped_manifest_names_every_study_of_the_issue():
+def test_every_study_of_the_shipped_manifest_names_a_shipped_spec():
     studies = results_page.load_manifest(REPO / "docs/results_studies.yaml")
     for study in studies:
         spec = study["command"].split()[3]
