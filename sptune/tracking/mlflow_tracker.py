@@ -7,7 +7,6 @@ created and fed by a Ray Tune callback that runs in the driver process.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from ray import tune
 
 from sptune.errors import RuntimeFailure
 from sptune.storage import moves, relocated
+from sptune.tracking.epoch_record import decode, epoch_row, finite
 from sptune.tracking.mlflow_db import follow_folder_moves, seed_new_store
 
 # MLflow 3 opens experiments in its GenAI view unless told this is model training.
@@ -39,23 +39,6 @@ VIEW_COLUMNS = (
     "params.`batch_size`",
     "metrics.`best_val_acc`",
     "metrics.`test_acc`",
-)
-# Numeric results worth a time series; Ray's bookkeeping fields are left out.
-EPOCH_METRICS = (
-    "loss",
-    "train_acc_running",
-    "train_masked_acc",
-    "lr",
-    "grad_norm",
-    "val_acc",
-    "val_loss",
-    "val_masked_acc",
-    "epoch_seconds",
-    "tokens_seen",
-    "best_val_acc",
-    "best_val_loss",
-    "trainable_params",
-    "total_params",
 )
 
 
@@ -173,10 +156,6 @@ class Tracker:
             self.client.set_terminated(self.parent_run_id, status=status)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 # TrialRunLogger's write batching: at most this many results, or seconds, wait unwritten.
 FLUSH_RESULTS = 500
 FLUSH_SECONDS = 2.0
@@ -258,14 +237,14 @@ class TrialRunLogger(tune.Callback):
         self._known = tracker.children()
         self.flush_results, self.flush_seconds = flush_results, flush_seconds
         self.writes = BatchedWrites(self.client, flush_results, flush_seconds)
-        self._logged_upto: dict[str, int] = {}  # run id of a resumed trial -> the last epoch its run holds
+        self._logged: dict[str, set[int]] = {}  # run id of a live trial -> the epochs its run holds or will
 
     # Ray pickles callbacks into the Tuner's state (tuner.pkl); on Tuner.restore we get
     # this object back and must reconnect to MLflow and re-learn the existing child runs.
     def __getstate__(self) -> dict:
         # Unwritten metrics stay out: a restored copy writing them could duplicate what this one flushes;
         # a resumed trial reports again from its checkpoint instead.
-        skip = ("tracker", "client", "writes", "_logged_upto")
+        skip = ("tracker", "client", "writes", "_logged")
         state = {k: v for k, v in self.__dict__.items() if k not in skip}
         state["_tracking"] = (self.tracker.uri, self.tracker.experiment_id, self.tracker.parent_run_id)
         return state
@@ -274,7 +253,7 @@ class TrialRunLogger(tune.Callback):
         uri, experiment_id, parent_run_id = state.pop("_tracking")
         state.setdefault("flush_results", FLUSH_RESULTS)  # a Tuner pickled without the batching settings
         state.setdefault("flush_seconds", FLUSH_SECONDS)
-        self.__dict__.update(state, _logged_upto={})
+        self.__dict__.update(state, _logged={})
         self.tracker = Tracker.attach(uri, experiment_id, parent_run_id)
         self.client = self.tracker.client
         self.writes = BatchedWrites(self.client, self.flush_results, self.flush_seconds)
@@ -303,12 +282,12 @@ class TrialRunLogger(tune.Callback):
             name = f"{phase}-{variant}-{trial_id}"
             run = self.client.create_run(self.tracker.experiment_id, run_name=name, tags=tags)
             run_id = run.info.run_id
+            self._logged[run_id] = set()
         else:
             self.client.update_run(run_id, status="RUNNING")
             # A resumed trial restarts from the checkpoint its snapshot named and reports the epochs since
-            # again: they are in the run already (MLflow would append a second point per step).
-            self._logged_upto[run_id] = max((m.step for m in self.client.get_metric_history(run_id, "loss")),
-                                            default=0)
+            # again: those in the run already are not written twice (MLflow would append a second point).
+            self._logged[run_id] = {m.step for m in self.client.get_metric_history(run_id, "loss")}
         # Written with the run's first metrics (one log_batch); again on resume, since a driver that died
         # within FLUSH_SECONDS of creating the run never wrote them (MLflow takes an equal value twice).
         self.writes.batch(run_id).add_params(self._params(trial))
@@ -327,13 +306,13 @@ class TrialRunLogger(tune.Callback):
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         run_id = self.run_for(trial)
-        epoch = int(result.get("epoch", result.get("training_iteration", 0)))
         now = int(time.time() * 1000)
-        batch = self.writes.batch(run_id)
-        if epoch > self._logged_upto.get(run_id, 0):
-            batch.metrics.extend(
-                Metric(k, float(result[k]), now, epoch) for k in EPOCH_METRICS if _finite(result.get(k))
-            )
+        batch, logged = self.writes.batch(run_id), self._logged.setdefault(run_id, set())
+        # A restored trial's first result replays its checkpoint's epochs: writes lost before a stop come back.
+        for row in (*decode(result), epoch_row(result)):
+            if row["epoch"] not in logged:
+                logged.add(row["epoch"])
+                batch.metrics.extend(Metric(k, v, now, row["epoch"]) for k, v in row.items() if k != "epoch")
         self.writes.results += 1
         if result.get("diverged"):
             batch.tags["sptune.status"] = "diverged"
@@ -369,10 +348,11 @@ class TrialRunLogger(tune.Callback):
     def _close(self, trial: Any, status: str) -> None:
         run_id = self.run_for(trial)
         last = self.last_result.pop(trial.trial_id, {})  # the state Tune pickles stays O(live trials)
+        self._logged.pop(run_id, None)
         batch, now = self.writes.batch(run_id), int(time.time() * 1000)
         batch.metrics.extend(
             Metric(k, float(last[k]), now, 0) for k in ("best_val_acc", "best_val_loss", "best_epoch")
-            if _finite(last.get(k))
+            if finite(last.get(k))
         )
         if last.get("diverged"):
             status = "FAILED"  # tagged sptune.status=diverged in on_trial_result; never selected

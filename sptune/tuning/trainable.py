@@ -22,6 +22,7 @@ from sptune.rules.ranking import rank_key
 from sptune.spec import SweepSpec
 from sptune.storage import set_moves
 from sptune.tasks.base import TaskSplits
+from sptune.tracking.epoch_record import REPLAY_KEY, encode, epoch_row
 from sptune.training.checkpoint_files import STATE_FILE, load_state
 from sptune.training.loops import Diverged, EpochLoop
 from sptune.tuning.callbacks.live_metrics import export_epoch
@@ -61,6 +62,8 @@ class StudyTrainable(tune.Trainable):
         self.job: Pretraining | Finetuning | PackMember = make(self.spec, self.data, config, budget)
         self.best: dict[str, float] = {}  # the best epoch's val_acc / val_loss / epoch (sptune.rules.ranking)
         self.improvements = 0
+        self.epochs: list[dict[str, float]] = []  # every epoch's MLflow numbers so far (tracking.epoch_record)
+        self.replay = False  # set by a restore: the next result carries the checkpoint's epochs
 
     @property
     def loop(self) -> EpochLoop:
@@ -79,6 +82,9 @@ class StudyTrainable(tune.Trainable):
             # Once per trial (diverged ones too): facts MLflow logs as the child run's params.
             result["mlflow_params"] = {**self.job.optim_params(), **self.job.run_params()}
             result.update(self.job.first_epoch_metrics())
+        if self.replay:
+            result[REPLAY_KEY], self.replay = encode(self.epochs), False
+        self.epochs.append(epoch_row(result))
         return result
 
     def _train_one_epoch(self) -> dict:
@@ -114,7 +120,7 @@ class StudyTrainable(tune.Trainable):
         return {"best_" + k: self.best[k] for k in names if k in self.best}
 
     def save_checkpoint(self, checkpoint_dir: str) -> str:
-        state = {**self.loop.state_dict(), "best": self.best, "improvements": self.improvements}
+        state = {**self.loop.state_dict(), "best": self.best, "improvements": self.improvements, "epochs": self.epochs}
         torch.save(state, Path(checkpoint_dir) / STATE_FILE)
         return checkpoint_dir
 
@@ -123,3 +129,4 @@ class StudyTrainable(tune.Trainable):
         self.loop.load_state_dict(state)
         self.best = {k: float(v) for k, v in state["best"].items()}
         self.improvements = int(state["improvements"])
+        self.epochs, self.replay = list(state.get("epochs", [])), True  # checkpoints older than the record: none

@@ -10,7 +10,8 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 from ray import tune
 
-from sptune.tracking.mlflow_tracker import EPOCH_METRICS, Tracker, TrialRunLogger
+from sptune.tracking.epoch_record import EPOCH_METRICS
+from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
 
 EPOCHS = 6
 
@@ -160,3 +161,33 @@ def test_a_resumed_trial_adds_only_the_epochs_its_run_lacks(tmp_path):
     assert steps == [1, 2, 3, 4, 5]
     assert run.data.params["lr"] == "0.01" and run.data.params["task"] == "digits"
     assert run.info.status == "FINISHED"
+
+
+def test_a_restored_trials_replayed_epochs_fill_the_writes_a_stopped_driver_lost(tmp_path):
+    """A full disk stops the driver before its batched writes reach MLflow; the trial resumes from its
+    epoch-2 checkpoint, whose first result replays epochs 1-2: the run ends with every epoch once."""
+    import pickle
+    from types import SimpleNamespace
+
+    from sptune.tracking.epoch_record import REPLAY_KEY, encode
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "lost", tmp_path)
+    tracker.start_parent("study", {})
+    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    first = TrialRunLogger(tracker, {})
+    saved = pickle.dumps(first)
+    first.on_trial_start(0, [trial], trial)
+    first.flush()  # the run exists; epochs 1-2 waited in the batch when the driver stopped
+
+    resumed = pickle.loads(saved)
+    resumed.setup()
+    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
+    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: replay})
+    resumed.on_trial_result(0, [trial], trial, {"epoch": 4, "loss": 0.125, "val_acc": 0.4})
+    resumed.on_trial_complete(0, [trial], trial)
+
+    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
+    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
+    history = tracker.client.get_metric_history(run.info.run_id, "loss")
+    assert sorted((m.step, m.value) for m in history) == [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125)]
+    assert _steps(tracker.client, run, "val_acc") == [1, 2, 3, 4]

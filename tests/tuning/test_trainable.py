@@ -12,6 +12,7 @@ from sptune.plan.trial_budgets import TrialBudgets
 from sptune.rules.budgets import Budget
 from sptune.spec import SweepSpec
 from sptune.tasks.base import TaskInfo
+from sptune.tracking.epoch_record import REPLAY_KEY, decode
 from sptune.training.loops import OptimConfig
 from tests.helpers_tiny import direct_trainable, random_splits
 
@@ -72,6 +73,25 @@ def test_a_restored_trial_ends_with_the_same_weights_as_one_never_interrupted(tm
     for name, tensor in straight.loop.model.state_dict().items():
         assert torch.equal(restored.loop.model.state_dict()[name], tensor), name
     straight.stop(), restored.stop()
+
+
+def test_a_restored_trials_first_result_replays_the_epochs_its_checkpoint_saw(tmp_path):
+    """A driver that stops before writing a result to MLflow loses it; the checkpoint's copy brings it back."""
+    trainable = _direct()
+    first = trainable(dict(CONFIG))
+    before = [first.train() for _ in range(2)]
+    checkpoint = first.save_checkpoint(str(tmp_path))
+    first.stop()
+
+    restored = trainable(dict(CONFIG))
+    restored.load_checkpoint(checkpoint)
+    third, fourth = restored.train(), restored.train()
+    replayed = decode(third)
+    assert [row["epoch"] for row in replayed] == [1, 2]
+    assert [row["loss"] for row in replayed] == [r["loss"] for r in before]
+    assert [row["val_acc"] for row in replayed] == [r["val_acc"] for r in before]
+    assert decode(fourth) == [] and REPLAY_KEY not in fourth  # once, on the first result after the restore
+    restored.stop()
 
 
 @pytest.mark.parametrize("config", [CONFIG, PRETRAIN_CONFIG], ids=["finetune", "pretrain"])
