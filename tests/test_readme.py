@@ -10,6 +10,7 @@ A block without a tag fails, so no command reaches the README untested by accide
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -52,11 +54,35 @@ def test_readme_gives_a_fresh_virtualenv_then_exactly_two_commands_and_ci_runs_t
     tag, lang, body = blocks(_text())[0]
     venv, run_job, run_tests = commands(body)
     assert venv == "python3 -m venv .venv && . .venv/bin/activate"
-    assert "python -m sptune.sweep search_spaces/digits_quick.yaml" in run_job
+    assert "python -m sptune.sweep search_spaces/digits_scarce.yaml" in run_job
     assert run_job.startswith("pip install torch==2.13.0") and "pytest" in run_tests
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert run_tests in ci
-    assert (REPO / "search_spaces" / "digits_quick.yaml").is_file()
+    assert (REPO / "search_spaces" / "digits_scarce.yaml").is_file()
+
+
+def _within(given: object, ran: object) -> bool:
+    """Every value the spec file gives is the one the run used (the run's copy adds the defaults)."""
+    if isinstance(given, dict):
+        return isinstance(ran, dict) and all(k in ran and _within(v, ran[k]) for k, v in given.items())
+    return given == ran
+
+
+def test_what_you_get_is_the_main_jobs_committed_decided_result():
+    """The README's table is docs/results/digits_scarce/results.json's, from the spec the first command runs, and that
+    run decided (the regression guard re-checks the direction on every CI run)."""
+    results = json.loads((REPO / "docs/results/digits_scarce/results.json").read_text())
+    ran = yaml.safe_load((REPO / "docs/results/digits_scarce/spec.yaml").read_text())  # as run: defaults filled in
+    assert _within(yaml.safe_load((REPO / "search_spaces/digits_scarce.yaml").read_text()), ran)
+    text = _text()
+    for variant in ("scratch", "spt"):
+        row = results["summary"][variant]
+        line = next(x for x in text.splitlines() if x.startswith(f"| {variant} |"))
+        assert f"{row['test_acc_mean']:.4f} ± {row['test_acc_std']:.4f}" in line, line
+    test = results["sequential"]["comparisons"]["spt"]
+    low, high = test["test"]["interval"]
+    assert test["verdict"] == "better" and low > 0
+    assert f"{test['test']['mean']:+.4f} [{low:+.4f}, {high:+.4f}]" in text
 
 
 def test_every_code_block_says_how_it_is_tested():

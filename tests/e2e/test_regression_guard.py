@@ -1,7 +1,7 @@
-"""The regression guard: a small study of the whole SPT path, run through the CLI (docs/results/regression_guard/
-has its numbers). A change that makes SPT significantly worse than scratch there (the whole 95 % interval of
-Δ below zero) fails it.
-The same study's output is then collected and rendered by tools/results_page.py end to end."""
+"""The regression guard: a cut-down twin of the README's main job (search_spaces/digits_scarce.yaml), run through
+the CLI (docs/results/regression_guard/ has its numbers). SPT must still beat scratch with 5 % of the digits
+labels, the whole 95 % interval of Δ above zero, as the main job decides: a change that loses SPT's gain there
+fails it. The same study's output is then collected and rendered by tools/results_page.py end to end."""
 
 from __future__ import annotations
 
@@ -24,17 +24,16 @@ def guard(ray_session, tmp_path_factory) -> Path:
     return out
 
 
-def test_spt_is_not_below_scratch_beyond_its_interval(guard):
+def test_spt_still_beats_scratch_with_scarce_labels_as_the_main_job_decides(guard):
     results = json.loads((guard / "results.json").read_text())
     summary = results["summary"]
     assert results["baseline"] == "scratch" and summary["scratch"]["seeds"] == summary["spt"]["seeds"] == 3
     spt = summary["spt"]
     assert spt["delta_vs"] == "scratch" and spt["delta_paired"] is True and spt["delta_n"] == 3
     low, high = spt["delta_ci95"]
-    # SPT >= scratch minus its interval: the mean difference plus the interval's upper half reaches zero.
-    assert high >= 0, (f"SPT below scratch beyond its interval: Δ {spt['delta_mean']:+.4f} [{low:+.4f}, {high:+.4f}]; "
-                       f"scratch {summary['scratch']['test_acc_mean']:.4f}, spt {spt['test_acc_mean']:.4f}")
-    assert spt["test_acc_mean"] > 0.8  # digits: both variants learn (chance 0.10)
+    assert low > 0, (f"SPT no longer detectably better than scratch: Δ {spt['delta_mean']:+.4f} [{low:+.4f}, "
+                     f"{high:+.4f}]; scratch {summary['scratch']['test_acc_mean']:.4f}, spt {spt['test_acc_mean']:.4f}")
+    assert spt["test_acc_mean"] > 0.7  # 63 labelled digits (chance 0.10)
 
 
 def test_results_page_from_the_guard_output(guard, tmp_path):
