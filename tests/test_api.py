@@ -121,6 +121,17 @@ def test_load_results_reads_picks_flags_and_optuna_studies(tmp_path):
     assert result == sptune.load_results(tmp_path)  # frozen values: equal when read twice
 
 
+def test_load_results_of_a_folder_whose_spec_is_an_alias_bomb_returns_at_once_without_its_experiment(tmp_path):
+    shutil.copytree(RESULTS / "digits_quick", tmp_path / "study")
+    study = tmp_path / "study"
+    assert sptune.load_results(study).mlflow.experiment_name == "sptune-digits_quick"
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    (study / "spec.yaml").write_text("name: bomb\n" + "\n".join(levels) + "\n")
+    result = sptune.load_results(study)  # a walk of the expanded tree would take hours; the bound refuses it
+    assert result.mlflow.experiment_name is None and result.name == "digits_quick"
+
+
 def test_load_results_refuses_a_folder_without_results(tmp_path):
     with pytest.raises(DataError, match="no results.json here"):
         sptune.load_results(tmp_path)

@@ -31,6 +31,7 @@ from sptune.api.study_result import (
 from sptune.errors import DataError
 from sptune.judging.stats import Summary
 from sptune.output_files import FLAGS_JSON, OPTUNA_DB, OPTUNA_RECORD, REPORT_HTML, RESULTS_JSON, RESULTS_MD, SPEC
+from sptune.spec import bounded_yaml
 
 
 def load_results(output_dir: str | Path) -> StudyResult | CampaignResult:
@@ -108,10 +109,13 @@ def _existing(path: Path) -> Path | None:
 
 
 def _spec(out: Path) -> dict[str, Any]:
+    # A study folder may come from someone else: its spec.yaml is read within the spec reader's bounds, so an alias
+    # bomb in it is refused at once rather than walked (the experiment's name is then left unknown).
     try:
-        return yaml.safe_load((out / SPEC).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        spec = bounded_yaml.safe_load((out / SPEC).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
+    return spec if isinstance(spec, dict) else {}
 
 
 def _variant(
