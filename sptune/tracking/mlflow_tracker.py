@@ -285,14 +285,20 @@ class TrialRunLogger(tune.Callback):
             self._logged[run_id] = set()
         else:
             self.client.update_run(run_id, status="RUNNING")
-            # A resumed trial restarts from the checkpoint its snapshot named and reports the epochs since
-            # again: those in the run already are not written twice (MLflow would append a second point).
-            self._logged[run_id] = {m.step for m in self.client.get_metric_history(run_id, "loss")}
+            self._logged_epochs(run_id)
         # Written with the run's first metrics (one log_batch); again on resume, since a driver that died
         # within FLUSH_SECONDS of creating the run never wrote them (MLflow takes an equal value twice).
         self.writes.batch(run_id).add_params(self._params(trial))
         self.run_ids[trial_id] = run_id
         return run_id
+
+    def _logged_epochs(self, run_id: str) -> set[int]:
+        """The epochs run `run_id` holds or will once flushed. A run this driver did not create (a resumed study's)
+        is asked once: its trial restarts from a checkpoint and reports, or replays, epochs the run may hold
+        already, and MLflow would append a second point for each."""
+        if run_id not in self._logged:
+            self._logged[run_id] = {m.step for m in self.client.get_metric_history(run_id, "loss")}
+        return self._logged[run_id]
 
     def _params(self, trial: Any) -> dict[str, Any]:
         # The study's one Tuner names each trial's stage: pretrain-on-TASK and pretrain share an objective.
@@ -307,7 +313,7 @@ class TrialRunLogger(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         run_id = self.run_for(trial)
         now = int(time.time() * 1000)
-        batch, logged = self.writes.batch(run_id), self._logged.setdefault(run_id, set())
+        batch, logged = self.writes.batch(run_id), self._logged_epochs(run_id)
         # A restored trial's first result replays its checkpoint's epochs: writes lost before a stop come back.
         for row in (*decode(result), epoch_row(result)):
             if row["epoch"] not in logged:

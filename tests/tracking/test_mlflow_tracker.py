@@ -191,3 +191,58 @@ def test_a_restored_trials_replayed_epochs_fill_the_writes_a_stopped_driver_lost
     history = tracker.client.get_metric_history(run.info.run_id, "loss")
     assert sorted((m.step, m.value) for m in history) == [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125)]
     assert _steps(tracker.client, run, "val_acc") == [1, 2, 3, 4]
+
+
+def test_a_trial_recovered_within_one_driver_replays_epochs_its_run_already_has_without_logging_them_twice(tmp_path):
+    """A trial fails after epoch 3 and Tune restores it, in the same driver, from its epoch-2 checkpoint: its first
+    result replays epochs 1-2 (already logged) and re-reports epoch 3; the run keeps each epoch once, epoch 3 with
+    the value the driver logged first."""
+    from types import SimpleNamespace
+
+    from sptune.tracking.epoch_record import REPLAY_KEY, encode
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "recovered", tmp_path)
+    tracker.start_parent("study", {})
+    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    logger = TrialRunLogger(tracker, {})
+    logger.on_trial_start(0, [trial], trial)
+    for epoch in (1, 2, 3):
+        logger.on_trial_result(0, [trial], trial, {"epoch": epoch, "loss": 1.0 / epoch, "val_acc": 0.1 * epoch})
+    logger.flush()
+    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
+    logger.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.3, "val_acc": 0.3, REPLAY_KEY: replay})
+    logger.on_trial_result(0, [trial], trial, {"epoch": 4, "loss": 0.25, "val_acc": 0.4})
+    logger.on_trial_complete(0, [trial], trial)
+
+    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
+    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
+    history = tracker.client.get_metric_history(run.info.run_id, "loss")
+    assert sorted((m.step, m.value) for m in history) == [(1, 1.0), (2, 0.5), (3, 1.0 / 3), (4, 0.25)]
+    assert _steps(tracker.client, run, "val_acc") == [1, 2, 3, 4]
+
+
+def test_a_driver_restored_from_a_logger_pickled_after_its_trial_started_asks_mlflow_what_the_run_holds(tmp_path):
+    """The pickled logger already maps the trial to its run (Tune saved it mid-trial): the resumed driver still
+    reads the run's epochs from MLflow before writing the replay, so epoch 1, flushed before the stop, stays once."""
+    import pickle
+    from types import SimpleNamespace
+
+    from sptune.tracking.epoch_record import REPLAY_KEY, encode
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "pickled", tmp_path)
+    tracker.start_parent("study", {})
+    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    first = TrialRunLogger(tracker, {})
+    first.on_trial_start(0, [trial], trial)
+    first.on_trial_result(0, [trial], trial, {"epoch": 1, "loss": 1.0, "val_acc": 0.1})
+    first.flush()
+    resumed = pickle.loads(pickle.dumps(first))
+    resumed.setup()
+    resumed.on_trial_start(0, [trial], trial)
+    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
+    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: replay})
+    resumed.on_trial_complete(0, [trial], trial)
+
+    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
+    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
+    assert _steps(tracker.client, run, "loss") == [1, 2, 3]
