@@ -20,6 +20,7 @@ import ray
 import torch
 
 from sptune.spec import SweepSpec
+from sptune.storage import moves, set_moves
 from sptune.tasks.base import TaskSplits
 from sptune.tuning.packs.membership import PACK_NAMESPACE, PackSlot
 from sptune.tuning.packs.rounds import PackRounds
@@ -39,8 +40,12 @@ def member_resources(spec: SweepSpec) -> dict[str, float]:
 class PackExecutor:
     """The actor's body: builds members as the trainable does and forwards to `PackRounds`."""
 
-    def __init__(self, name: str, size: int, spec: SweepSpec, data: TaskSplits) -> None:
+    def __init__(self, name: str, size: int, spec: SweepSpec, data: TaskSplits,
+                 folder_moves: dict[str, str] | None = None) -> None:
         torch.set_num_threads(max(1, math.floor(spec.resources.cpu)))
+        # The members' configs name checkpoints under the study folder as first recorded: in a moved folder
+        # (`--resume --output NEW`), read them under its copy, as the member trials themselves do.
+        set_moves(folder_moves or {})
         self.rounds = PackRounds(name, size, lambda config, budget: job_for(spec, data, config, budget), WAIT_S,
                                  lambda device: spec.resources.fuses_packs(device.type == "cuda"))
 
@@ -70,7 +75,8 @@ _ACTOR: Any = None  # the actor class, made once per process
 
 
 def executor_for(slot: PackSlot, spec: SweepSpec, data: TaskSplits) -> Any:
-    """The pack's executor, created by whichever member comes first (the others' arguments are ignored)."""
+    """The pack's executor, created by whichever member comes first (the others' arguments are ignored), with that
+    member's folder moves (`storage.moves`, set by its trainable from the driver's)."""
     global _ACTOR
     if _ACTOR is None:
         _ACTOR = ray.remote(PackExecutor)
@@ -81,7 +87,7 @@ def executor_for(slot: PackSlot, spec: SweepSpec, data: TaskSplits) -> Any:
         # removed when halving pauses the trial, and would take the executor with it.
         scheduling_strategy="DEFAULT",
     )
-    return actor.remote(slot.name, slot.size, spec, data)
+    return actor.remote(slot.name, slot.size, spec, data, moves())
 
 
 def existing(name: str) -> Any | None:
