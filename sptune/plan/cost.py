@@ -21,10 +21,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from sptune.plan.packs import describe_pack_cost, rerun_packs, search_pack_epochs, selection_packs
 from sptune.plan.selection_steps import selection_epochs
 from sptune.plan.study_plan import SearchPlan, StudyPlan, search_epochs
-from sptune.spec import bounded_yaml
 
 TABLE = Path(__file__).with_name("epoch_seconds.yaml")
 DEVICES = ("cpu", "gpu")
@@ -94,7 +95,7 @@ def stage_pack_epochs(plan: StudyPlan) -> StageEpochs:
 
 @cache
 def measurements(path: Path = TABLE) -> tuple[dict[str, Any], ...]:
-    return tuple(bounded_yaml.safe_load(path.read_text()) or [])
+    return tuple(yaml.safe_load(path.read_text()) or [])
 
 
 def config_of(plan: StudyPlan) -> dict[str, Any]:

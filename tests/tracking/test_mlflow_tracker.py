@@ -4,13 +4,15 @@ when a trial fails, and when the study is interrupted mid-way (real Ray Tune, re
 from __future__ import annotations
 
 import os
+import pickle
 import signal
+from types import SimpleNamespace
 from typing import Any
 
 from mlflow.tracking import MlflowClient
 from ray import tune
 
-from sptune.tracking.epoch_record import EPOCH_METRICS
+from sptune.tracking.epoch_record import EPOCH_METRICS, REPLAY_KEY, encode
 from sptune.tracking.mlflow_tracker import Tracker, TrialRunLogger
 
 EPOCHS = 6
@@ -133,16 +135,31 @@ def test_an_interrupted_study_flushes_every_result_it_had(ray_session, tmp_path)
         assert _steps(client, run, "loss") == list(range(1, n + 1))
 
 
+# The replay a trial restored from its epoch-2 checkpoint carries in its first result (tracking.epoch_record).
+REPLAY_1_2 = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
+
+
+def _one_trial(tmp_path, name: str) -> tuple[Tracker, SimpleNamespace]:
+    """A study's parent run in a fresh SQLite store, and one search trial to log under it."""
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", name, tmp_path)
+    tracker.start_parent("study", {})
+    return tracker, SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+
+
+def _child(tracker: Tracker) -> Any:
+    (run,) = tracker.client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'")
+    return run
+
+
+def _losses(tracker: Tracker, run: Any) -> list[tuple[int, float]]:
+    return sorted((m.step, m.value) for m in tracker.client.get_metric_history(run.info.run_id, "loss"))
+
+
 def test_a_resumed_trial_adds_only_the_epochs_its_run_lacks(tmp_path):
     """After a driver dies, the resumed trial restarts from the checkpoint the last snapshot named and
     reports the epochs since then again; its run keeps one point per epoch, and gets its params even
     if the old driver died before writing them."""
-    import pickle
-    from types import SimpleNamespace
-
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "resume", tmp_path)
-    tracker.start_parent("study", {})
-    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    tracker, trial = _one_trial(tmp_path, "resume")
     first = TrialRunLogger(tracker, {"scratch": {"task": "digits"}})
     saved = pickle.dumps(first)  # what tuner.pkl holds: the logger as the Tuner was built
     for epoch in (1, 2, 3):
@@ -155,10 +172,8 @@ def test_a_resumed_trial_adds_only_the_epochs_its_run_lacks(tmp_path):
         resumed.on_trial_result(0, [trial], trial, {"epoch": epoch, "loss": 1 / epoch + 0.5})
     resumed.on_trial_complete(0, [trial], trial)
 
-    client = tracker.client
-    (run,) = client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'")
-    steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "loss"))
-    assert steps == [1, 2, 3, 4, 5]
+    run = _child(tracker)
+    assert _steps(tracker.client, run, "loss") == [1, 2, 3, 4, 5]
     assert run.data.params["lr"] == "0.01" and run.data.params["task"] == "digits"
     assert run.info.status == "FINISHED"
 
@@ -166,14 +181,7 @@ def test_a_resumed_trial_adds_only_the_epochs_its_run_lacks(tmp_path):
 def test_a_restored_trials_replayed_epochs_fill_the_writes_a_stopped_driver_lost(tmp_path):
     """A full disk stops the driver before its batched writes reach MLflow; the trial resumes from its
     epoch-2 checkpoint, whose first result replays epochs 1-2: the run ends with every epoch once."""
-    import pickle
-    from types import SimpleNamespace
-
-    from sptune.tracking.epoch_record import REPLAY_KEY, encode
-
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "lost", tmp_path)
-    tracker.start_parent("study", {})
-    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    tracker, trial = _one_trial(tmp_path, "lost")
     first = TrialRunLogger(tracker, {})
     saved = pickle.dumps(first)
     first.on_trial_start(0, [trial], trial)
@@ -181,15 +189,12 @@ def test_a_restored_trials_replayed_epochs_fill_the_writes_a_stopped_driver_lost
 
     resumed = pickle.loads(saved)
     resumed.setup()
-    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
-    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: replay})
+    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: REPLAY_1_2})
     resumed.on_trial_result(0, [trial], trial, {"epoch": 4, "loss": 0.125, "val_acc": 0.4})
     resumed.on_trial_complete(0, [trial], trial)
 
-    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
-    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
-    history = tracker.client.get_metric_history(run.info.run_id, "loss")
-    assert sorted((m.step, m.value) for m in history) == [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125)]
+    run = _child(tracker)
+    assert _losses(tracker, run) == [(1, 1.0), (2, 0.5), (3, 0.25), (4, 0.125)]
     assert _steps(tracker.client, run, "val_acc") == [1, 2, 3, 4]
 
 
@@ -197,41 +202,25 @@ def test_a_trial_recovered_within_one_driver_replays_epochs_its_run_already_has_
     """A trial fails after epoch 3 and Tune restores it, in the same driver, from its epoch-2 checkpoint: its first
     result replays epochs 1-2 (already logged) and re-reports epoch 3; the run keeps each epoch once, epoch 3 with
     the value the driver logged first."""
-    from types import SimpleNamespace
-
-    from sptune.tracking.epoch_record import REPLAY_KEY, encode
-
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "recovered", tmp_path)
-    tracker.start_parent("study", {})
-    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    tracker, trial = _one_trial(tmp_path, "recovered")
     logger = TrialRunLogger(tracker, {})
     logger.on_trial_start(0, [trial], trial)
     for epoch in (1, 2, 3):
         logger.on_trial_result(0, [trial], trial, {"epoch": epoch, "loss": 1.0 / epoch, "val_acc": 0.1 * epoch})
     logger.flush()
-    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
-    logger.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.3, "val_acc": 0.3, REPLAY_KEY: replay})
+    logger.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.3, "val_acc": 0.3, REPLAY_KEY: REPLAY_1_2})
     logger.on_trial_result(0, [trial], trial, {"epoch": 4, "loss": 0.25, "val_acc": 0.4})
     logger.on_trial_complete(0, [trial], trial)
 
-    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
-    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
-    history = tracker.client.get_metric_history(run.info.run_id, "loss")
-    assert sorted((m.step, m.value) for m in history) == [(1, 1.0), (2, 0.5), (3, 1.0 / 3), (4, 0.25)]
+    run = _child(tracker)
+    assert _losses(tracker, run) == [(1, 1.0), (2, 0.5), (3, 1.0 / 3), (4, 0.25)]
     assert _steps(tracker.client, run, "val_acc") == [1, 2, 3, 4]
 
 
 def test_a_driver_restored_from_a_logger_pickled_after_its_trial_started_asks_mlflow_what_the_run_holds(tmp_path):
     """The pickled logger already maps the trial to its run (Tune saved it mid-trial): the resumed driver still
     reads the run's epochs from MLflow before writing the replay, so epoch 1, flushed before the stop, stays once."""
-    import pickle
-    from types import SimpleNamespace
-
-    from sptune.tracking.epoch_record import REPLAY_KEY, encode
-
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "pickled", tmp_path)
-    tracker.start_parent("study", {})
-    trial = SimpleNamespace(trial_id="t_1", config={"lr": 0.01, "phase": "search", "variant": "scratch"})
+    tracker, trial = _one_trial(tmp_path, "pickled")
     first = TrialRunLogger(tracker, {})
     first.on_trial_start(0, [trial], trial)
     first.on_trial_result(0, [trial], trial, {"epoch": 1, "loss": 1.0, "val_acc": 0.1})
@@ -239,10 +228,7 @@ def test_a_driver_restored_from_a_logger_pickled_after_its_trial_started_asks_ml
     resumed = pickle.loads(pickle.dumps(first))
     resumed.setup()
     resumed.on_trial_start(0, [trial], trial)
-    replay = encode([{"epoch": 1, "loss": 1.0, "val_acc": 0.1}, {"epoch": 2, "loss": 0.5, "val_acc": 0.2}])
-    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: replay})
+    resumed.on_trial_result(0, [trial], trial, {"epoch": 3, "loss": 0.25, "val_acc": 0.3, REPLAY_KEY: REPLAY_1_2})
     resumed.on_trial_complete(0, [trial], trial)
 
-    parent = f"tags.mlflow.parentRunId = '{tracker.parent_run_id}'"
-    (run,) = tracker.client.search_runs([tracker.experiment_id], parent)
-    assert _steps(tracker.client, run, "loss") == [1, 2, 3]
+    assert _steps(tracker.client, _child(tracker), "loss") == [1, 2, 3]
