@@ -133,6 +133,8 @@ def _studies(url: str, prefix: str) -> dict[str, optuna.Study]:
     return {n.removeprefix(prefix): optuna.load_study(study_name=n, storage=storage) for n in names}
 
 
+# Heavy: resume runs in test_resume; a restored searcher goes on in PostgreSQL in tests/tracking/test_optuna_studies.
+@pytest.mark.heavy
 def test_resume_continues_the_same_studies_in_postgresql(ray_session, repo_root, tmp_path, postgres, capsys):
     out = tmp_path / "interrupted"
     # The URL through the environment: a password on the command line would show in `ps`.

@@ -289,7 +289,9 @@ def uninterrupted(ray_session, spec) -> Uninterrupted:
     run.stop()
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "kill -9"])
+# kill -9 at every step is heavy: test_resume, test_resume_selection_steps and test_study_promises kill drivers
+# mid-search, mid-candidates and inside the test read.
+@pytest.mark.parametrize("how", ["SIGINT", pytest.param("kill -9", marks=pytest.mark.heavy)])
 def test_a_study_interrupted_at_every_step_ends_as_the_uninterrupted_one(
     ray_session, spec, uninterrupted, how, monkeypatch
 ):

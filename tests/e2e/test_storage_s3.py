@@ -293,6 +293,7 @@ def test_spt_checkpoints_the_driver_writes_reach_trials_through_the_storage(s3, 
                                                                        for u in handed.values())
 
 
+@pytest.mark.heavy  # the storage's SPT hand-over runs above, campaigns in test_own_data and test_plugins
 def test_a_campaign_keeps_each_study_under_its_own_prefix_and_hands_the_cached_spt_through_it(s3, tmp_path):
     """Two studies over a finetuning-only axis: the first pretrains (its trials and selection under
     PREFIX/<study>/), the second reuses that pretraining from the campaign's cache, and its SPT trials
