@@ -108,6 +108,8 @@ def spec(repo_root) -> str:
     return str(Path(repo_root) / "search_spaces" / "digits_quick.yaml")
 
 
+# Heavy: two studies; tests/tuning/test_contract.py drives the real schedulers and searchers in any finish order.
+@pytest.mark.heavy
 def test_a_delay_in_some_trials_changes_no_decision(ray_session, spec, tmp_path):
     first = run_study(spec, tmp_path / "slow64", TINY + DECISIONS, slow_batch_size=64)
     second = run_study(spec, tmp_path / "slow32", TINY + DECISIONS, slow_batch_size=32)
